@@ -1,0 +1,46 @@
+"""Exceptions shared by every layer of trajstore.
+
+Each one subclasses the built-in exception a user would already catch
+(``ValueError``, ``KeyError``, ``FileExistsError``, ...), so ``except ValueError``
+keeps working.
+"""
+
+from __future__ import annotations
+
+
+class TrajstoreError(Exception):
+    """Base class of every exception raised on purpose by trajstore."""
+
+
+class InvalidValueError(TrajstoreError, ValueError):
+    """A value does not fit its space (shape, dtype, bounds, keys).
+
+    The message names the leaf by its nested path, e.g. ``observation/pixels``.
+    """
+
+
+class UnsupportedSpaceError(TrajstoreError, TypeError):
+    """A storage was given a space it cannot store (e.g. a float image to ``ImageStorage``)."""
+
+
+class ReadOnlyError(TrajstoreError, PermissionError):
+    """A write was attempted on a storage or buffer opened read-only."""
+
+
+class StorageExistsError(TrajstoreError, FileExistsError):
+    """``create`` was pointed at a path that already holds data."""
+
+
+class FormatError(TrajstoreError, ValueError):
+    """A file on disk is missing, corrupt, or of an unknown type or format version."""
+
+
+class UnknownTypeError(FormatError, KeyError):
+    """A registered type name read from a file is not known; the message lists the known names."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class LockedError(TrajstoreError, BlockingIOError):
+    """Another process holds the writer lock of a buffer folder."""

@@ -1,0 +1,74 @@
+"""``TextSpace``: a bounded-length ``str`` (a language instruction, a task name)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trajstore.errors import InvalidValueError
+from trajstore.spaces.base import SPACE_TYPES, Space, leaf_name
+from trajstore.spaces.metadata import SpaceMetadata
+
+_ALPHABET = np.array(list("abcdefghijklmnopqrstuvwxyz "))
+
+
+@SPACE_TYPES.register("text")
+class TextSpace(Space):
+    """Strings of ``min_length`` to ``max_length`` characters (Unicode code points).
+
+    One value is a ``str``; a batch is a NumPy array of dtype ``<U{max_length}`` and shape ``(N,)``.
+    """
+
+    shape: tuple[int, ...] = ()
+
+    def __init__(self, max_length: int, min_length: int = 0, metadata: Any = None):
+        super().__init__(metadata)
+        if max_length < 1 or min_length < 0 or min_length > max_length:
+            raise ValueError(f"TextSpace needs 0 <= min_length <= max_length and max_length >= 1, "
+                             f"got min_length={min_length}, max_length={max_length}")
+        self.max_length = int(max_length)
+        self.min_length = int(min_length)
+        self.dtype = np.dtype(f"<U{self.max_length}")
+
+    def _copy_with(self, metadata: SpaceMetadata) -> "TextSpace":
+        return TextSpace(self.max_length, self.min_length, metadata)
+
+    def _check_one(self, s: Any, path: str) -> str:
+        if not isinstance(s, str):
+            raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected str, got {type(s).__name__}")
+        if not self.min_length <= len(s) <= self.max_length:
+            raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected {self.min_length} to "
+                                    f"{self.max_length} characters, got {len(s)}")
+        return s
+
+    def validate(self, x: Any, *, batched: bool = False, path: str = "") -> Any:
+        if not batched:
+            return self._check_one(x.item() if isinstance(x, np.ndarray) and x.ndim == 0 else x, path)
+        if isinstance(x, str):
+            raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected a batch of strings, shape (N,), got one str")
+        items = list(x)
+        for s in items:
+            self._check_one(str(s) if isinstance(s, np.str_) else s, path)
+        return np.asarray(items, dtype=self.dtype).reshape(len(items))
+
+    def sample(self, rng: np.random.Generator | None = None, batch_size: int | None = None) -> Any:
+        rng = rng or np.random.default_rng()
+
+        def one() -> str:
+            n = int(rng.integers(self.min_length, self.max_length, endpoint=True))
+            return "".join(rng.choice(_ALPHABET, size=n))
+
+        if batch_size is None:
+            return one()
+        return np.asarray([one() for _ in range(batch_size)], dtype=self.dtype)
+
+    def _config(self) -> dict[str, Any]:
+        return {"max_length": self.max_length, "min_length": self.min_length}
+
+    @classmethod
+    def _from_config(cls, config: dict[str, Any], metadata: SpaceMetadata) -> "TextSpace":
+        return cls(config["max_length"], config.get("min_length", 0), metadata)
+
+    def __repr__(self) -> str:
+        return f"TextSpace(max_length={self.max_length})"
