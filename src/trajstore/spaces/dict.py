@@ -162,3 +162,10 @@ def unflatten_value(space: Space, flat: Mapping[str, Any], separator: str = "/")
         else:
             out[key] = flat[key]
     return out
+
+
+def map_leaves(space: Space, value: Any, fn: Any) -> Any:
+    """Apply ``fn(leaf_value)`` to every leaf of a value of ``space``; the nesting is kept."""
+    if isinstance(space, DictSpace):
+        return {k: map_leaves(s, value[k], fn) for k, s in space.spaces.items()}
+    return fn(value)

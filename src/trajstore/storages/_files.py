@@ -1,0 +1,96 @@
+"""File helpers shared by the storages and the buffer: atomic JSON, safe names, fresh folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from trajstore.errors import FormatError, StorageExistsError
+
+_SAFE_CHAR = re.compile(r"[A-Za-z0-9_\-]")
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """fsync a directory so that a rename or a new file in it survives a power loss."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON: write a temp file, fsync, rename, fsync the folder.
+
+    A reader sees the old file or the new one, never a torn one; a crash leaves one of the two.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    payload = json.dumps(data, indent=1, allow_nan=False).encode()
+    with open(tmp, "wb") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_json(path: str | os.PathLike, what: str) -> Any:
+    """Load a JSON file, turning a missing or corrupt file into :class:`FormatError`."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        raise FormatError(f"{what}: {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"{what}: {path} is not valid JSON ({exc})") from None
+
+
+def make_fresh_dir(path: str | os.PathLike) -> Path:
+    """Create ``path`` (and parents) as a new folder; an existing *empty* folder is accepted.
+
+    Raises:
+        StorageExistsError: ``path`` is a file or a non-empty folder (nothing is touched).
+    """
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir() or any(path.iterdir()):
+            raise StorageExistsError(f"{path} already exists and is not an empty folder; "
+                                     "pick a new path or load it with load_from")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def safe_name(key: str, separator: str = "/") -> str:
+    """A readable, reversible file name for a nested key.
+
+    The separator becomes ``.``; characters outside ``[A-Za-z0-9_-]`` become ``%XX``
+    (UTF-8 bytes), so ``..``, absolute paths and other separators can never escape the folder.
+    ``"*"`` (every leaf not listed) becomes ``@rest``, which no encoded key can produce.
+    """
+    if key == "*":
+        return "@rest"
+    parts = key.split(separator)
+    return ".".join("".join(c if _SAFE_CHAR.match(c) else "".join(f"%{b:02X}" for b in c.encode())
+                            for c in part) for part in parts)
+
+
+def check_key(key: str, separator: str) -> None:
+    """Refuse a key that cannot name a storage: empty parts, ``.``/``..`` parts, NUL.
+
+    Raises:
+        ValueError: naming the key and the rule it breaks.
+    """
+    if key == "*":
+        return
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"storage key {key!r} must be a non-empty str")
+    for part in key.split(separator):
+        if part in ("", ".", ".."):
+            raise ValueError(f"storage key {key!r}: part {part!r} is not allowed "
+                             f"(no empty, '.' or '..' parts; nested keys are joined by {separator!r})")
+        if "\x00" in part:
+            raise ValueError(f"storage key {key!r} contains a NUL character")
