@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,15 @@ def make_fresh_dir(path: str | os.PathLike) -> Path:
                                      "pick a new path or load it with load_from")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def remove_made(path: Path, existed: bool) -> None:
+    """Undo :func:`make_fresh_dir` after a failed create: leave nothing half-made behind."""
+    if existed:  # it was an empty folder the user made: keep the folder, empty it again
+        for child in path.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def safe_name(key: str, separator: str = "/") -> str:

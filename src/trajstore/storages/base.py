@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import abc
 import os
-import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,7 +26,7 @@ import numpy as np
 from trajstore._registry import Registry
 from trajstore.errors import FormatError, InvalidValueError, ReadOnlyError, UnsupportedSpaceError
 from trajstore.spaces import Space, map_leaves, space_from_json
-from trajstore.storages._files import make_fresh_dir, read_json, write_json_atomic
+from trajstore.storages._files import make_fresh_dir, read_json, remove_made, write_json_atomic
 from trajstore.storages._index import Selection, last_writes, normalize_index
 
 #: Registry of storage type names (``"hdf5"``, ``"image"``, ``"dict"``, ...).
@@ -126,12 +125,8 @@ class SpaceStorage(abc.ABC):
             if path is not None:
                 write_json_atomic(path / STORAGE_FILE, storage.descriptor())
         except BaseException:
-            if path is not None:  # leave nothing half-made behind
-                if existed:
-                    for child in path.iterdir():
-                        shutil.rmtree(child) if child.is_dir() else child.unlink()
-                else:
-                    shutil.rmtree(path, ignore_errors=True)
+            if path is not None:
+                remove_made(path, existed)
             raise
         return storage
 

@@ -1,0 +1,48 @@
+"""The writer lock of a buffer folder: one writer at a time, any number of readers.
+
+An advisory ``flock`` on ``writer.lock``: the kernel drops it when the process dies, so a
+crashed writer never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from trajstore.errors import LockedError
+
+LOCK_FILE = "writer.lock"
+
+
+class WriterLock:
+    """Held from :meth:`acquire` until :meth:`release` (or process exit)."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / LOCK_FILE
+        self._fd: int | None = None
+        self._pid = os.getpid()
+
+    def acquire(self) -> None:
+        """Raises:
+            LockedError: another process (or another open buffer here) is writing this folder.
+        """
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LockedError(f"{self.path.parent} is open for writing elsewhere; open it with "
+                              "read_only=True, or close the writer first") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        self._pid = os.getpid()
+
+    def release(self) -> None:
+        # A forked child shares the lock: closing its copy of the fd does not unlock the parent.
+        if self._fd is not None:
+            if os.getpid() == self._pid:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,341 @@
+"""``ReplayBuffer``: a ring or unbounded buffer of steps over one :class:`SpaceStorage`.
+
+The folder at ``cache_path`` describes itself::
+
+    trajstore.json   format version, space, storage type and folder, ring state, episode table
+    writer.lock      held by the one writer process
+    storage/         the storage (for the usual DictStorage: one sub-folder per sub-storage)
+
+Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, then replaces
+``trajstore.json`` atomically, so a crash leaves the last flushed state. Readers see what
+was flushed; steps appended after the last flush are not visible to other processes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trajstore.errors import FormatError, ReadOnlyError
+from trajstore.replay_buffer._lock import WriterLock
+from trajstore.replay_buffer.episodes import Episode, EpisodeTable
+from trajstore.replay_buffer.ring import RingState
+from trajstore.spaces import Space, check_batch_size, map_leaves, space_from_json
+from trajstore.storages._files import make_fresh_dir, read_json, remove_made, write_json_atomic
+from trajstore.storages._index import normalize_index
+from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity
+
+META_FILE = "trajstore.json"
+STORAGE_DIR = "storage"
+FORMAT = "trajstore.replay_buffer"
+FORMAT_VERSION = 1
+
+
+class ReplayBuffer:
+    """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
+
+    Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
+    order, repeats allowed) or a boolean mask; logical index 0 is the oldest step held. An int
+    gives one step (leaves of the space's shape); anything else gives a batch with a leading
+    axis ``N``. Values come back with the space's dtypes, so ``space.contains(rb[i])`` holds.
+
+    Build one with :meth:`create` or :meth:`load_from`; use it as a context manager to close it.
+    """
+
+    def __init__(self, storage: SpaceStorage, *, ring: RingState, episodes: EpisodeTable,
+                 cache_path: Path | None, read_only: bool, multiprocessing: bool, lock: WriterLock | None):
+        self.storage = storage
+        self.space: Space = storage.space
+        self._ring = ring
+        self._episodes = episodes
+        self.cache_path = cache_path
+        self.read_only = read_only
+        self.multiprocessing = multiprocessing
+        self._lock = lock
+        self._pid = os.getpid()
+        self._meta_stamp: tuple[int, int] | None = None
+        self.closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def create(cls, storage_cls: type[SpaceStorage], space: Space, *, cache_path: str | os.PathLike | None = None,
+               capacity: int | None = None, multiprocessing: bool = False, **storage_kwargs: Any) -> "ReplayBuffer":
+        """A new, empty buffer.
+
+        Args:
+            storage_cls: the storage class, usually ``DictStorage`` with the keyword arguments of
+                :func:`~trajstore.storages.dict_storage_kwargs_from_space`.
+            space: the space of one step.
+            cache_path: a new (or empty) folder; ``None`` keeps everything in memory.
+            capacity: ring size in steps (the oldest are overwritten), or ``None`` to grow.
+            multiprocessing: let other processes (DataLoader workers) read while this one writes.
+            **storage_kwargs: passed to ``storage_cls.create``.
+
+        Raises:
+            ValueError: capacity 0, negative or not an int; options the storage refuses.
+            StorageExistsError: ``cache_path`` is a file or a non-empty folder.
+            UnsupportedSpaceError: the storage cannot take ``space``.
+        """
+        capacity = check_capacity(capacity)
+        if not isinstance(space, Space):
+            raise TypeError(f"space must be a trajstore Space, got {type(space).__name__}")
+        path = lock = None
+        if cache_path is not None:
+            existed = Path(cache_path).exists()
+            path = make_fresh_dir(cache_path)
+            lock = WriterLock(path)
+            lock.acquire()
+        try:
+            storage = storage_cls.create(space, capacity=capacity, multiprocessing=multiprocessing,
+                                         cache_path=path / STORAGE_DIR if path else None, **storage_kwargs)
+            rb = cls(storage, ring=RingState(capacity), episodes=EpisodeTable(), cache_path=path, read_only=False,
+                     multiprocessing=multiprocessing, lock=lock)
+            rb._write_meta()
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            if path is not None:
+                remove_made(path, existed)
+            raise
+        return rb
+
+    @classmethod
+    def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True,
+                  multiprocessing: bool = False) -> "ReplayBuffer":
+        """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
+
+        Raises:
+            FormatError: not a trajstore buffer folder, or a newer format version.
+            UnknownTypeError: the folder names a storage type this trajstore does not know.
+            LockedError: ``read_only=False`` while another process is writing.
+        """
+        path = Path(cache_path)
+        meta = read_json(path / META_FILE, "replay buffer metadata")
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise FormatError(f"{path / META_FILE} is not a trajstore replay buffer file")
+        if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+            raise FormatError(f"{path}: format version {meta['format_version']} is newer than this trajstore "
+                              f"reads ({FORMAT_VERSION}); upgrade trajstore")
+        lock = None
+        if not read_only:
+            lock = WriterLock(path)
+            lock.acquire()
+        try:
+            space = space_from_json(meta["space"])
+            ring = RingState.from_json(meta["ring"])
+            if meta["storage"]["dir"] != STORAGE_DIR:
+                raise FormatError(f"{path}: unexpected storage folder {meta['storage']['dir']!r}")
+            storage_cls = STORAGE_TYPES.get(meta["storage"]["type"])
+            storage = storage_cls.load_from(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
+                                            multiprocessing=multiprocessing)
+            rb = cls(storage, ring=ring, episodes=EpisodeTable.from_json(meta["episodes"]), cache_path=path,
+                     read_only=read_only, multiprocessing=multiprocessing, lock=lock)
+            rb._meta_stamp = _stamp(path / META_FILE)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        if len(storage) < ring.count:
+            raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds {len(storage)}")
+        return rb
+
+    def _write_meta(self) -> None:
+        if self.cache_path is None:
+            return
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": self.space.to_json(),
+                "storage": {"type": self.storage.type_name, "dir": STORAGE_DIR},
+                "ring": self._ring.to_json(), "episodes": self._episodes.to_json()}
+        write_json_atomic(self.cache_path / META_FILE, meta)
+
+    def flush(self) -> None:
+        """Make every step so far durable and visible to readers: storage first, then metadata."""
+        self._check_writable()
+        self.storage.flush()
+        self._write_meta()
+
+    def close(self) -> None:
+        """Flush (if writable), close the storage and release the writer lock. Idempotent."""
+        if self.closed:
+            return
+        try:
+            if not self.read_only and os.getpid() == self._pid:
+                self.flush()
+            self.storage.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+            self.closed = True
+
+    def __enter__(self) -> "ReplayBuffer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        """Pickle as a reference to the folder: the copy reopens it read-only (e.g. in a DataLoader worker)."""
+        if self.cache_path is None:
+            raise TypeError("an in-memory ReplayBuffer cannot be pickled or sent to another process; "
+                            "create it with a cache_path")
+        return (_reopen, (str(self.cache_path), self.multiprocessing))
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(self, step: Any) -> None:
+        """Append one step (a value of ``space``)."""
+        self._check_writable()
+        one = self.space.validate(step, batched=False)
+        self._extend_validated(map_leaves(self.space, one, lambda v: np.asarray(v)[None]), 1)
+
+    def extend(self, batch: Any) -> None:
+        """Append ``N`` steps: every leaf has a leading axis ``N``.
+
+        The whole batch is validated first; on a bad leaf nothing is written.
+
+        Raises:
+            InvalidValueError: names the leaf and what was expected.
+            ReadOnlyError: the buffer was opened read-only.
+        """
+        self._check_writable()
+        batch = self.space.validate(batch, batched=True)
+        self._extend_validated(batch, check_batch_size(self.space, batch))
+
+    def _extend_validated(self, batch: Any, n: int) -> None:
+        if n == 0:
+            return
+        new_ring, runs = self._ring.plan_extend(n)
+        if self._ring.capacity is None:
+            # Slots past the committed count (left by a crash) are reused before growing.
+            reuse = max(0, min(n, len(self.storage) - self._ring.count))
+            if reuse:
+                self.storage.set(slice(self._ring.count, self._ring.count + reuse),
+                                 map_leaves(self.space, batch, lambda v: v[:reuse]))
+            if reuse < n:
+                self.storage.extend(map_leaves(self.space, batch, lambda v: v[reuse:]))
+        else:
+            for rows, slots in runs:
+                self.storage.set(slots, map_leaves(self.space, batch, lambda v: v[rows]))
+        self._episodes.on_extend(self._ring.total)
+        self._ring = new_ring
+        self._episodes.drop_before(new_ring.oldest_global)
+
+    def set_at(self, index: Any, value: Any) -> None:
+        """Overwrite held steps at logical ``index`` (same index kinds as reading)."""
+        self._check_writable()
+        sel = normalize_index(index, len(self))
+        physical = self._physical(sel)
+        self.storage.set(int(physical[0]) if sel.scalar else physical, value)
+
+    def end_episode(self) -> None:
+        """Mark the last appended step as the end of the current episode, then :meth:`flush`.
+
+        Steps appended afterwards start a new episode. Calling it twice in a row does nothing more.
+        """
+        self._check_writable()
+        self._episodes.end_episode(self._ring.total)
+        self.flush()
+
+    # -- reading ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        self._check_open()
+        return self._ring.count
+
+    @property
+    def capacity(self) -> int | None:
+        return self._ring.capacity
+
+    @property
+    def total_steps(self) -> int:
+        """Steps appended since creation, including those the ring has overwritten."""
+        return self._ring.total
+
+    def get_at(self, index: Any) -> Any:
+        """Steps at logical ``index``; see the class docstring for index kinds and shapes.
+
+        Raises:
+            IndexError, TypeError, ValueError: a bad index.
+        """
+        self._check_open()
+        sel = normalize_index(index, self._ring.count)
+        physical = self._physical(sel)
+        return self.storage.get(int(physical[0]) if sel.scalar else physical)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.get_at(index)
+
+    def _physical(self, sel: Any) -> np.ndarray:
+        logical = sel.positions if sel.inverse is None else sel.positions[sel.inverse]
+        return self._ring.physical(logical)
+
+    @property
+    def episodes(self) -> list[Episode]:
+        """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
+        self._check_open()
+        return self._episodes.episodes(self._ring.oldest_global, self._ring.total)
+
+    def get_episode(self, k: int) -> Any:
+        """All held steps of ``episodes[k]`` as a batch."""
+        ep = self.episodes[k]
+        return self.get_at(slice(ep.start, ep.stop))
+
+    def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
+        """``batch_size`` steps drawn uniformly with replacement, as a batch.
+
+        Raises:
+            ValueError: the buffer is empty.
+        """
+        if len(self) == 0:
+            raise ValueError("cannot sample from an empty buffer")
+        rng = rng or np.random.default_rng()
+        return self.get_at(rng.integers(0, len(self), size=batch_size))
+
+    # -- other processes -------------------------------------------------------------------
+    def refresh(self) -> bool:
+        """Re-read what the writer has flushed (for read-only buffers). Returns True if anything changed."""
+        self._check_open()
+        if self.cache_path is None or not self.read_only:
+            return False
+        stamp = _stamp(self.cache_path / META_FILE)
+        if stamp == self._meta_stamp:
+            return False
+        meta = read_json(self.cache_path / META_FILE, "replay buffer metadata")
+        self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
+        self._ring = RingState.from_json(meta["ring"])
+        self._episodes = EpisodeTable.from_json(meta["episodes"])
+        self._meta_stamp = stamp
+        return True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"the replay buffer at {self.cache_path} is closed")
+        if os.getpid() != self._pid:
+            # Forked child: never write through the parent's files; see only what was flushed.
+            self._pid = os.getpid()
+            self.read_only = True
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+            if self.cache_path is not None:
+                self._meta_stamp = None
+                self.refresh()
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyError(f"the replay buffer at {self.cache_path} is read-only; "
+                                "load it with read_only=False to write")
+
+    def __repr__(self) -> str:
+        return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={self._ring.count}, capacity={self.capacity}, "
+                f"episodes={len(self._episodes.ids)}, storage={type(self.storage).__name__})")
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns
+
+
+def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:
+    return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing)
