@@ -1,0 +1,137 @@
+"""Spaces: validation messages, metadata rules, JSON round trip, gymnasium conversion."""
+
+import json
+
+import numpy as np
+import pytest
+
+from trajstore.errors import InvalidValueError, UnknownTypeError
+from trajstore.spaces import (BinarySpace, BoxSpace, DictSpace, SpaceMetadata, TextSpace, flatten_value,
+                              from_gymnasium, space_from_json, unflatten_value)
+
+
+def step_space():
+    return DictSpace({
+        "observation": DictSpace({
+            "pixels": BoxSpace(0, 255, (8, 6, 3), np.uint8, metadata={"kind": "image", "layout": "HWC", "fps": 10}),
+            "joints": BoxSpace(-np.pi, np.pi, (7,), np.float32, metadata={"units": "rad"}),
+        }),
+        "action": BoxSpace(-1, 1, (7,), np.float32),
+        "reward": BoxSpace(-np.inf, np.inf, (), np.float32),
+        "done": BinarySpace(),
+        "instruction": TextSpace(32, metadata={"kind": "language"}),
+    })
+
+
+def test_json_round_trip_keeps_metadata_and_order():
+    space = step_space()
+    text = json.dumps(space.to_json())
+    back = space_from_json(json.loads(text))
+    assert back == space
+    assert list(back.keys()) == ["observation", "action", "reward", "done", "instruction"]
+    assert back["observation"]["pixels"].metadata == {"kind": "image", "layout": "HWC", "fps": 10}
+    assert back["reward"].low.item() == -np.inf and back["reward"].high.item() == np.inf
+    assert back["observation"]["joints"].high[0] == np.float64(np.pi)
+
+
+def test_equality_counts_metadata():
+    a = BoxSpace(0, 1, (2,), metadata={"kind": "image"})
+    b = BoxSpace(0, 1, (2,))
+    assert a != b
+    assert a.without_metadata() == b
+    assert a.with_metadata(fps=5).metadata == {"kind": "image", "fps": 5}
+    assert a.with_metadata({"x": 1}, replace=True).metadata == {"x": 1}
+
+
+def test_metadata_is_immutable_and_json_only():
+    meta = SpaceMetadata({"kind": "image", "nested": {"a": [1, 2]}})
+    with pytest.raises(TypeError):
+        meta["kind"] = "x"  # type: ignore[index]
+    assert meta["nested"]["a"] == (1, 2)
+    assert meta.to_json() == {"kind": "image", "nested": {"a": [1, 2]}}
+    with pytest.raises(TypeError, match="not a JSON value"):
+        SpaceMetadata({"bad": object()})
+    with pytest.raises(TypeError, match="not a str"):
+        SpaceMetadata({1: "x"})
+    with pytest.raises(ValueError, match="finite"):
+        SpaceMetadata({"fps": float("nan")})
+    assert hash(SpaceMetadata({"a": [1]})) == hash(SpaceMetadata({"a": (1,)}))
+
+
+def test_unknown_type_lists_known_names():
+    with pytest.raises(UnknownTypeError, match="known types: .*box"):
+        space_from_json({"type": "nope"})
+
+
+def test_sample_is_contained_single_and_batched():
+    space = step_space()
+    rng = np.random.default_rng(0)
+    assert space.contains(space.sample(rng))
+    batch = space.sample(rng, batch_size=4)
+    valid = space.validate(batch, batched=True)
+    assert valid["observation"]["pixels"].shape == (4, 8, 6, 3)
+    assert valid["instruction"].dtype == np.dtype("<U32")
+
+
+@pytest.mark.parametrize("path,value,match", [
+    ("observation/pixels", np.zeros((8, 6, 4), np.uint8), r"observation/pixels.*shape \(8, 6, 3\)"),
+    ("observation/pixels", np.zeros((8, 6, 3), np.float32), r"observation/pixels.*dtype uint8"),
+    ("observation/pixels", np.full((8, 6, 3), 256), r"observation/pixels.*do not fit dtype uint8"),
+    ("action", np.zeros(6, np.float32), r"action.*shape \(7,\)"),
+    ("done", 2, r"done.*bool"),
+    ("instruction", "x" * 33, r"instruction.*0 to 32 characters"),
+    ("instruction", 5, r"instruction.*expected str"),
+])
+def test_validate_names_the_leaf(path, value, match):
+    space = step_space()
+    good = space.sample(np.random.default_rng(1))
+    flat = flatten_value(space, good)
+    flat[path] = value
+    with pytest.raises(InvalidValueError, match=match):
+        space.validate(unflatten_value(space, flat))
+
+
+def test_missing_and_extra_keys():
+    space = step_space()
+    value = space.sample(np.random.default_rng(2))
+    del value["reward"]
+    value["bonus"] = 1.0
+    with pytest.raises(InvalidValueError, match=r"missing \['reward'\], unexpected \['bonus'\]"):
+        space.validate(value)
+
+
+def test_batch_sizes_must_agree():
+    space = DictSpace({"a": BoxSpace(0, 1, (2,)), "b": BoxSpace(0, 1, ())})
+    with pytest.raises(InvalidValueError, match="different batch sizes"):
+        space.validate({"a": np.zeros((3, 2)), "b": np.zeros(4)}, batched=True)
+
+
+def test_contains_checks_bounds_but_validate_does_not():
+    space = BoxSpace(0, 1, (2,), np.float32)
+    assert not space.contains(np.array([0.5, 2.0], np.float32))
+    assert space.validate(np.array([0.5, 2.0])).dtype == np.float32
+    assert space.contains(np.float32(0.5) * np.ones(2, np.float32))
+
+
+def test_scalar_leaves_contain_numpy_scalars():
+    assert BoxSpace(0, 1, (), np.float32).contains(np.float32(0.5))
+    assert BinarySpace().contains(np.bool_(True))
+    assert TextSpace(4).contains(np.str_("ab"))
+
+
+def test_from_gymnasium():
+    gym = pytest.importorskip("gymnasium")
+    g = gym.spaces.Dict({
+        "pos": gym.spaces.Box(0, 512, (2,), np.float64),
+        "mode": gym.spaces.Discrete(3, start=1),
+        "flags": gym.spaces.MultiBinary(4),
+        "text": gym.spaces.Text(20, min_length=1),
+    })
+    space = from_gymnasium(g, metadata={"source": "test"})
+    assert space.metadata == {"source": "test"}
+    assert space["pos"] == BoxSpace(0, 512, (2,), np.float64)
+    assert space["mode"].low == 1 and space["mode"].high == 3 and space["mode"].dtype == np.int64
+    assert space["flags"] == BinarySpace((4,))
+    assert space["text"].max_length == 20 and space["text"].min_length == 1
+    with pytest.raises(TypeError, match="cannot convert"):
+        from_gymnasium(gym.spaces.Tuple([gym.spaces.Discrete(2)]))
