@@ -217,13 +217,3 @@ class DictStorage(SpaceStorage):
     def _close(self) -> None:
         for sub in self.storages.values():
             sub.close()
-
-    def nbytes_on_disk(self) -> dict[str, int]:
-        """Bytes of files under each sub-storage's folder, by key (0 for in-memory storages)."""
-        return {key: _folder_bytes(sub.cache_path) for key, sub in self.storages.items()}
-
-
-def _folder_bytes(path: Path | None) -> int:
-    if path is None:
-        return 0
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

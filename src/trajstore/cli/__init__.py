@@ -1,0 +1,1 @@
+"""The ``trajstore`` command: thin wrappers over library functions."""

@@ -1,0 +1,69 @@
+"""What a buffer folder holds: leaves, their storages, steps, episodes and bytes on disk."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trajstore.replay_buffer.replay_buffer import ReplayBuffer
+from trajstore.spaces import leaves_of
+
+
+@dataclass
+class LeafInfo:
+    key: str
+    storage: str  # class name of the storage holding it
+    dtype: str
+    shape: tuple[int, ...]
+    metadata: dict[str, Any]
+
+
+@dataclass
+class StorageInfo:
+    key: str  # key in the DictStorage layout ("*" = every other leaf), "" for a single storage
+    storage: str
+    config: dict[str, Any]
+    nbytes: int  # bytes of its files on disk
+
+
+@dataclass
+class BufferInfo:
+    path: str
+    steps: int
+    capacity: int | None
+    total_steps: int
+    episodes: int
+    complete_episodes: int
+    leaves: list[LeafInfo] = field(default_factory=list)
+    storages: list[StorageInfo] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.storages)
+
+
+def describe(path: str | os.PathLike) -> BufferInfo:
+    """Open the buffer at ``path`` read-only and summarise it (no data is read)."""
+    with ReplayBuffer.load_from(path, read_only=True) as rb:
+        eps = rb.episodes
+        info = BufferInfo(str(path), len(rb), rb.capacity, rb.total_steps, len(eps),
+                          sum(1 for e in eps if e.done and not e.truncated))
+        children = getattr(rb.storage, "storages", None) or {"": rb.storage}
+        sep = getattr(rb.storage, "nested_separator", "/")
+        for key, sub in children.items():
+            info.storages.append(StorageInfo(key, type(sub).__name__, sub.get_config(), _folder_bytes(sub.cache_path)))
+            for sub_path, leaf in leaves_of(sub.space, sep):
+                full = sub_path if key in ("", "*") else (f"{key}{sep}{sub_path}" if sub_path else key)
+                info.leaves.append(LeafInfo(full, type(sub).__name__, str(leaf.dtype), tuple(getattr(leaf, "shape", ())),
+                                            leaf.metadata.to_json()))
+        order = [p for p, _ in leaves_of(rb.space, sep)]
+        info.leaves.sort(key=lambda leaf: order.index(leaf.key) if leaf.key in order else len(order))
+    return info
+
+
+def _folder_bytes(path: Path | None) -> int:
+    if path is None:
+        return 0
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
