@@ -1,0 +1,242 @@
+"""ReplayBuffer on disk: reopen in a fresh process, read-only, bad input, the writer lock, pickling."""
+
+import json
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from trajstore.errors import FormatError, InvalidValueError, LockedError, ReadOnlyError, StorageExistsError
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
+from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+
+
+def step_space():
+    return DictSpace({
+        "observation": DictSpace({
+            "pixels": BoxSpace(0, 255, (16, 16, 3), np.uint8, metadata={"kind": "image", "layout": "HWC"}),
+            "state": BoxSpace(-1, 1, (4,), np.float32),
+        }),
+        "action": BoxSpace(-1, 1, (2,), np.float32),
+        "reward": BoxSpace(-np.inf, np.inf, (), np.float32),
+        "done": BinarySpace(),
+        "task": TextSpace(20),
+    })
+
+
+def make(tmp_path, capacity=None, name="rb", **routing):
+    space = step_space()
+    routing.setdefault("kind_kwargs", {"image": {"format": "PNG"}})  # lossless, so equality is exact
+    return ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / name, capacity=capacity,
+                               **dict_storage_kwargs_from_space(space, **routing))
+
+
+def batch(n, seed):
+    return step_space().sample(np.random.default_rng(seed), batch_size=n)
+
+
+def assert_equal(a, b):
+    np.testing.assert_array_equal(a["observation"]["pixels"], b["observation"]["pixels"])
+    np.testing.assert_array_equal(a["observation"]["state"], b["observation"]["state"])
+    np.testing.assert_array_equal(a["action"], b["action"])
+    np.testing.assert_array_equal(a["reward"], b["reward"])
+    np.testing.assert_array_equal(a["done"], b["done"])
+    assert list(a["task"]) == list(b["task"])
+
+
+READER = """
+import sys, json, numpy as np
+from trajstore.replay_buffer import ReplayBuffer
+rb = ReplayBuffer.load_from(sys.argv[1])
+data = rb[:]
+print(json.dumps({"n": len(rb), "episodes": [[e.start, e.stop, e.done] for e in rb.episodes],
+                  "pixels_sum": int(data["observation"]["pixels"].astype(np.int64).sum()),
+                  "state": data["observation"]["state"].tolist(), "task": [str(t) for t in data["task"]],
+                  "contains": bool(rb.space.contains(rb[-1]))}))
+"""
+
+
+@pytest.mark.parametrize("capacity", [None, 7])
+def test_reopen_in_a_fresh_process(tmp_path, capacity):
+    rb = make(tmp_path, capacity)
+    b1, b2 = batch(5, 1), batch(4, 2)
+    rb.extend(b1)
+    rb.end_episode()
+    rb.extend(b2)
+    rb.close()  # no extra dump call: close flushes
+    out = subprocess.run([sys.executable, "-c", READER, str(tmp_path / "rb")], capture_output=True, text=True,
+                         check=True)
+    got = json.loads(out.stdout)
+    all_state = np.concatenate([b1["observation"]["state"], b2["observation"]["state"]])
+    all_pixels = np.concatenate([b1["observation"]["pixels"], b2["observation"]["pixels"]])
+    all_task = list(b1["task"]) + list(b2["task"])
+    keep = slice(-capacity, None) if capacity else slice(None)
+    assert got["n"] == len(all_state[keep])
+    np.testing.assert_array_equal(np.array(got["state"], np.float32), all_state[keep])
+    assert got["pixels_sum"] == int(all_pixels[keep].astype(np.int64).sum())
+    assert got["task"] == all_task[keep]
+    assert got["contains"]
+    if capacity:
+        assert got["episodes"] == [[0, 3, True], [3, 7, False]]  # first episode lost 2 of its 5 steps
+    else:
+        assert got["episodes"] == [[0, 5, True], [5, 9, False]]
+
+
+def test_values_have_space_dtypes_and_shapes(tmp_path):
+    with make(tmp_path) as rb:
+        rb.append(step_space().sample(np.random.default_rng(3)))
+        one = rb[0]
+        assert rb.space.contains(one)
+        assert one["reward"].dtype == np.float32 and one["reward"].shape == ()
+        assert one["done"].dtype == bool and one["observation"]["pixels"].shape == (16, 16, 3)
+        assert rb[[0, 0]]["observation"]["state"].shape == (2, 4)
+
+
+def test_read_only_reopen_refuses_writes(tmp_path):
+    with make(tmp_path) as rb:
+        rb.extend(batch(3, 4))
+    ro = ReplayBuffer.load_from(tmp_path / "rb")
+    for write in (lambda: ro.append(step_space().sample()), lambda: ro.extend(batch(1, 5)),
+                  lambda: ro.set_at(0, step_space().sample()), ro.end_episode, ro.flush):
+        with pytest.raises(ReadOnlyError, match="read-only"):
+            write()
+    assert len(ro) == 3
+    ro.close()
+
+
+def test_writer_lock(tmp_path):
+    rb = make(tmp_path)
+    with pytest.raises(LockedError):
+        ReplayBuffer.load_from(tmp_path / "rb", read_only=False)
+    reader = ReplayBuffer.load_from(tmp_path / "rb")  # readers do not need the lock
+    reader.close()
+    rb.close()
+    ReplayBuffer.load_from(tmp_path / "rb", read_only=False).close()
+
+
+@pytest.mark.parametrize("bad_leaf,value,match", [
+    ("pixels", np.zeros((2, 16, 16, 4), np.uint8), r"observation/pixels.*shape"),
+    ("pixels", np.zeros((2, 16, 16, 3), np.float32), r"observation/pixels.*dtype uint8"),
+    ("state", np.zeros((2, 5), np.float32), r"observation/state.*shape"),
+    ("done", np.array([0, 3]), r"done.*bool"),
+    ("task", ["ok", "x" * 21], r"task.*characters"),
+])
+def test_bad_batch_writes_nothing(tmp_path, bad_leaf, value, match):
+    rb = make(tmp_path, capacity=4)
+    good = batch(4, 6)
+    rb.extend(good)
+    bad = batch(2, 7)
+    if bad_leaf in ("pixels", "state"):
+        bad["observation"][bad_leaf] = value
+    else:
+        bad[bad_leaf] = value
+    with pytest.raises(InvalidValueError, match=match):
+        rb.extend(bad)
+    assert len(rb) == 4 and rb.total_steps == 4
+    assert_equal(rb[:], good)
+    rb.close()
+
+
+def test_missing_and_extra_keys_write_nothing(tmp_path):
+    rb = make(tmp_path)
+    step = step_space().sample(np.random.default_rng(8))
+    del step["action"]
+    with pytest.raises(InvalidValueError, match=r"missing \['action'\]"):
+        rb.append(step)
+    step = step_space().sample(np.random.default_rng(8))
+    step["observation"]["extra"] = 1
+    with pytest.raises(InvalidValueError, match=r"unexpected \['extra'\]"):
+        rb.append(step)
+    assert len(rb) == 0
+    rb.close()
+
+
+@pytest.mark.parametrize("capacity", [0, -1, 1.5])
+def test_bad_capacity(tmp_path, capacity):
+    with pytest.raises(ValueError, match="capacity"):
+        make(tmp_path, capacity)
+    assert not (tmp_path / "rb").exists()
+
+
+def test_existing_path(tmp_path):
+    (tmp_path / "rb").mkdir()
+    (tmp_path / "rb" / "notes.txt").write_text("mine")
+    with pytest.raises(StorageExistsError):
+        make(tmp_path)
+    assert (tmp_path / "rb" / "notes.txt").read_text() == "mine"
+
+
+def test_dotdot_key_refused(tmp_path):
+    space = DictSpace({"..": BoxSpace(0, 1, (2,))})
+    with pytest.raises(ValueError, match=r"'\.\.'"):
+        ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", **dict_storage_kwargs_from_space(
+            space, key_storage_cls={"..": DictStorage}))
+    assert not (tmp_path / "rb").exists()
+
+
+def test_indexing_kinds_and_set_at(tmp_path):
+    rb = make(tmp_path, capacity=6)
+    b = batch(9, 9)
+    rb.extend(b)  # holds steps 3..8
+    held = {k: v for k, v in b.items()}
+    np.testing.assert_array_equal(rb[-1]["action"], b["action"][8])
+    np.testing.assert_array_equal(rb[1:5:2]["action"], b["action"][[4, 6]])
+    np.testing.assert_array_equal(rb[np.array([5, 0, 5])]["action"], b["action"][[8, 3, 8]])
+    mask = np.array([True, False, False, True, False, True])
+    np.testing.assert_array_equal(rb[mask]["action"], b["action"][[3, 6, 8]])
+    new = step_space().sample(np.random.default_rng(10))
+    rb.set_at(-6, new)
+    np.testing.assert_array_equal(rb[0]["action"], new["action"])
+    with pytest.raises(IndexError):
+        rb[6]
+    del held
+    rb.close()
+
+
+def test_pickle_reopens_read_only(tmp_path):
+    rb = make(tmp_path)
+    rb.extend(batch(3, 11))
+    rb.flush()
+    copy = pickle.loads(pickle.dumps(rb))
+    assert copy.read_only and len(copy) == 3
+    assert_equal(copy[:], rb[:])
+    copy.close()
+    rb.close()
+    mem = ReplayBuffer.create(DictStorage, step_space(),
+                              **dict_storage_kwargs_from_space(step_space(), kind_storage_cls={}))
+    with pytest.raises(TypeError, match="cache_path"):
+        pickle.dumps(mem)
+    mem.close()
+
+
+def test_not_a_buffer_folder(tmp_path):
+    (tmp_path / "x").mkdir()
+    with pytest.raises(FormatError, match="does not exist"):
+        ReplayBuffer.load_from(tmp_path / "x")
+    (tmp_path / "x" / "trajstore.json").write_text("{not json")
+    with pytest.raises(FormatError, match="not valid JSON"):
+        ReplayBuffer.load_from(tmp_path / "x")
+
+
+def test_unknown_storage_type_lists_known(tmp_path):
+    make(tmp_path).close()
+    meta = json.loads((tmp_path / "rb" / "trajstore.json").read_text())
+    meta["storage"]["type"] = "os.system"
+    (tmp_path / "rb" / "trajstore.json").write_text(json.dumps(meta))
+    with pytest.raises(FormatError, match="unknown storage type 'os.system'.*hdf5"):
+        ReplayBuffer.load_from(tmp_path / "rb")
+
+
+def test_sample(tmp_path):
+    with make(tmp_path) as rb:
+        with pytest.raises(ValueError, match="empty"):
+            rb.sample(4)
+        b = batch(10, 12)
+        rb.extend(b)
+        got = rb.sample(32, rng=np.random.default_rng(0))
+        assert got["action"].shape == (32, 2)
+        rows = [int(np.flatnonzero((b["action"] == a).all(axis=1))[0]) for a in got["action"]]
+        assert len(set(rows)) > 1 and all(0 <= r < 10 for r in rows)
