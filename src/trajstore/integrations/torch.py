@@ -1,0 +1,65 @@
+"""A map-style ``torch.utils.data.Dataset`` over the steps of a replay buffer.
+
+Safe with DataLoader workers, fork or spawn: under spawn the dataset pickles as a
+reference to the buffer folder and each worker reopens it read-only; under fork the
+buffer notices the new process on first use and reopens its files (an HDF5 handle never
+crosses a fork). Create or load the buffer with ``multiprocessing=True`` when a writer may
+append while the workers read.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from trajstore.backends import to_torch
+from trajstore.replay_buffer import ReplayBuffer
+
+
+class ReplayBufferDataset(Dataset):
+    """Step ``i`` of the buffer as a nested dict of torch tensors (text leaves as ``str``).
+
+    Args:
+        buffer: a :class:`ReplayBuffer`, or the path of a buffer folder (opened read-only).
+        transform: optional function applied to each step (nested dict of tensors).
+        refresh: re-read the writer's flushed state before each ``len()`` (live buffers).
+
+    ``len(dataset)`` is the number of steps held when it was last refreshed. Indexing
+    follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
+    used by DataLoader with automatic batching) reads the whole batch in one buffer call.
+    """
+
+    def __init__(self, buffer: ReplayBuffer | str | os.PathLike, *, transform: Callable[[Any], Any] | None = None,
+                 multiprocessing: bool = True, refresh: bool = False):
+        if not isinstance(buffer, ReplayBuffer):
+            buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing)
+        self.buffer = buffer
+        self.transform = transform
+        self.refresh = refresh
+
+    def __len__(self) -> int:
+        if self.refresh:
+            self.buffer.refresh()
+        return len(self.buffer)
+
+    def __getitem__(self, index: int) -> Any:
+        step = to_torch(self.buffer[int(index)])
+        return self.transform(step) if self.transform else step
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        batch = self.buffer[np.asarray(indices, dtype=np.int64)]
+        return [self._one(batch, i) for i in range(len(indices))]
+
+    def _one(self, batch: Any, i: int) -> Any:
+        step = to_torch(_take(batch, i))
+        return self.transform(step) if self.transform else step
+
+
+def _take(batch: Any, i: int) -> Any:
+    if isinstance(batch, dict):
+        return {k: _take(v, i) for k, v in batch.items()}
+    return batch[i]
+
