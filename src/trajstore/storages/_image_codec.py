@@ -1,0 +1,163 @@
+"""Encode and decode RGB camera frames, shape ``(H, W, 3)``, dtype uint8, as JPEG or PNG.
+
+Choices (numbers from ``benchmarks/image_codecs.py``, run on the development machine):
+
+* **JPEG** through simplejpeg (libjpeg-turbo), quality :data:`JPEG_QUALITY` = 95, RGB input,
+  4:4:4 chroma (no subsampling). simplejpeg encodes and decodes faster than Pillow's JPEG
+  at the same settings and can decode straight into a preallocated array. 4:4:4 keeps
+  colour edges at full resolution, which matters at 96x96 where a 2-pixel chroma block
+  is a visible part of an object; 4:2:0 would save about a third of the bytes.
+* **PNG** through Pillow (lossless), zlib ``compress_level`` :data:`PNG_COMPRESS_LEVEL` = 1:
+  several times faster to encode than Pillow's default of 6 for frames only slightly larger
+  (see the benchmark for the ratios).
+
+Batches run on a shared pool of :data:`WORKERS` threads: libjpeg-turbo and zlib release the GIL.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+import numpy as np
+
+from trajstore.errors import FormatError
+
+#: Formats by canonical (upper-case) name.
+FORMATS = ("JPEG", "PNG")
+#: JPEG quality (1..100) when none is given; 95 keeps smooth frames within ~1-2 levels on average.
+JPEG_QUALITY = 95
+#: Chroma subsampling of JPEG frames (libjpeg-turbo notation): full-resolution colour.
+JPEG_SUBSAMPLING = "444"
+#: zlib level of PNG frames: 1 trades a few percent of size for much faster encoding than 6.
+PNG_COMPRESS_LEVEL = 1
+#: Threads of the shared codec pool.
+WORKERS = 2
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+_pool_lock = threading.Lock()
+
+
+def normalize_format(fmt: object) -> str:
+    """``"jpeg"``/``"JPG"``/``"png"``... -> ``"JPEG"`` or ``"PNG"``.
+
+    Raises:
+        ValueError: another format; the message lists the accepted ones.
+    """
+    name = fmt.upper() if isinstance(fmt, str) else None
+    name = "JPEG" if name == "JPG" else name
+    if name not in FORMATS:
+        raise ValueError(f"image format must be one of {list(FORMATS)} (case-insensitive), got {fmt!r}")
+    return name
+
+
+def check_quality(quality: object) -> int:
+    """A JPEG quality as an int in 1..100.
+
+    Raises:
+        ValueError: not an int, or outside 1..100.
+    """
+    if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) or not 1 <= quality <= 100:
+        raise ValueError(f"JPEG quality must be an int in 1..100, got {quality!r}")
+    return int(quality)
+
+
+# -- one frame ---------------------------------------------------------------------------------
+def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY) -> bytes:
+    """Encode one C-contiguous uint8 frame ``(H, W, 3)`` (``fmt`` is ``"JPEG"`` or ``"PNG"``)."""
+    if fmt == "JPEG":
+        import simplejpeg
+
+        return simplejpeg.encode_jpeg(frame, quality=quality, colorspace="RGB", colorsubsampling=JPEG_SUBSAMPLING)
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(frame).save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+    return buf.getvalue()
+
+
+def decode_into(data: bytes | memoryview, out: np.ndarray, fmt: str = "JPEG") -> None:
+    """Decode one frame into ``out`` (uint8 ``(H, W, 3)``, C-contiguous, written in place).
+
+    Raises:
+        FormatError: the bytes do not decode, or decode to another size or colour mode.
+    """
+    h, w = out.shape[:2]
+    try:
+        if fmt == "JPEG":
+            import simplejpeg
+
+            got = simplejpeg.decode_jpeg(data, colorspace="RGB", buffer=out).shape  # libjpeg writes into out
+        else:
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
+                if img.mode != "RGB" or img.size != (w, h):
+                    raise FormatError(f"PNG frame is {img.mode} {img.size[0]}x{img.size[1]}, expected RGB {w}x{h}")
+                out[...] = np.asarray(img)
+                got = out.shape
+    except FormatError:
+        raise
+    except Exception as exc:  # corrupt bytes: the codecs raise ValueError / OSError / RuntimeError
+        raise FormatError(f"cannot decode a {fmt} frame of {len(data)} bytes: {exc}") from exc
+    if tuple(got) != (h, w, 3):
+        raise FormatError(f"{fmt} frame decoded to shape {tuple(got)}, expected {(h, w, 3)}")
+
+
+# -- batches on the shared pool ------------------------------------------------------------------
+def _executor() -> ThreadPoolExecutor:
+    """The shared pool, created on first use and again in a forked child (its threads do not survive fork)."""
+    global _pool, _pool_pid
+    pid = os.getpid()
+    if _pool is None or _pool_pid != pid:
+        with _pool_lock:
+            if _pool is None or _pool_pid != pid:
+                _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="trajstore-codec")
+                _pool_pid = pid
+    return _pool
+
+
+def _run_split(n: int, work: Callable[[int, int], None]) -> None:
+    """Run ``work(start, stop)`` over ``range(n)`` in up to :data:`WORKERS` contiguous parts on the pool."""
+    if n <= 1:
+        work(0, n)
+        return
+    bounds = np.linspace(0, n, min(n, WORKERS) + 1).astype(int)
+    futures = [_executor().submit(work, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    for f in futures:
+        f.result()  # re-raises a worker's exception here
+
+
+def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY) -> list[bytes]:
+    """Encode uint8 frames ``(N, H, W, 3)`` -> ``N`` payloads (bytes), on the shared pool."""
+    frames = np.ascontiguousarray(frames, dtype=np.uint8)
+    out: list[bytes] = [b""] * len(frames)
+
+    def work(a: int, b: int) -> None:
+        for i in range(a, b):
+            out[i] = encode(frames[i], fmt, quality)
+
+    _run_split(len(frames), work)
+    return out
+
+
+def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: str = "JPEG") -> None:
+    """Decode ``N`` payloads into ``out`` (uint8 ``(N, H, W, 3)``, C-contiguous), on the shared pool.
+
+    Raises:
+        ValueError: ``len(payloads) != len(out)`` or ``out`` is not a C-contiguous uint8 array.
+        FormatError: a payload does not decode to an RGB ``(H, W)`` frame.
+    """
+    if len(payloads) != len(out) or out.dtype != np.uint8 or not out.flags.c_contiguous:
+        raise ValueError(f"decode_batch needs a C-contiguous uint8 out with one row per payload, got "
+                         f"{len(payloads)} payloads and out {out.dtype} {out.shape}")
+
+    def work(a: int, b: int) -> None:
+        for i in range(a, b):
+            decode_into(payloads[i], out[i], fmt)
+
+    _run_split(len(payloads), work)
