@@ -215,20 +215,29 @@ def test_torn_index_record_ignored_on_reopen(tmp_path: Path) -> None:
     again.close()
 
 
-def test_compaction_keeps_data(tmp_path: Path) -> None:
-    s = ImageStorage.create(SPACE, capacity=4, cache_path=tmp_path / "s", format="PNG", chunk_bytes=20000)
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name fsynced descriptors")
+def test_compaction_keeps_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One chunk for everything: no rotation or deletion fsyncs it, only the compaction hook does.
+    s = ImageStorage.create(SPACE, capacity=4, cache_path=tmp_path / "s", format="PNG", chunk_bytes=2**24)
     ino = (tmp_path / "s" / LOG_FILE).stat().st_ino
+    events: list[str] = []  # the snapshot is durable at once: the active chunk must be fsynced before it
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(f"replace {Path(b).name}"), real_replace(a, b)))
     frames = smooth_frames(8, seed=0)
     expected = np.zeros((4, H, W, 3), np.uint8)
     for i in range(1100):  # > 4 * capacity + 1024 records
         s.set(i % 4, frames[i % 8])
         expected[i % 4] = frames[i % 8]
     assert (tmp_path / "s" / LOG_FILE).stat().st_ino != ino
+    first = events.index(f"replace {LOG_FILE}")
+    assert any(e.endswith(".bin") for e in events[:first]), events[:first]
+    monkeypatch.undo()
     np.testing.assert_array_equal(s.get(slice(None)), expected)
     s.close()
     again = ImageStorage.load_from(tmp_path / "s")
     np.testing.assert_array_equal(again.get(slice(None)), expected)
-    assert len(list((tmp_path / "s" / CHUNK_DIR).iterdir())) <= 2
+    assert len(list((tmp_path / "s" / CHUNK_DIR).iterdir())) == 1
     again.close()
 
 

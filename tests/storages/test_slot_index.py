@@ -123,3 +123,15 @@ def test_read_only_and_bad_header(tmp_path: Path) -> None:
     (tmp_path / "other" / LOG_FILE).write_bytes(b"not an index at all, no sir" * 3)
     with pytest.raises(FormatError, match="not a trajstore slot index"):
         SlotIndex.open(tmp_path / "other")
+
+
+def test_before_compact_runs_before_the_snapshot_replaces_the_log(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    index = SlotIndex.create(tmp_path, n_slots=1, before_compact=lambda: events.append("sync payloads"))
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b)))
+    for i in range(1029):  # 4 * 1 + 1024 records, then one more triggers compaction
+        index.update(np.array([0]), 0, np.array([i]), np.array([1]))
+    assert events == ["sync payloads", "replace"]
+    index.close()

@@ -18,9 +18,10 @@ ignore it, and a writer truncates it away on open before appending.
 
 When the log holds many more records than slots (``> 4 * n_slots + 1024``), the writer
 *compacts* it: a snapshot (one record per written slot, one for the last slot, and one
-reservation) goes to a
-temp file, is fsynced and ``os.replace``-d over ``index.log``, then the folder is
-fsynced. Readers in other processes call :meth:`SlotIndex.refresh`, which reads only the
+reservation) goes to a temp file, is fsynced and ``os.replace``-d over ``index.log``, then
+the folder is fsynced. A snapshot is durable at once, so compaction first calls the owner's
+``before_compact`` hook, which must make the payload bytes durable (data first, then index).
+Readers in other processes call :meth:`SlotIndex.refresh`, which reads only the
 new tail of the log, or reloads fully when the file was replaced (its inode changed).
 
 The index also keeps a live count per file id (how many slots point into it), so the
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -75,9 +77,11 @@ class SlotIndex:
         read_only: :meth:`update` and :meth:`new_file_id` raise ``PermissionError``.
     """
 
-    def __init__(self, path: Path, *, n_slots: int, read_only: bool):
+    def __init__(self, path: Path, *, n_slots: int, read_only: bool,
+                 before_compact: Callable[[], None] | None = None):
         self.path = Path(path)
         self.read_only = read_only
+        self.before_compact = before_compact
         self._buf = np.full((max(n_slots, 0), 3), -1, dtype=np.int64)  # rows past _n are spare
         self._n = max(n_slots, 0)
         self._counts = np.zeros(0, dtype=np.int64)  # live slots per file id
@@ -89,8 +93,11 @@ class SlotIndex:
 
     # -- lifecycle ---------------------------------------------------------------------------
     @classmethod
-    def create(cls, folder: str | os.PathLike, n_slots: int = 0) -> "SlotIndex":
+    def create(cls, folder: str | os.PathLike, n_slots: int = 0, *,
+               before_compact: Callable[[], None] | None = None) -> "SlotIndex":
         """A new writable index with ``n_slots`` unwritten slots, as ``folder/index.log``.
+
+        ``before_compact()`` is called before each compaction: fsync the payload files there.
 
         Raises:
             FileExistsError: the log already exists.
@@ -103,10 +110,11 @@ class SlotIndex:
         finally:
             os.close(fd)
         fsync_dir(path.parent)
-        return cls.open(folder, n_slots=n_slots, read_only=False)
+        return cls.open(folder, n_slots=n_slots, read_only=False, before_compact=before_compact)
 
     @classmethod
-    def open(cls, folder: str | os.PathLike, *, n_slots: int = 0, read_only: bool = True) -> "SlotIndex":
+    def open(cls, folder: str | os.PathLike, *, n_slots: int = 0, read_only: bool = True,
+             before_compact: Callable[[], None] | None = None) -> "SlotIndex":
         """Load ``folder/index.log``; the table has ``max(n_slots, highest slot + 1)`` rows.
 
         A writer truncates a torn trailing record so its appends stay aligned.
@@ -114,7 +122,7 @@ class SlotIndex:
         Raises:
             FileNotFoundError: no log; FormatError: not a slot index, or a newer version.
         """
-        index = cls(Path(folder) / LOG_FILE, n_slots=n_slots, read_only=read_only)
+        index = cls(Path(folder) / LOG_FILE, n_slots=n_slots, read_only=read_only, before_compact=before_compact)
         index._reload()
         if not read_only:
             size = os.fstat(index._fd).st_size
@@ -259,7 +267,12 @@ class SlotIndex:
             os.fsync(self._fd)
 
     def compact(self) -> None:
-        """Replace the log by a snapshot of the table (temp file, fsync, rename, fsync folder)."""
+        """Replace the log by a snapshot of the table (temp file, fsync, rename, fsync folder).
+
+        Calls ``before_compact()`` first: the snapshot is durable, so the payloads it points to must be.
+        """
+        if self.before_compact is not None:
+            self.before_compact()
         keep = self._table[:, 0] >= 0
         if self._n:
             keep[-1] = True  # the last slot keeps the slot count even when it is unwritten

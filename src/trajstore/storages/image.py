@@ -126,7 +126,7 @@ class ImageStorage(SpaceStorage):
         assert path is not None  # requires_cache_path
         (path / CHUNK_DIR).mkdir()
         storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
-        storage._index = SlotIndex.create(path, n_slots=capacity or 0)
+        storage._index = SlotIndex.create(path, n_slots=capacity or 0, before_compact=storage._sync_chunks)
         return storage
 
     @classmethod
@@ -138,7 +138,8 @@ class ImageStorage(SpaceStorage):
             raise FormatError(f"{path}: bad ImageStorage config in storage.json: {exc}") from None
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing)
-        storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only)
+        storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only,
+                                        before_compact=storage._sync_chunks)
         storage._length = storage._index.n_slots
         if not read_only:
             storage._remove_orphans()
@@ -286,12 +287,16 @@ class ImageStorage(SpaceStorage):
         """fsync the active chunk, then the folder entries of new chunks, then the index (data first)."""
         if self.read_only or self._index is None:
             return
+        self._sync_chunks()
+        self._index.flush()
+
+    def _sync_chunks(self) -> None:
+        """fsync the active chunk and new folder entries (rotated-out chunks were fsynced at rotation)."""
         if self._active_fd >= 0:
             os.fsync(self._active_fd)
         if self._dir_dirty:
             fsync_dir(self.cache_path / CHUNK_DIR)  # type: ignore[operator]
             self._dir_dirty = False
-        self._index.flush()
 
     def refresh(self) -> None:
         """Apply the index records the writer appended; drop descriptors of chunks no slot uses."""
