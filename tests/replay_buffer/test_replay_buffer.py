@@ -11,7 +11,7 @@ import pytest
 from trajstore.errors import FormatError, InvalidValueError, LockedError, ReadOnlyError, StorageExistsError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
-from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+from trajstore.storages import DictStorage, MemmapStorage, dict_storage_kwargs_from_space
 
 
 def step_space():
@@ -173,7 +173,7 @@ def test_dotdot_key_refused(tmp_path):
     space = DictSpace({"..": BoxSpace(0, 1, (2,))})
     with pytest.raises(ValueError, match=r"'\.\.'"):
         ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", **dict_storage_kwargs_from_space(
-            space, key_storage_cls={"..": DictStorage}))
+            space, key_storage_cls={"..": MemmapStorage}))
     assert not (tmp_path / "rb").exists()
 
 

@@ -17,6 +17,12 @@ app = typer.Typer(help="Record and inspect trajstore replay buffers.", no_args_i
 console = Console()
 
 
+def fail(exc: BaseException) -> typer.Exit:
+    """Print the error on one unwrapped line (so it can be grepped) and exit with status 1."""
+    console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+    return typer.Exit(1)
+
+
 class EnvName(str, Enum):
     pusht = "pusht"
 
@@ -47,8 +53,7 @@ def record(
                           max_steps=max_steps, image_format="PNG" if camera is CameraStorage.png else "JPEG",
                           reference=reference, progress=progress)
     except (TrajstoreError, ImportError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        raise fail(exc)
     console.print(f"recorded {rb.total_steps} steps in {episodes} episodes to {out}")
 
 
@@ -60,8 +65,7 @@ def info(path: Path = typer.Argument(..., help="Buffer folder.")) -> None:
     try:
         d = describe(path)
     except (TrajstoreError, OSError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        raise fail(exc)
     console.print(f"[bold]{d.path}[/bold]: {d.steps} steps (capacity {d.capacity or 'unbounded'}, "
                   f"{d.total_steps} appended), {d.episodes} episodes ({d.complete_episodes} complete)")
     leaves = Table("leaf", "storage", "dtype", "shape", "metadata", title="leaves")
@@ -85,8 +89,7 @@ def verify(path: Path = typer.Argument(..., help="Buffer folder."),
     try:
         checks = verify_buffer(path, reference)
     except (TrajstoreError, OSError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        raise fail(exc)
     table = Table("leaf", "storage", "check", "max |error|", "mean |error|", "min PSNR (dB)", "result",
                   title=f"read-back of {path}")
     for c in checks:
