@@ -70,6 +70,7 @@ def _video_cls():
     return VideoStorage
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create 4 worker processes")
 @pytest.mark.parametrize("layout", ["jpeg", "video"])
 @pytest.mark.parametrize("start_method,workers", [("fork", 2), ("fork", 4), ("spawn", 2), ("spawn", 4)])
 def test_dataloader_workers_read_every_index_once(tmp_path, layout, start_method, workers):

@@ -36,6 +36,7 @@ def to_torch(x: Any) -> Any:
     arr = np.asarray(x)
     if arr.dtype.kind == "U":
         return arr.tolist()
-    if not arr.flags.writeable:  # torch warns on read-only buffers (memory maps); copy those
-        arr = arr.copy()
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    if not (arr.flags.writeable and arr.flags.c_contiguous):
+        # torch warns on read-only buffers (memory maps); np.ascontiguousarray would turn () into (1,)
+        arr = arr.copy(order="C")
+    return torch.from_numpy(arr)
