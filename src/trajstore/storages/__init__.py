@@ -9,6 +9,7 @@ from trajstore.storages.dict import DictStorage
 from trajstore.storages.image import ImageStorage
 from trajstore.storages.memmap import MemmapStorage
 from trajstore.storages.metadata_routing import create_dict_storage_from_space, dict_storage_kwargs_from_space
+from trajstore.storages.video import VideoStorage  # PyAV is imported on first use only
 
-__all__ = ["STORAGE_TYPES", "SpaceStorage", "DictStorage", "ImageStorage", "MemmapStorage",
+__all__ = ["STORAGE_TYPES", "SpaceStorage", "DictStorage", "ImageStorage", "MemmapStorage", "VideoStorage",
            "dict_storage_kwargs_from_space", "create_dict_storage_from_space"]
