@@ -1,0 +1,397 @@
+"""``HDF5Storage``: a leaf, or a nested dict of leaves, as datasets of one HDF5 file.
+
+``data.h5`` holds one chunked dataset per leaf, shape ``(len, *leaf.shape)``. A single-leaf
+storage names it ``data``; a :class:`DictSpace` leaf ``("obs", "joint pos")`` becomes the
+dataset ``obs/joint%20pos``: each key is encoded by :func:`safe_name`, so any key (``.``,
+``..``, spaces, unicode) is a valid HDF5 name. :class:`TextSpace` leaves are fixed-width
+UTF-8 (``4 * max_length`` bytes) and are read back as ``<U{max_length}`` arrays.
+
+Two file formats, fixed at create time and recorded as ``"swmr"`` in the config:
+
+- ``multiprocessing=False``: HDF5's oldest format. Readers in other processes can open the
+  file while it is written (they see what was flushed), and after a crash it opens again.
+- ``multiprocessing=True``: the HDF5 1.10 format (``libver=("v110", "v110")``, the oldest that
+  has SWMR: single writer, multiple readers), always written in SWMR mode. Readers open it
+  in SWMR mode and :meth:`~HDF5Storage.refresh` to see new flushes. After a writer crash it
+  still opens read-only; to write it again, clear the flag with ``h5clear -s data.h5``.
+
+Forks: an HDF5 handle must not be used across ``fork``. Right after a fork, the child points
+every inherited descriptor of these files at ``/dev/null`` (``os.register_at_fork``), so
+nothing the child's copy of HDF5 does (flush, close, exit) can reach the parent's file. On
+first use the child closes the inherited handles (HDF5 would otherwise hand a new open the
+same stale, parent-owned file state) and reopens the file read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import weakref
+from pathlib import Path
+from typing import Any, Iterator
+
+import h5py
+import numpy as np
+
+from trajstore.errors import FormatError, UnsupportedSpaceError
+from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space, TextSpace
+from trajstore.storages._files import safe_name
+from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
+
+DATA_FILE = "data.h5"
+#: Dataset name of a storage whose space is a single leaf.
+ROOT_DATASET = "data"
+#: ``libver`` bounds of the SWMR format and of the default one.
+SWMR_LIBVER = ("v110", "v110")
+PLAIN_LIBVER = ("earliest", "v110")
+COMPRESSIONS = (None, "gzip", "lzf")
+#: Target chunk size along axis 0 (a chunk is at least one row): small enough that sparse reads
+#: of compressed leaves decompress little, big enough for good compression; 16 fit in the cache.
+CHUNK_BYTES = 256 << 10
+
+# Read strategy, measured by benchmarks/hdf5_read_strategy.py (h5py 3.16, HDF5 2.0; batches of 256
+# sorted positions; chunked, uncompressed, in the page cache; ranges over 3 runs). "Nx" = index-list
+# time / strategy time.
+# - One covering slice read + a NumPy gather moves 4-9 GB/s, while the other strategies pay
+#   2-5 us per row (index list, narrow rows) or 10-40 us per run. Cover when it reads at most
+#   COVER_WASTE_PER_ROW unwanted bytes per wanted row: (16,) float32 within 8x the batch: cover
+#   17-30x, runs 0.27-0.30x, row by row 0.36-0.53x; (2,) float32 anywhere in 100k rows: cover
+#   5.8-8x, runs 0.17-0.22x, row by row 0.26-0.31x.
+COVER_WASTE_PER_ROW = 16 << 10
+COVER_MAX_BYTES = 64 << 20  # never allocate more than this for one covering read
+# - Beyond that, h5py's index-list read beats one slice read per run for narrow rows and loses
+#   more the wider the row (runs time / index-list time: 2.3-4.0 at 8 B, 1.5-2.3 at 256 B,
+#   0.7-0.8 at 1 KiB, 0.08-0.10 at 16 KiB); for a (96, 96, 3) uint8 image it is 130-160x
+#   slower than runs (650-880 ms per batch). Runs use ds[a:b]: read_direct costs 5-10x more.
+INDEX_LIST_MAX_ROW_BYTES = 256
+# - Uncompressed chunks are read and written in place without a chunk cache: sparse reads by
+#   runs are 1.1-2x faster (index-list reads: within 20%). Compressed chunks need a cache of
+#   several chunks, or every small append recompresses its chunk (1-row gzip appends: 11x slower).
+COMPRESSED_CACHE_BYTES = 4 << 20
+
+# HDF5 file locks are off for every open: readers must open a file that a writer in another
+# process holds, and HDF5 refuses two handles on one file in one process unless their lock
+# flags match. One writer at a time is the replay buffer's job (its lock file).
+LOCKING = False
+
+#: Storages with a file on disk open in this process (see _redirect_inherited_files).
+_LIVE: "weakref.WeakSet[HDF5Storage]" = weakref.WeakSet()
+#: Inherited h5py files that HDF5 failed to close in a child: kept so they are never collected.
+_INHERITED: list[Any] = []
+
+
+def _leaves(space: Space, keys: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Space]]:
+    if isinstance(space, DictSpace):
+        for key, sub in space.items():
+            yield from _leaves(sub, (*keys, key))
+    else:
+        yield keys, space
+
+
+def _dataset_name(keys: tuple[str, ...]) -> str:
+    return "/".join(safe_name(k) for k in keys) if keys else ROOT_DATASET
+
+
+def _file_dtype(space: Space) -> np.dtype:
+    if isinstance(space, TextSpace):  # UTF-8 takes at most 4 bytes per code point
+        return h5py.string_dtype("utf-8", 4 * space.max_length)
+    return np.dtype(space.dtype)
+
+
+def read_rows(ds: h5py.Dataset, positions: np.ndarray, row_bytes: int) -> np.ndarray:
+    """Rows ``positions`` (sorted, unique, int64, shape ``(M,)``) of ``ds``: ``(M, *ds.shape[1:])``.
+
+    One slice read when the rows are contiguous or close together (then a NumPy gather),
+    h5py's index-list read for narrow rows, else one slice read per contiguous run.
+    """
+    m = len(positions)
+    if m == 0:
+        return np.empty((0, *ds.shape[1:]), ds.dtype)
+    first, stop = int(positions[0]), int(positions[-1]) + 1
+    if stop - first == m:
+        return ds[first:stop]
+    if ((stop - first - m) * row_bytes <= m * COVER_WASTE_PER_ROW
+            and (stop - first) * row_bytes <= COVER_MAX_BYTES):
+        return ds[first:stop][positions - first]
+    if row_bytes <= INDEX_LIST_MAX_ROW_BYTES:
+        return ds[positions]
+    out = np.empty((m, *ds.shape[1:]), ds.dtype)
+    for row, first, n in runs(positions):
+        out[row:row + n] = ds[first:first + n]  # faster than read_direct (see the benchmark)
+    return out
+
+
+def runs(positions: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """``(row in batch, first position, count)`` of each contiguous run of sorted unique positions."""
+    if len(positions) == 0:
+        return
+    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = np.concatenate(([0], breaks)).tolist()
+    ends = np.concatenate((breaks, [len(positions)])).tolist()
+    for a, b in zip(starts, ends):
+        yield a, int(positions[a]), b - a
+
+
+@STORAGE_TYPES.register("hdf5")
+class HDF5Storage(SpaceStorage):
+    """Slots of a :class:`BoxSpace`, :class:`BinarySpace` or :class:`TextSpace` leaf, or of a
+    (nested) :class:`DictSpace` of them, in ``<cache_path>/data.h5``.
+
+    Options (``create(..., **kwargs)``, kept in ``storage.json``):
+        compression: ``None`` (default), ``"gzip"`` or ``"lzf"``; compressed leaves also get the
+            byte-shuffle filter.
+        chunk_rows: rows per chunk for every leaf; default: about 256 KiB per chunk, at least one row.
+
+    ``cache_path=None`` keeps the file in memory. ``multiprocessing=True`` makes a SWMR file
+    (module docstring): readers see what the writer has :meth:`flush`-ed after :meth:`refresh`.
+
+    Raises:
+        UnsupportedSpaceError: a leaf of another space type, or a dict without leaves.
+        ValueError, TypeError: a bad or unknown option.
+    """
+
+    def __init__(self, space: Space, *, config: dict[str, Any], **kwargs: Any):
+        super().__init__(space, **kwargs)
+        self._config = config
+        self._leaves = list(_leaves(space))
+        self._row_bytes = [int(np.prod(s.shape, dtype=np.int64)) * _file_dtype(s).itemsize
+                           for _, s in self._leaves]
+        self._file: h5py.File | None = None
+        self._datasets: list[h5py.Dataset] = []
+        self._fd: int | None = None  # the HDF5 file descriptor (files on disk only)
+        self._file_pid = os.getpid()
+        self._length = 0
+
+    @classmethod
+    def check_space(cls, space: Space) -> None:
+        leaves = list(_leaves(space))
+        if not leaves:
+            raise UnsupportedSpaceError(f"HDF5Storage needs at least one leaf, got {space!r}")
+        for keys, leaf in leaves:
+            if not isinstance(leaf, (BoxSpace, BinarySpace, TextSpace)):
+                raise UnsupportedSpaceError(f"HDF5Storage cannot store leaf {'/'.join(keys) or '<root>'!r}: {leaf!r} "
+                                            "(it takes BoxSpace, BinarySpace and TextSpace leaves)")
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
+                **kwargs: Any) -> "HDF5Storage":
+        config = {**_check_options(kwargs), "swmr": bool(multiprocessing and path is not None)}
+        storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
+        libver = SWMR_LIBVER if config["swmr"] else PLAIN_LIBVER
+        if path is None:
+            f = h5py.File(f"trajstore-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
+                          libver=libver, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
+        else:
+            f = h5py.File(path / DATA_FILE, "x", libver=libver, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
+        try:
+            for (keys, leaf), rows in zip(storage._leaves, storage._chunk_rows()):
+                # A zero-length axis gets chunk size 1, which HDF5 allows only if that axis may grow.
+                f.create_dataset(_dataset_name(keys), shape=(capacity or 0, *leaf.shape), dtype=_file_dtype(leaf),
+                                 maxshape=(capacity, *(d or None for d in leaf.shape)),
+                                 chunks=(rows, *(max(d, 1) for d in leaf.shape)),
+                                 compression=config["compression"], shuffle=config["compression"] is not None)
+            if config["swmr"]:
+                f.swmr_mode = True  # after every dataset exists: SWMR cannot add objects
+        except BaseException:
+            f.close()
+            raise
+        storage._attach(f)
+        return storage
+
+    @classmethod
+    def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
+              multiprocessing: bool) -> "HDF5Storage":
+        config = {"compression": config.get("compression"), "chunk_rows": config.get("chunk_rows"),
+                  "swmr": bool(config.get("swmr", False))}
+        if multiprocessing and not read_only and not config["swmr"]:
+            raise ValueError(f"{path}: this HDF5Storage was created with multiprocessing=False, so it cannot be "
+                             "written while other processes read it (HDF5 SWMR needs a file made for it); "
+                             "open it with multiprocessing=False, or copy it into a storage created with "
+                             "multiprocessing=True")
+        storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
+                      multiprocessing=multiprocessing)
+        storage._open_file()
+        return storage
+
+    def get_config(self) -> dict[str, Any]:
+        return dict(self._config)
+
+    def _chunk_rows(self) -> list[int]:
+        rows = [self._config["chunk_rows"] or max(1, CHUNK_BYTES // max(b, 1)) for b in self._row_bytes]
+        return [min(r, self.capacity) if self.capacity is not None else r for r in rows]
+
+    def _cache_bytes(self) -> int:
+        if self._config["compression"] is None:
+            return 0
+        biggest = max(r * b for r, b in zip(self._chunk_rows(), self._row_bytes))
+        return max(COMPRESSED_CACHE_BYTES, 2 * biggest)
+
+    def _swmr_read(self) -> bool:
+        # A SWMR-format file may have a live or crashed SWMR writer: only SWMR readers may open it then.
+        return self.read_only and (self._config["swmr"] or self.multiprocessing)
+
+    def _open_file(self) -> None:
+        swmr = self._config["swmr"]
+        f = h5py.File(self.cache_path / DATA_FILE, "r" if self.read_only else "r+",  # type: ignore[operator]
+                      swmr=self._swmr_read(), libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING,
+                      rdcc_nbytes=self._cache_bytes())
+        try:
+            if swmr and not self.read_only:
+                f.swmr_mode = True
+            self._attach(f)
+        except BaseException:
+            f.close()
+            raise
+
+    def _attach(self, f: h5py.File) -> None:
+        names = [_dataset_name(keys) for keys, _ in self._leaves]
+        missing = [n for n in names if n not in f]
+        if missing:
+            raise FormatError(f"{self.cache_path}: {DATA_FILE} has no dataset {missing[0]!r}")
+        self._file, self._datasets = f, [f[n] for n in names]
+        self._file_pid = os.getpid()
+        if self.cache_path is not None:
+            self._fd = f.id.get_vfd_handle()
+            _LIVE.add(self)
+        self._update_length()
+
+    def _update_length(self) -> None:
+        # After a crash between two leaves' resizes the shorter leaf decides.
+        self._length = self.capacity if self.capacity is not None else min(ds.shape[0] for ds in self._datasets)
+
+    # -- slots -----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._length
+
+    def _read(self, positions: np.ndarray) -> Any:
+        flat = {}
+        for (keys, leaf), ds, row_bytes in zip(self._leaves, self._datasets, self._row_bytes):
+            raw = read_rows(ds, positions, row_bytes)
+            if isinstance(leaf, TextSpace):
+                raw = np.strings.decode(raw, "utf-8")
+            flat[keys] = raw.astype(leaf.dtype, copy=False)
+        return _nest(self.space, flat)
+
+    def _write(self, positions: np.ndarray, value: Any) -> None:
+        for (keys, leaf), ds in zip(self._leaves, self._datasets):
+            arr = _pick(value, keys)
+            if isinstance(leaf, TextSpace):
+                arr = np.strings.encode(arr, "utf-8").astype(ds.dtype)  # the dtype carries the UTF-8 tag
+            for row, first, n in runs(positions):  # one slice write per run, never an index list
+                ds[first:first + n] = arr[row:row + n]
+
+    def _resize(self, length: int) -> None:
+        for ds in self._datasets:
+            ds.resize(length, axis=0)
+        self._length = length
+
+    # -- state -----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write HDF5's buffers to the file, then fsync it (one ``fsync`` per call on disk)."""
+        if self.closed:
+            return
+        self._check_open()
+        if self.read_only or self._file is None:
+            return
+        self._file.flush()
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def refresh(self) -> None:
+        """Reader: see rows the writer flushed since. SWMR readers refresh each dataset; other
+        read-only storages reopen the file, which is only safe while no writer is between two
+        flushes (use ``multiprocessing=True`` to read while writing)."""
+        self._check_open()
+        if not self.read_only or self.cache_path is None:
+            return
+        if self._swmr_read():
+            for ds in self._datasets:
+                ds.refresh()
+            self._update_length()
+        else:
+            self._drop_file()
+            self._open_file()
+
+    def _drop_file(self) -> None:
+        f, self._file, self._datasets = self._file, None, []
+        _LIVE.discard(self)
+        if f is not None:
+            try:
+                f.close()
+            except Exception:
+                if self._file_pid == os.getpid():
+                    raise
+                _INHERITED.append(f)  # a parent's handle HDF5 could not close: never collect it
+
+    def _close(self) -> None:
+        if self._file is not None and self._file_pid != os.getpid():
+            self._detach_inherited()
+        else:
+            self._drop_file()
+
+    def _after_fork(self) -> None:
+        """In a forked child: let go of the parent's HDF5 handle and reopen the file read-only."""
+        if self.cache_path is None:
+            return  # the child's copy of an in-memory file is private to it
+        if self._file is not None and self._file_pid != os.getpid():
+            self._detach_inherited()
+        self._open_file()
+        if not os.path.samestat(os.fstat(self._fd), os.stat(self.cache_path / DATA_FILE)):  # type: ignore[arg-type]
+            raise RuntimeError(f"{self.cache_path}: the reopened HDF5 file still uses a handle inherited from the "
+                               "parent process; open the storage in the child (pickle it) instead of forking")
+
+    def _detach_inherited(self) -> None:
+        # Every handle on this file inherited from the parent already writes to /dev/null
+        # (_redirect_inherited_files), so closing them cannot touch the parent's file. All of
+        # them must close: HDF5 shares one file state per process, and a new open would join it.
+        pid = os.getpid()
+        for storage in [s for s in list(_LIVE) if s._fd == self._fd and s._file_pid != pid] + [self]:
+            storage._drop_file()
+
+
+def _check_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(kwargs) - {"compression", "chunk_rows"})
+    if unknown:
+        raise TypeError(f"HDF5Storage got unexpected options {unknown}; it takes compression and chunk_rows")
+    compression = kwargs.get("compression")
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"HDF5Storage compression must be one of {COMPRESSIONS}, got {compression!r}")
+    chunk_rows = kwargs.get("chunk_rows")
+    if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer))
+                                   or chunk_rows < 1):
+        raise ValueError(f"HDF5Storage chunk_rows must be None or an int >= 1, got {chunk_rows!r}")
+    return {"compression": compression, "chunk_rows": None if chunk_rows is None else int(chunk_rows)}
+
+
+def _pick(value: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = value[key]
+    return value
+
+
+def _nest(space: Space, flat: dict[tuple[str, ...], np.ndarray], keys: tuple[str, ...] = ()) -> Any:
+    if isinstance(space, DictSpace):
+        return {k: _nest(sub, flat, (*keys, k)) for k, sub in space.items()}
+    return flat[keys]
+
+
+def _redirect_inherited_files() -> None:
+    """In a forked child, point every inherited HDF5 descriptor at /dev/null.
+
+    Whatever HDF5 later does with the parent's handles in this process (a close, a flush at
+    exit, garbage collection) then cannot write into the parent's file. Only ``os`` calls:
+    no h5py lock is taken while another thread of the parent may have held it at the fork.
+    """
+    fds = {s._fd for s in list(_LIVE) if s._fd is not None}
+    if not fds:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in fds:
+            os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
+os.register_at_fork(after_in_child=_redirect_inherited_files)
