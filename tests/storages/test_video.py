@@ -374,28 +374,16 @@ def test_failed_encode_keeps_pending_frames(tmp_path, monkeypatch):
 
 
 # -- processes -------------------------------------------------------------------------------------
-def test_forked_child_never_touches_the_pending_segment(tmp_path):
-    frames = moving_scene(16, seed=16)
-    v = VideoStorage.create(SPACE, capacity=None, cache_path=tmp_path / "v", segment_frames=64)
-    v.extend(frames[:8])
-    v.flush()
-    v.extend(frames[8:12])  # pending: an open encoder writing a temp file
-    tmp = segment_files(tmp_path / "v", "*.tmp")[0]
-    size = tmp.stat().st_size
-    expected = v[:12]
+def _run_forked(child) -> None:
+    """Run ``child()`` in a forked child that exits with 0 if it returns True; fail if it does not."""
     pid = os.fork()
-    if pid == 0:  # the child: read, then drop everything (must neither hang nor write)
+    if pid == 0:
         code = 1
         try:
-            ok = np.array_equal(v[:12], expected) and v.read_only
-            v.refresh()  # from now on: what is on disk (the pending frames read as zeros)
-            ok = ok and np.array_equal(v[:8], expected[:8]) and not v[8:12].any()
-            v.close()
-            del v
-            gc.collect()
-            code = 0 if ok else 2
+            code = 0 if child() else 2
         except BaseException:
             import traceback
+
             traceback.print_exc()
         finally:
             os._exit(code)
@@ -404,12 +392,45 @@ def test_forked_child_never_touches_the_pending_segment(tmp_path):
         time.sleep(0.05)
     if done[0] == 0:
         os.kill(pid, signal.SIGKILL)
-        pytest.fail("the forked child hung while dropping the storage")
+        pytest.fail("the forked child hung")
     assert os.waitstatus_to_exitcode(done[1]) == 0
-    assert tmp.stat().st_size == size  # no trailer or frame written by the child
-    v.extend(frames[12:])
+
+
+def test_forked_children_never_touch_the_pending_segment(tmp_path):
+    frames = moving_scene(60, seed=16)
+    holder = {"v": VideoStorage.create(SPACE, capacity=None, cache_path=tmp_path / "v", segment_frames=64)}
+    v = holder["v"]
+    v.extend(frames[:8])
+    v.flush()
+    v.extend(frames[8:48])  # pending: an open encoder writing a temp file
+    tmp = segment_files(tmp_path / "v", "*.tmp")[0]
+    size = tmp.stat().st_size
+    assert size > 0  # the encoder has started the file: a child finishing it would change it
+    expected = v[:48]
+
+    def reader() -> bool:  # reads (the parent's view at the fork), refreshes, closes, frees
+        child = holder.pop("v")
+        ok = np.array_equal(child[:48], expected) and child.read_only
+        child.refresh()  # from now on: what is on disk (the pending frames read as zeros)
+        ok = ok and np.array_equal(child[:8], expected[:8]) and not child[8:48].any()
+        child.close()
+        del child
+        gc.collect()
+        return ok
+
+    def bystander() -> bool:  # never uses the storage, only drops it: freeing must not finalise
+        holder.clear()
+        gc.collect()
+        return True
+
+    del v
+    _run_forked(reader)
+    _run_forked(bystander)
+    assert tmp.stat().st_size == size  # no trailer or frame written by a child
+    v = holder["v"]
+    v.extend(frames[48:])
     v.close()
-    assert [len(decode_file(f)) for f in segment_files(tmp_path / "v")] == [8, 8]
+    assert [len(decode_file(f)) for f in segment_files(tmp_path / "v")] == [8, 52]
     assert_psnr(SpaceStorage.load_from(tmp_path / "v")[:], frames)
 
 

@@ -13,8 +13,9 @@ can tell from a frame number alone where decoding must start.
   keyframe that has not been reached yet.
 
 Nothing here imports ``av`` at module import time: it is loaded on first use, so the core
-package does not need PyAV. Fork safety: an encoder inherited by a forked child must be
-:meth:`SegmentEncoder.abandon`-ed, never closed (see there).
+package does not need PyAV. Fork safety: in a forked child, every encoder inherited from the
+parent is :meth:`SegmentEncoder.abandon`-ed at once by an ``os.register_at_fork`` hook, so
+the child can neither write the parent's file nor hang freeing the encoder, whatever it does.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import ctypes
 import io
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -45,6 +47,17 @@ TMP_SUFFIX = ".tmp"
 # Encoders dropped in a forked child. Freeing one there would join x264 worker threads that
 # do not exist in the child (measured: the child hangs), so they are leaked on purpose.
 _ABANDONED: list[Any] = []
+# Open encoders of this process, abandoned in a forked child before any other code runs there.
+_OPEN_ENCODERS: "weakref.WeakSet[SegmentEncoder]" = weakref.WeakSet()
+
+
+def _abandon_inherited_encoders() -> None:
+    for encoder in list(_OPEN_ENCODERS):
+        encoder.abandon()
+    _OPEN_ENCODERS.clear()
+
+
+os.register_at_fork(after_in_child=_abandon_inherited_encoders)
 
 
 def _av() -> Any:
@@ -192,6 +205,7 @@ class SegmentEncoder:
             self._file.close()
             self.tmp_path.unlink(missing_ok=True)
             raise
+        _OPEN_ENCODERS.add(self)
 
     def encode(self, frames: np.ndarray) -> None:
         """Append frames ``(N, H, W, 3)`` uint8 RGB."""
@@ -215,9 +229,11 @@ class SegmentEncoder:
         """
         if self.frames_written == 0:
             raise ValueError(f"segment {self.path.name} has no frames; discard it instead")
+        if self._file is None:
+            raise ValueError(f"segment {self.path.name} was already closed, discarded or abandoned")
         self._container.mux(self._stream.encode(None))  # drain the encoder's delayed frames
         self._container.close()
-        assert self._file is not None
+        _OPEN_ENCODERS.discard(self)
         self._file.sync()
         self._file.close()
         self._file = None
@@ -229,6 +245,7 @@ class SegmentEncoder:
         """Close without keeping anything (removes the temp file)."""
         if self._file is None:
             return
+        _OPEN_ENCODERS.discard(self)
         try:
             self._container.close()
         finally:
@@ -243,9 +260,10 @@ class SegmentEncoder:
         and the encoder objects are kept alive for the life of the process: freeing them would
         join encoder threads that only exist in the parent.
         """
-        if self._file is not None:
-            self._file.disown()
-            self._file = None
+        if self._file is None:
+            return  # closed, discarded or already abandoned
+        self._file.disown()
+        self._file = None
         for obj in (self._container, self._stream):
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))  # never freed, even at interpreter exit
             _ABANDONED.append(obj)

@@ -21,10 +21,11 @@ alive with few live frames: there is no re-encoding compaction).
 **Reading.** Pending slots (written, not yet flushed) are served from the raw frames in
 memory, exactly as written; other processes do not see them until the writer flushes.
 Slots never written read as zeros. Flushed slots are grouped by segment, and each segment
-is decoded in one forward pass (:class:`~trajstore.storages._video_vcodec.SegmentReader`);
+is decoded in one forward pass (:class:`~trajstore.storages._video_codec.SegmentReader`);
 several segments are decoded on a small thread pool (libav releases the GIL). Open
-segments are kept in a small LRU, because opening one costs about as much as decoding a
-128x128 frame (~1.8 ms measured with benchmarks/video_vs_image.py's machine).
+segments are kept in a small LRU, because opening one costs more than decoding a frame
+(``av.open`` of a 224x224 segment: ~1.8 ms; decoding one frame: ~0.2 ms; measured on the
+2-CPU development machine).
 
 Memory of the writer: up to ``segment_frames * H * W * 3`` bytes of raw pending frames
 (128 frames of 480x640 = 118 MB). PyAV is imported on first use only.
@@ -271,7 +272,11 @@ class VideoStorage(SpaceStorage):
             return
         if self._encoder is None:  # an earlier encoder failed: re-encode the raw frames
             self._open_segment()
-        self._encoder.close()  # type: ignore[union-attr]
+        try:
+            self._encoder.close()  # type: ignore[union-attr]
+        except BaseException:
+            self._restart_segment()  # the raw frames stay pending; the next flush tries again
+            raise
         self._encoder = None
         n = self._count
         slots = self._raw_slots[:n]
@@ -372,7 +377,9 @@ class VideoStorage(SpaceStorage):
             self._readers.drop(fid)  # a deleted segment's disk space is freed once its reader closes
 
     def _close(self) -> None:
-        if self._encoder is not None:  # read-only after a failed flush: keep nothing half-made
+        if os.getpid() != self._pid:  # a forked child that never used the storage: let go, finalise nothing
+            self._encoder, self._pool = None, None  # (the encoder was abandoned at the fork)
+        if self._encoder is not None:  # a writer's flush closed it; only a failure leaves one here
             self._encoder.discard()
             self._encoder = None
         self._readers.clear()
@@ -383,9 +390,10 @@ class VideoStorage(SpaceStorage):
             self._index.close()
 
     def _after_fork(self) -> None:
-        # The parent's encoder and temp file stay the parent's: never finalised or freed here.
+        # The parent's encoder and temp file stay the parent's: the fork hook of _video_codec
+        # abandoned the encoder (never finalised or freed here).
         if self._encoder is not None:
-            self._encoder.abandon()
+            self._encoder.abandon()  # idempotent
             self._encoder = None
         # Pending frames stay readable (the parent's view at the fork, copy-on-write memory)
         # until the child's first refresh(), which switches it to what is on disk.
