@@ -122,7 +122,16 @@ def check_batch_size(space: Space, batch: Any) -> int:
     Raises:
         InvalidValueError: leaves disagree on ``N``; names two of them.
     """
-    sizes = {path: len(flatten_value(space, batch)[path]) for path, _ in leaves_of(space)}
+    sizes: dict[str, int] = {}
+
+    def walk(sub: Space, value: Any, path: str) -> None:  # no key splitting: keys may hold any separator
+        if isinstance(sub, DictSpace):
+            for key, child in sub.spaces.items():
+                walk(child, value[key], f"{path}/{key}" if path else key)
+        else:
+            sizes[path] = len(value)
+
+    walk(space, batch, "")
     distinct = set(sizes.values())
     if len(distinct) > 1:
         items = sorted(sizes.items(), key=lambda kv: kv[1])
@@ -137,31 +146,29 @@ def leaves_of(space: Space, separator: str = "/") -> list[tuple[str, Space]]:
 
 
 def flatten_value(space: Space, value: Any, separator: str = "/") -> dict[str, Any]:
-    """``{path: leaf value}`` for a (batched or not) value of ``space``."""
-    if not isinstance(space, DictSpace):
-        return {"": value}
+    """``{path: leaf value}`` for a (batched or not) value of ``space``; paths as :meth:`DictSpace.leaves`."""
     out: dict[str, Any] = {}
-    for path, _ in space.leaves(separator):
-        node = value
-        for part in path.split(separator):
-            node = node[part]
-        out[path] = node
+
+    def walk(sub: Space, node: Any, path: str) -> None:  # walks keys, never splits paths
+        if isinstance(sub, DictSpace):
+            for key, child in sub.spaces.items():
+                walk(child, node[key], f"{path}{separator}{key}" if path else key)
+        else:
+            out[path] = node
+
+    walk(space, value, "")
     return out
 
 
 def unflatten_value(space: Space, flat: Mapping[str, Any], separator: str = "/") -> Any:
     """Inverse of :func:`flatten_value`; keys come out in the space's order."""
-    if not isinstance(space, DictSpace):
-        return flat[""]
-    out: dict[str, Any] = {}
-    for key, sub in space.spaces.items():
+
+    def build(sub: Space, path: str) -> Any:
         if isinstance(sub, DictSpace):
-            prefix = key + separator
-            out[key] = unflatten_value(sub, {p[len(prefix):]: v for p, v in flat.items() if p.startswith(prefix)},
-                                       separator)
-        else:
-            out[key] = flat[key]
-    return out
+            return {key: build(child, f"{path}{separator}{key}" if path else key) for key, child in sub.spaces.items()}
+        return flat[path]
+
+    return build(space, "")
 
 
 def map_leaves(space: Space, value: Any, fn: Any) -> Any:

@@ -285,7 +285,9 @@ class SpaceStorage(abc.ABC):
         """Flush (if writable) and release files; further use raises ``ValueError``. Idempotent."""
         if self.closed:
             return
-        if not self.read_only and os.getpid() == self._pid:
+        if os.getpid() != self._pid:
+            self._check_open()  # a forked child: drop the parent's handles first, never flush them
+        if not self.read_only:
             self.flush()
         self._close()
         self.closed = True
