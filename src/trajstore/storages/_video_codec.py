@@ -123,11 +123,14 @@ def fps_fraction(fps: float) -> Fraction:
 
 
 class _OwnedFile(io.RawIOBase):
-    """The output file an encoder writes through; :meth:`disown` in a forked child closes this
-    process's descriptor so nothing (not even the MP4 trailer) can reach the parent's file."""
+    """The output file an encoder writes through, on a plain descriptor (PyAV buffers already).
+
+    :meth:`disown` in a forked child closes this process's copy of the descriptor and marks
+    the file closed, so PyAV skips the MP4 trailer and nothing can reach the parent's file.
+    """
 
     def __init__(self, path: Path):
-        self._f = open(path, "w+b")  # noqa: SIM115 - closed by close()/disown()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
 
     def writable(self) -> bool:
         return True
@@ -139,32 +142,30 @@ class _OwnedFile(io.RawIOBase):
         return True
 
     def write(self, data: Any) -> int:
-        return self._f.write(data)
+        view = memoryview(data)
+        while view:  # a regular file may take fewer bytes per call
+            view = view[os.write(self._fd, view):]
+        return len(data)
 
     def read(self, size: int = -1) -> bytes:
-        return self._f.read(size)
+        return os.read(self._fd, size if size >= 0 else 1 << 30)
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._f.seek(offset, whence)
+        return os.lseek(self._fd, offset, whence)
 
     def tell(self) -> int:
-        return self._f.tell()
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
 
     def sync(self) -> None:
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        os.fsync(self._fd)
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
         super().close()
 
-    def disown(self) -> None:
-        os.close(self._f.fileno())  # this process's copy only; the parent's stays open
-        try:
-            self._f.close()
-        except OSError:
-            pass
-        super().close()
+    disown = close  # in a forked child this closes only the child's copy; the parent's stays open
 
 
 class SegmentEncoder:
