@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -14,7 +15,8 @@ from trajstore.errors import TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
-console = Console()
+# Not a terminal (make, CI logs): rich would wrap at 80 columns; tables read better wider.
+console = Console(width=None if sys.stdout.isatty() else 132)
 
 
 def fail(exc: BaseException) -> typer.Exit:
@@ -70,12 +72,14 @@ def info(path: Path = typer.Argument(..., help="Buffer folder.")) -> None:
                   f"{d.total_steps} appended), {d.episodes} episodes ({d.complete_episodes} complete)")
     leaves = Table("leaf", "storage", "dtype", "shape", "metadata", title="leaves")
     for leaf in d.leaves:
-        leaves.add_row(leaf.key, leaf.storage, leaf.dtype, str(leaf.shape), str(leaf.metadata or ""))
+        meta = ", ".join(f"{k}={v}" for k, v in leaf.metadata.items())
+        leaves.add_row(leaf.key, leaf.storage, leaf.dtype, str(leaf.shape), meta)
     console.print(leaves)
     storages = Table("key", "storage", "options", "bytes on disk", "bytes/step", title="storages")
     for s in d.storages:
         per_step = f"{s.nbytes / d.steps:,.0f}" if d.steps else "-"
-        storages.add_row(s.key or "(root)", s.storage, str(s.config), f"{s.nbytes:,}", per_step)
+        options = ", ".join(f"{k}={v}" for k, v in s.config.items() if v is not None)
+        storages.add_row(s.key or "(root)", s.storage, options, f"{s.nbytes:,}", per_step)
     console.print(storages)
     console.print(f"total: {d.nbytes:,} bytes")
 
