@@ -48,6 +48,9 @@ COMPRESSIONS = (None, "gzip", "lzf")
 #: Target chunk size along axis 0 (a chunk is at least one row): small enough that sparse reads
 #: of compressed leaves decompress little, big enough for good compression; 16 fit in the cache.
 CHUNK_BYTES = 256 << 10
+#: Cap on rows per chunk: a chunk is allocated whole on first write, so narrow leaves (a bool
+#: flag: 1 B/row) would otherwise take 256 KiB each in a small buffer.
+CHUNK_MAX_ROWS = 16384
 
 # Read strategy, measured by benchmarks/hdf5_read_strategy.py (h5py 3.16, HDF5 2.0; batches of 256
 # sorted positions; chunked, uncompressed, in the page cache; ranges over 3 runs). "Nx" = index-list
@@ -218,7 +221,8 @@ class HDF5Storage(SpaceStorage):
         return dict(self._config)
 
     def _chunk_rows(self) -> list[int]:
-        rows = [self._config["chunk_rows"] or max(1, CHUNK_BYTES // max(b, 1)) for b in self._row_bytes]
+        rows = [self._config["chunk_rows"] or min(CHUNK_MAX_ROWS, max(1, CHUNK_BYTES // max(b, 1)))
+                for b in self._row_bytes]
         return [min(r, self.capacity) if self.capacity is not None else r for r in rows]
 
     def _cache_bytes(self) -> int:

@@ -1,0 +1,61 @@
+"""Every committed on-disk format version still opens and reads back what was written.
+
+The fixtures were written once by ``make_fixtures.py`` of their version; never regenerate them.
+"""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.format_fixtures.make_fixtures import LAYOUTS, expected_step
+from trajstore.replay_buffer import ReplayBuffer
+
+HERE = Path(__file__).parent
+VERSIONS = sorted(p.name for p in HERE.iterdir() if p.is_dir() and p.name.startswith("v"))
+CASES = [(v, layout) for v in VERSIONS for layout in LAYOUTS if (HERE / v / layout).is_dir()]
+
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return np.inf if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def test_there_is_a_fixture_of_every_layout():
+    assert VERSIONS and len(CASES) == len(VERSIONS) * len(LAYOUTS)
+
+
+@pytest.mark.parametrize("version,layout", CASES)
+def test_fixture_reads_back(tmp_path, version, layout):
+    if layout.startswith("video"):
+        pytest.importorskip("av")
+    folder = tmp_path / layout
+    shutil.copytree(HERE / version / layout, folder)  # reading must work without touching the original
+    capacity, _, episodes = LAYOUTS[layout]
+    total = sum(episodes)
+    with ReplayBuffer.load_from(folder) as rb:
+        assert rb.capacity == capacity and rb.total_steps == total
+        assert len(rb) == (min(total, capacity) if capacity else total)
+        first = total - len(rb)
+        data = rb[:]
+        for i in range(len(rb)):
+            want = expected_step(first + i)
+            got = {k: (v[i] if not isinstance(v, dict) else {kk: vv[i] for kk, vv in v.items()}) for k, v in data.items()}
+            np.testing.assert_array_equal(got["observation"]["joints"], want["observation"]["joints"])
+            np.testing.assert_array_equal(got["action"], want["action"])
+            assert got["reward"] == want["reward"] and bool(got["done"]) == want["done"] and got["task"] == want["task"]
+            frame = got["observation"]["camera"]
+            if layout.startswith("png"):
+                np.testing.assert_array_equal(frame, want["observation"]["camera"])
+            else:
+                assert psnr(frame, want["observation"]["camera"]) >= 30
+        stops = np.cumsum(episodes)
+        expected_eps = [(max(s - e, first) - first, s - first) for s, e in zip(stops, episodes) if s > first]
+        assert [(e.start, e.stop) for e in rb.episodes] == expected_eps
+    # a writer can reopen an old folder and go on appending
+    with ReplayBuffer.load_from(folder, read_only=False) as rb:
+        rb.append(expected_step(total))
+        rb.end_episode()
+    with ReplayBuffer.load_from(folder) as rb:
+        np.testing.assert_array_equal(rb[-1]["observation"]["joints"], expected_step(total)["observation"]["joints"])
