@@ -58,3 +58,15 @@ def test_cli_record_info_verify(tmp_path):
     assert result.exit_code == 1 and "already exists" in result.output
     result = runner.invoke(app, ["info", str(tmp_path / "nope")])
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_record_video_and_ring(tmp_path):
+    pytest.importorskip("av")
+    record_pusht(tmp_path / "rb", 3, video=True, capacity=30, max_steps=15, reference=tmp_path / "ref.npz",
+                 progress=False)
+    info = describe(tmp_path / "rb")
+    assert {leaf.key: leaf.storage for leaf in info.leaves}["observation/pixels"] == "VideoStorage"
+    assert info.steps == 30 and info.total_steps == 45 and info.capacity == 30
+    assert info.episodes == 2  # the first episode was overwritten whole
+    checks = verify_buffer(tmp_path / "rb", tmp_path / "ref.npz")  # the reference keeps the newest 30 steps
+    assert all(c.ok for c in checks), checks

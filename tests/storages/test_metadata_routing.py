@@ -161,3 +161,39 @@ def test_end_to_end_folder_layout(tmp_path):
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
         "@rest", "observation.front", "observation.wrist", "storage.json"]
     again.close()
+
+
+def test_seed_example_runs_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    from trajstore.replay_buffer import ReplayBuffer
+    from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+
+    obs_space = robot_space()
+    rb = ReplayBuffer.create(
+        DictStorage, obs_space,
+        cache_path="cache/rb", capacity=None,
+        **dict_storage_kwargs_from_space(obs_space),
+    )
+    rb.extend(obs_space.sample(np.random.default_rng(0), batch_size=3))
+    rb.close()
+    assert {k: type(s).__name__ for k, s in rb.storage.storages.items()} == {
+        "observation/front": "ImageStorage", "observation/wrist": "ImageStorage", "*": "HDF5Storage"}
+    assert (tmp_path / "cache" / "rb" / "trajstore.json").is_file()
+
+
+def test_video_routing_takes_fps_from_metadata(tmp_path):
+    pytest.importorskip("av")
+    from trajstore.storages import VideoStorage
+
+    space = robot_space()
+    storage = create_dict_storage_from_space(space, cache_path=tmp_path / "s",
+                                             kind_storage_cls={"image": VideoStorage},
+                                             key_kwargs={"observation/wrist": {"crf": 30}})
+    fps = {k: s.get_config().get("fps") for k, s in storage.storages.items()}
+    assert fps == {"observation/front": 15, "observation/wrist": 30, "*": None}
+    assert storage.storages["observation/wrist"].get_config()["crf"] == 30
+    batch = space.sample(np.random.default_rng(2), batch_size=4)
+    storage.extend(batch)
+    storage.flush()
+    assert storage.get(2)["observation"]["front"].shape == (8, 6, 3)
+    storage.close()
