@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from trajstore.errors import InvalidValueError, ReadOnlyError, StorageExistsError
-from trajstore.spaces import BoxSpace, Space, leaves_of, flatten_value
+from trajstore.spaces import BoxSpace, Space, flatten_value, leaves_of, map_leaves, unflatten_value
 from trajstore.storages.base import SpaceStorage
 
 CAPACITY = 12
@@ -68,8 +68,6 @@ class StorageConformance:
         return storage, batch
 
     def take(self, space: Space, batch: Any, index: Any) -> Any:
-        from trajstore.spaces import map_leaves
-
         return map_leaves(space, batch, lambda v: np.asarray(v)[index])
 
     # -- the contract --------------------------------------------------------------------------
@@ -100,7 +98,6 @@ class StorageConformance:
         for p in oracle:
             oracle[p][index] = flatten_value(storage.space, value)[p]
         got = storage.get(slice(None))
-        from trajstore.spaces import unflatten_value
         self.assert_close(got, unflatten_value(storage.space, oracle), storage.space)
         storage.close()
 
@@ -166,12 +163,8 @@ class StorageConformance:
         storage, batch = self.filled(tmp_path)
         good = self.take(storage.space, batch, slice(0, 2))
         for path, leaf in leaves_of(storage.space):
-            wrong = self.take(storage.space, good, slice(None))
-            from trajstore.spaces import map_leaves  # noqa: F401
-            flat = flatten_value(storage.space, wrong)
             bad_leaf = np.zeros((2, *getattr(leaf, "shape", ()), 2))  # one extra axis
-            from trajstore.spaces import unflatten_value
-            flat = {**flat, path: bad_leaf}
+            flat = {**flatten_value(storage.space, good), path: bad_leaf}
             with pytest.raises(InvalidValueError, match=path or "root"):
                 storage.set(slice(0, 2), unflatten_value(storage.space, flat))
         with pytest.raises(InvalidValueError):

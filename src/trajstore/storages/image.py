@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.errors import FormatError, UnsupportedSpaceError
-from trajstore.spaces import BoxSpace, Space
+from trajstore.errors import FormatError
+from trajstore.spaces import Space
+from trajstore.storages._frames import check_rgb_frames
 from trajstore.storages import _image_codec as codec
 from trajstore.storages._files import fsync_dir
 from trajstore.storages._slot_index import SlotIndex, _write_all
@@ -90,19 +91,7 @@ class ImageStorage(SpaceStorage):
     # -- what it takes -------------------------------------------------------------------------
     @classmethod
     def check_space(cls, space: Space) -> None:
-        expected = "a BoxSpace of dtype uint8 and shape (H, W, 3) with H, W >= 1 and metadata layout 'HWC' or none"
-        if not isinstance(space, BoxSpace):
-            given = f"a {type(space).__name__}"
-        elif space.dtype != np.uint8:
-            given = f"dtype {space.dtype}"
-        elif len(space.shape) != 3 or space.shape[2] != 3 or min(space.shape) < 1:
-            given = f"shape {space.shape}"
-        elif space.metadata.get("layout", "HWC") != "HWC":
-            given = f"layout {space.metadata['layout']!r}"
-        else:
-            return
-        raise UnsupportedSpaceError(f"ImageStorage stores RGB frames: expected {expected}; got {given} "
-                                    f"in {space!r}")
+        check_rgb_frames(space, "ImageStorage")
 
     @staticmethod
     def _config_from(format: Any = "JPEG", quality: Any = None, chunk_bytes: Any = DEFAULT_CHUNK_BYTES,

@@ -41,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.errors import FormatError, UnsupportedSpaceError
-from trajstore.spaces import BoxSpace, Space
+from trajstore.errors import FormatError
+from trajstore.spaces import Space
+from trajstore.storages._frames import check_rgb_frames
 from trajstore.storages import _video_codec as vcodec
 from trajstore.storages._slot_index import SlotIndex
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
@@ -130,18 +131,7 @@ class VideoStorage(SpaceStorage):
     # -- what it takes -------------------------------------------------------------------------
     @classmethod
     def check_space(cls, space: Space) -> None:
-        expected = "a BoxSpace of dtype uint8 and shape (H, W, 3) with H, W >= 1 and metadata layout 'HWC' or none"
-        if not isinstance(space, BoxSpace):
-            given = f"a {type(space).__name__}"
-        elif space.dtype != np.uint8:
-            given = f"dtype {space.dtype}"
-        elif len(space.shape) != 3 or space.shape[2] != 3 or min(space.shape) < 1:
-            given = f"shape {space.shape}"
-        elif space.metadata.get("layout", "HWC") != "HWC":
-            given = f"layout {space.metadata['layout']!r}"
-        else:
-            return
-        raise UnsupportedSpaceError(f"VideoStorage stores RGB frames: expected {expected}; got {given} in {space!r}")
+        check_rgb_frames(space, "VideoStorage")
 
     @staticmethod
     def _config_from(fps: Any = 30, codec: Any = "libx264", crf: Any = 20, preset: Any = "faster",
