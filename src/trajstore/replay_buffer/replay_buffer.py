@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from trajstore.errors import FormatError, ReadOnlyError
+from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer._lock import WriterLock
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
 from trajstore.replay_buffer.ring import RingState
@@ -281,15 +282,27 @@ class ReplayBuffer:
         return self.get_at(slice(ep.start, ep.stop))
 
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
-        """``batch_size`` steps drawn uniformly with replacement, as a batch.
+        """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
         Raises:
             ValueError: the buffer is empty.
         """
-        if len(self) == 0:
-            raise ValueError("cannot sample from an empty buffer")
-        rng = rng or np.random.default_rng()
-        return self.get_at(rng.integers(0, len(self), size=batch_size))
+        idx = samplers.uniform_steps(len(self), batch_size, rng or np.random.default_rng())
+        return self.get_at(idx)
+
+    def sample_windows(self, batch_size: int, window: int, *, rng: np.random.Generator | None = None) -> Any:
+        """``batch_size`` windows of ``window`` consecutive steps of one episode each.
+
+        Every leaf comes back with shape ``(B, window, ...)``. Windows are drawn uniformly among
+        all that fit inside an episode (the one being recorded included); none crosses a boundary.
+        All ``B * window`` steps are read in one gather per leaf.
+
+        Raises:
+            ValueError: no episode is ``window`` steps long.
+        """
+        idx = samplers.uniform_windows(self.episodes, window, batch_size, rng or np.random.default_rng())
+        flat = self.get_at(idx.reshape(-1))
+        return map_leaves(self.space, flat, lambda v: v.reshape(batch_size, window, *v.shape[1:]))
 
     # -- other processes -------------------------------------------------------------------
     def refresh(self) -> bool:
