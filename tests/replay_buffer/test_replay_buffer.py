@@ -240,3 +240,29 @@ def test_sample(tmp_path):
         assert got["action"].shape == (32, 2)
         rows = [int(np.flatnonzero((b["action"] == a).all(axis=1))[0]) for a in got["action"]]
         assert len(set(rows)) > 1 and all(0 <= r < 10 for r in rows)
+
+
+@pytest.mark.parametrize("layout", ["png", "jpeg", "video"])
+def test_ring_crash_before_flush_keeps_committed_steps_intact(tmp_path, layout):
+    """Unflushed ring writes overwrite old slots; the metadata on disk must never name those slots."""
+    routing = {"jpeg": {"kind_kwargs": {}}, "png": {}, "video": {}}[layout]
+    if layout == "video":
+        pytest.importorskip("av")
+        from trajstore.storages import VideoStorage
+        routing = {"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {}}
+    rb = make(tmp_path, capacity=10, **routing)
+    first = batch(10, 20)
+    rb.extend(first)
+    rb.end_episode()  # committed: steps 0..9
+    rb.extend(batch(4, 21))  # overwrites the slots of steps 0..3, not flushed: then the writer "crashes"
+    rb.storage.flush()  # the worst case: the new data reached the disk, the metadata did not
+    reader = ReplayBuffer.load_from(tmp_path / "rb")
+    assert len(reader) == 6 and reader.total_steps == 10  # steps 4..9, still whole
+    got = reader[:]
+    np.testing.assert_array_equal(got["action"], first["action"][4:])
+    np.testing.assert_array_equal(got["observation"]["state"], first["observation"]["state"][4:])
+    assert [(e.start, e.stop, e.truncated) for e in reader.episodes] == [(0, 6, True)]
+    reader.close()
+    rb.close()
+    with ReplayBuffer.load_from(tmp_path / "rb") as after:  # after a clean close, everything is there
+        assert len(after) == 10 and after.total_steps == 14

@@ -58,6 +58,8 @@ class ReplayBuffer:
         self._lock = lock
         self._pid = os.getpid()
         self._meta_stamp: tuple[int, int] | None = None
+        # What the metadata file says; ring writes shrink it before overwriting (see _release_before_overwrite).
+        self._committed = (ring, EpisodeTable.from_json(episodes.to_json()))
         self.closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -143,13 +145,38 @@ class ReplayBuffer:
             raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds {len(storage)}")
         return rb
 
-    def _write_meta(self) -> None:
+    def _write_meta(self, ring: RingState | None = None, episodes: EpisodeTable | None = None) -> None:
+        """Atomically replace the metadata file with ``ring``/``episodes`` (default: the current state)."""
         if self.cache_path is None:
             return
+        ring = ring or self._ring
+        episodes = episodes or self._episodes
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": self.space.to_json(),
                 "storage": {"type": self.storage.type_name, "dir": STORAGE_DIR},
-                "ring": self._ring.to_json(), "episodes": self._episodes.to_json()}
+                "ring": ring.to_json(), "episodes": episodes.to_json()}
         write_json_atomic(self.cache_path / META_FILE, meta)
+        self._committed = (ring, EpisodeTable.from_json(meta["episodes"]))
+
+    def _release_before_overwrite(self, total_after: int) -> None:
+        """Before the ring overwrites slots, drop their steps from the committed metadata.
+
+        A ring write of global steps up to ``total_after`` overwrites the steps older than
+        ``total_after - capacity``. If the metadata on disk still claimed them, a crash before
+        the next flush would leave it naming slots that hold other steps' data. So the committed
+        view is first shrunk (a subset of what is already durable, so no data flush is needed),
+        by at least an eighth of the capacity at a time to keep these extra writes rare.
+        """
+        ring, episodes = self._committed
+        cap = ring.capacity
+        assert cap is not None
+        needed = total_after - cap  # steps older than this get overwritten
+        if needed <= ring.oldest_global:
+            return
+        oldest = min(ring.total, max(needed, ring.oldest_global + max(1, cap // 8)))
+        shrunk = RingState(cap, ring.total - oldest, oldest % cap, ring.total)
+        kept = EpisodeTable.from_json(episodes.to_json())
+        kept.drop_before(oldest)
+        self._write_meta(shrunk, kept)
 
     def flush(self) -> None:
         """Make every step so far durable and visible to readers: storage first, then metadata."""
@@ -207,6 +234,8 @@ class ReplayBuffer:
         if n == 0:
             return
         new_ring, runs = self._ring.plan_extend(n)
+        if self._ring.capacity is not None and self.cache_path is not None:
+            self._release_before_overwrite(new_ring.total)
         if self._ring.capacity is None:
             # Slots past the committed count (left by a crash) are reused before growing.
             reuse = max(0, min(n, len(self.storage) - self._ring.count))
