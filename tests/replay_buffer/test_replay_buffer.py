@@ -266,3 +266,28 @@ def test_ring_crash_before_flush_keeps_committed_steps_intact(tmp_path, layout):
     rb.close()
     with ReplayBuffer.load_from(tmp_path / "rb") as after:  # after a clean close, everything is there
         assert len(after) == 10 and after.total_steps == 14
+
+
+def test_ring_write_failing_midway_stops_serving_the_torn_steps(tmp_path, monkeypatch):
+    """Disk full while writing the second leaf: the oldest step now mixes old and new leaves."""
+    rb = make(tmp_path, capacity=4)
+    old = batch(4, 30)
+    rb.extend(old)
+    rb.end_episode()
+    from trajstore.storages import HDF5Storage
+
+    def disk_full(self, positions, value):
+        raise OSError(28, "No space left on device")
+
+    assert list(rb.storage.storages)[-1] == "*"  # the HDF5 part is written after the frames
+    monkeypatch.setattr(HDF5Storage, "_write", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        rb.extend(batch(1, 31))
+    monkeypatch.undo()
+    assert len(rb) == 3 and rb.total_steps == 4  # step 0 is no longer served, steps 1..3 are intact
+    np.testing.assert_array_equal(rb[:]["action"], old["action"][1:])
+    rb.close()
+    with ReplayBuffer.load_from(tmp_path / "rb") as again:
+        assert len(again) == 3
+        np.testing.assert_array_equal(again[:]["observation"]["state"], old["observation"]["state"][1:])
+        np.testing.assert_array_equal(again[:]["observation"]["pixels"], old["observation"]["pixels"][1:])

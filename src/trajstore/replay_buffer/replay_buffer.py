@@ -245,11 +245,25 @@ class ReplayBuffer:
             if reuse < n:
                 self.storage.extend(map_leaves(self.space, batch, lambda v: v[reuse:]))
         else:
-            for rows, slots in runs:
-                self.storage.set(slots, map_leaves(self.space, batch, lambda v: v[rows]))
+            try:
+                for rows, slots in runs:
+                    self.storage.set(slots, map_leaves(self.space, batch, lambda v: v[rows]))
+            except BaseException:
+                # An I/O error mid-write (disk full) may have overwritten some leaves of the oldest
+                # steps and not others: stop serving them. Nothing newer was touched.
+                self._forget_before(new_ring.total - self._ring.capacity)
+                raise
         self._episodes.on_extend(self._ring.total)
         self._ring = new_ring
         self._episodes.drop_before(new_ring.oldest_global)
+
+    def _forget_before(self, oldest: int) -> None:
+        """Drop held steps older than global step ``oldest`` from this writer's view."""
+        ring = self._ring
+        oldest = min(ring.total, max(oldest, ring.oldest_global))
+        self._ring = RingState(ring.capacity, ring.total - oldest,
+                               oldest % ring.capacity if ring.capacity else 0, ring.total)
+        self._episodes.drop_before(oldest)
 
     def set_at(self, index: Any, value: Any) -> None:
         """Overwrite held steps at logical ``index`` (same index kinds as reading)."""
