@@ -103,8 +103,8 @@ def test_dataset_from_path_and_transform(tmp_path):
     assert item["step_id"].item() == 9
 
 
-def _writer(path, layout, total, ready):
-    rb = make_buffer(path, layout, n=32)
+def _writer(path, layout, total, ready, capacity=None):
+    rb = make_buffer(path, layout, n=32, capacity=capacity)
     ready.set()
     for start in range(32, total, 16):
         rb.extend(steps(start, 16))
@@ -112,7 +112,7 @@ def _writer(path, layout, total, ready):
     rb.close()
 
 
-def _reader(path, total, seed, out):
+def _reader(path, total, seed, out, ring=False):
     rng = np.random.default_rng(seed)
     rb = ReplayBuffer.load_from(path, read_only=True, multiprocessing=True)
     reads = 0
@@ -121,6 +121,13 @@ def _reader(path, total, seed, out):
         while True:
             rb.refresh()
             n = len(rb)
+            if ring:  # the view moves: check each step is whole, whatever step it is
+                got = rb.sample(16, rng=rng)
+                check_steps(got["step_id"], got["camera"], got["state"])
+                reads += 1
+                if rb.total_steps >= total:
+                    break
+                continue
             lengths.append(n)
             idx = rng.integers(0, n, size=16)
             got = rb[idx]
@@ -136,17 +143,19 @@ def _reader(path, total, seed, out):
         rb.close()
 
 
-@pytest.mark.parametrize("layout", ["jpeg", "video"])
-def test_readers_of_a_live_writer_only_see_written_values(tmp_path, layout):
+@pytest.mark.parametrize("layout,capacity", [("jpeg", None), ("video", None), ("jpeg", 40), ("video", 40)])
+def test_readers_of_a_live_writer_only_see_written_values(tmp_path, layout, capacity):
+    """Unbounded: index i is step i. Ring (slots overwritten while read): every step read is whole."""
     if layout == "video":
         _video_cls()
     ctx = mp.get_context("spawn")
     total = 32 + 16 * 12
     ready, out = ctx.Event(), ctx.Queue()
-    writer = ctx.Process(target=_writer, args=(tmp_path / "rb", layout, total, ready))
+    writer = ctx.Process(target=_writer, args=(tmp_path / "rb", layout, total, ready, capacity))
     writer.start()
     assert ready.wait(60), "writer did not start"
-    readers = [ctx.Process(target=_reader, args=(tmp_path / "rb", total, seed, out)) for seed in (1, 2)]
+    readers = [ctx.Process(target=_reader, args=(tmp_path / "rb", total, seed, out, capacity is not None))
+               for seed in (1, 2)]
     for r in readers:
         r.start()
     results = [out.get(timeout=120) for _ in readers]

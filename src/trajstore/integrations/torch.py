@@ -25,7 +25,9 @@ class ReplayBufferDataset(Dataset):
     Args:
         buffer: a :class:`ReplayBuffer`, or the path of a buffer folder (opened read-only).
         transform: optional function applied to each step (nested dict of tensors).
-        refresh: re-read the writer's flushed state before each ``len()`` (live buffers).
+        refresh: a live buffer: re-read the writer's flushed state before each ``len()`` and each
+            read, in every worker (also with ``persistent_workers``); indices wrap modulo the
+            current length, since a ring's view moves while the writer appends.
 
     ``len(dataset)`` is the number of steps held when it was last refreshed. Indexing
     follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
@@ -45,12 +47,21 @@ class ReplayBufferDataset(Dataset):
             self.buffer.refresh()
         return len(self.buffer)
 
+    def _indices(self, indices: Any) -> np.ndarray:
+        idx = np.asarray(indices, dtype=np.int64)
+        if self.refresh:
+            # A live buffer: workers see the writer's newest flushed steps. A ring's view moves
+            # (and briefly shrinks while the writer overwrites), so indices wrap onto the current one.
+            self.buffer.refresh()
+            idx = idx % max(1, len(self.buffer))
+        return idx
+
     def __getitem__(self, index: int) -> Any:
-        step = to_torch(self.buffer[int(index)])
+        step = to_torch(self.buffer[int(self._indices(index))])
         return self.transform(step) if self.transform else step
 
     def __getitems__(self, indices: list[int]) -> list[Any]:
-        batch = self.buffer[np.asarray(indices, dtype=np.int64)]
+        batch = self.buffer[self._indices(indices)]
         return [self._one(batch, i) for i in range(len(indices))]
 
     def _one(self, batch: Any, i: int) -> Any:
