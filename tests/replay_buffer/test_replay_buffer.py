@@ -291,3 +291,37 @@ def test_ring_write_failing_midway_stops_serving_the_torn_steps(tmp_path, monkey
         assert len(again) == 3
         np.testing.assert_array_equal(again[:]["observation"]["state"], old["observation"]["state"][1:])
         np.testing.assert_array_equal(again[:]["observation"]["pixels"], old["observation"]["pixels"][1:])
+
+
+@pytest.mark.parametrize("layout", ["png", "video"])
+def test_stale_ring_reader_never_mixes_steps(tmp_path, layout):
+    """A reader that has not refreshed while the writer overwrote its slots gets whole steps."""
+    space = DictSpace({"cam": BoxSpace(0, 255, (8, 8, 3), np.uint8, metadata={"kind": "image"}),
+                       "i": BoxSpace(0, 1e9, (), np.int64)})
+    if layout == "video":
+        pytest.importorskip("av")
+        from trajstore.storages import VideoStorage
+        routing = {"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {"image": {"segment_frames": 4}}}
+    else:
+        routing = {"kind_kwargs": {"image": {"format": "PNG", "chunk_bytes": 1000}}}
+    writer = ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", capacity=10, multiprocessing=True,
+                                 **dict_storage_kwargs_from_space(space, **routing))
+
+    def put(ids):
+        writer.extend({"cam": np.stack([np.full((8, 8, 3), 10 * i, np.uint8) for i in ids]), "i": np.array(ids)})
+        writer.flush()
+
+    put(list(range(10)))
+    reader = ReplayBuffer.load_from(tmp_path / "rb", multiprocessing=True)
+    assert int(reader[0]["i"]) == 0
+    put(list(range(10, 25)))  # the reader's view (steps 0..9) is gone from the slots
+    for index in (0, 5, np.array([9, 0, 3])):
+        got = reader[index]
+        ids = np.atleast_1d(got["i"])
+        assert np.all(ids >= 15)  # re-read on the newer view
+        means = np.atleast_2d(np.asarray(got["cam"]).reshape(len(ids), -1).mean(axis=1))
+        np.testing.assert_allclose(means.ravel(), 10 * ids, atol=3)
+    sample = reader.sample(8, rng=np.random.default_rng(0))
+    np.testing.assert_allclose(sample["cam"].reshape(8, -1).mean(axis=1), 10 * sample["i"], atol=3)
+    reader.close()
+    writer.close()

@@ -33,6 +33,8 @@ META_FILE = "trajstore.json"
 STORAGE_DIR = "storage"
 FORMAT = "trajstore.replay_buffer"
 FORMAT_VERSION = 1
+#: A ring reader re-reads when the writer overwrote what it was reading; give up after this many.
+MAX_READ_ATTEMPTS = 16
 
 
 class ReplayBuffer:
@@ -44,6 +46,12 @@ class ReplayBuffer:
     axis ``N``. Values come back with the space's dtypes, so ``space.contains(rb[i])`` holds.
 
     Build one with :meth:`create` or :meth:`load_from`; use it as a context manager to close it.
+
+    Other processes: open with ``load_from(path, read_only=True, multiprocessing=True)`` and call
+    :meth:`refresh` to see what the writer has flushed since. A reader of a ring that is being
+    written never gets a torn step: the writer drops steps from the metadata before overwriting
+    their slots, and a read that raced such an overwrite is repeated on the newer view (so an
+    index then means the i-th oldest step *at the time of the read*).
     """
 
     def __init__(self, storage: SpaceStorage, *, ring: RingState, episodes: EpisodeTable,
@@ -57,7 +65,7 @@ class ReplayBuffer:
         self.multiprocessing = multiprocessing
         self._lock = lock
         self._pid = os.getpid()
-        self._meta_stamp: tuple[int, int] | None = None
+        self._meta_stamp: tuple[int, int, int] | None = None
         # What the metadata file says; ring writes shrink it before overwriting (see _release_before_overwrite).
         self._committed = (ring, EpisodeTable.from_json(episodes.to_json()))
         self.closed = False
@@ -302,12 +310,26 @@ class ReplayBuffer:
             IndexError, TypeError, ValueError: a bad index.
         """
         self._check_open()
-        sel = normalize_index(index, self._ring.count)
-        physical = self._physical(sel)
-        return self.storage.get(int(physical[0]) if sel.scalar else physical)
+        for _ in range(MAX_READ_ATTEMPTS):
+            view = self._ring
+            sel = normalize_index(index, view.count)
+            physical = self._physical(sel)
+            data = self.storage.get(int(physical[0]) if sel.scalar else physical)
+            if not self._reads_race_a_writer() or not self.refresh() or len(sel.positions) == 0:
+                return data
+            # The writer committed while we read. It drops steps from the metadata *before* it
+            # overwrites their slots, so what we read is whole if our oldest step is still held.
+            if view.oldest_global + int(sel.positions[0]) >= self._ring.oldest_global:
+                return data
+        raise RuntimeError(f"the writer of {self.cache_path} overwrote the steps being read {MAX_READ_ATTEMPTS} "
+                           "times in a row; read fewer or newer steps")
 
     def __getitem__(self, index: Any) -> Any:
         return self.get_at(index)
+
+    def _reads_race_a_writer(self) -> bool:
+        """A reader of a ring folder: another process may overwrite slots while we read them."""
+        return self.read_only and self._ring.capacity is not None and self.cache_path is not None
 
     def _physical(self, sel: Any) -> np.ndarray:
         logical = sel.positions if sel.inverse is None else sel.positions[sel.inverse]
@@ -328,10 +350,10 @@ class ReplayBuffer:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
         Raises:
-            ValueError: the buffer is empty.
+            ValueError: the buffer is empty, or ``batch_size`` < 1.
         """
-        idx = samplers.uniform_steps(len(self), batch_size, rng or np.random.default_rng())
-        return self.get_at(idx)
+        rng = rng or np.random.default_rng()
+        return self._draw_and_read(lambda: samplers.uniform_steps(len(self), batch_size, rng))
 
     def sample_windows(self, batch_size: int, window: int, *, rng: np.random.Generator | None = None) -> Any:
         """``batch_size`` windows of ``window`` consecutive steps of one episode each.
@@ -341,11 +363,22 @@ class ReplayBuffer:
         All ``B * window`` steps are read in one gather per leaf.
 
         Raises:
-            ValueError: no episode is ``window`` steps long.
+            ValueError: no episode is ``window`` steps long, or ``batch_size`` < 1.
         """
-        idx = samplers.uniform_windows(self.episodes, window, batch_size, rng or np.random.default_rng())
-        flat = self.get_at(idx.reshape(-1))
+        rng = rng or np.random.default_rng()
+        flat = self._draw_and_read(
+            lambda: samplers.uniform_windows(self.episodes, window, batch_size, rng).reshape(-1))
         return map_leaves(self.space, flat, lambda v: v.reshape(batch_size, window, *v.shape[1:]))
+
+    def _draw_and_read(self, draw: Any) -> Any:
+        # A reader of a live ring may see its view shrink between drawing and reading: draw again.
+        for _ in range(MAX_READ_ATTEMPTS):
+            try:
+                return self.get_at(draw())
+            except IndexError:
+                if not self._reads_race_a_writer():
+                    raise
+        raise RuntimeError(f"the writer of {self.cache_path} kept shrinking the view while sampling")
 
     # -- other processes -------------------------------------------------------------------
     def refresh(self) -> bool:
@@ -388,9 +421,9 @@ class ReplayBuffer:
                 f"episodes={len(self._episodes.ids)}, storage={type(self.storage).__name__})")
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def _stamp(path: Path) -> tuple[int, int, int]:
     st = os.stat(path)
-    return st.st_ino, st.st_mtime_ns
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:
