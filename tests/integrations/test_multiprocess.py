@@ -166,3 +166,13 @@ def test_readers_of_a_live_writer_only_see_written_values(tmp_path, layout, capa
     for status, reads, monotone in results:
         assert status == "ok", reads
         assert reads >= 1 and monotone
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_writer_with_unflushed_steps_handed_to_workers(tmp_path, start_method):
+    rb = make_buffer(tmp_path / "rb", "jpeg", n=16, multiprocessing=False)
+    rb.extend(steps(16, 5))  # not flushed: len(dataset) flushes, or workers would not see them
+    loader = DataLoader(ReplayBufferDataset(rb), batch_size=7, num_workers=2, multiprocessing_context=start_method)
+    ids = np.concatenate([b["step_id"].numpy() for b in loader])
+    assert ids.tolist() == list(range(21))
+    rb.close()

@@ -29,8 +29,9 @@ class ReplayBufferDataset(Dataset):
             read, in every worker (also with ``persistent_workers``); indices wrap modulo the
             current length, since a ring's view moves while the writer appends.
 
-    ``len(dataset)`` is the number of steps held when it was last refreshed. Indexing
-    follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
+    ``len(dataset)`` is the number of steps held when it was last refreshed. Given a writer's
+    buffer, ``len()`` flushes it first: workers read the folder, which holds only flushed steps.
+    Indexing follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
     used by DataLoader with automatic batching) reads the whole batch in one buffer call.
     """
 
@@ -43,7 +44,10 @@ class ReplayBufferDataset(Dataset):
         self.refresh = refresh
 
     def __len__(self) -> int:
-        if self.refresh:
+        if not self.buffer.read_only:
+            # Workers reopen the folder and see only what was flushed: flush so they see every step.
+            self.buffer.flush()
+        elif self.refresh:
             self.buffer.refresh()
         return len(self.buffer)
 
