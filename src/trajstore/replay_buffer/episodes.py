@@ -35,14 +35,34 @@ class Episode:
 
 
 class EpisodeTable:
-    """Closed episodes as arrays ``ids``, ``starts``, ``stops`` (global steps) plus the open one."""
+    """Closed episodes as arrays ``ids``, ``starts``, ``stops`` (global steps) plus the open one.
+
+    Appending an episode and dropping old ones are amortised O(1): the arrays grow by doubling
+    and dropped episodes are a prefix that is skipped (and compacted when the arrays grow).
+    """
 
     def __init__(self) -> None:
-        self.ids = np.zeros(0, np.int64)
-        self.starts = np.zeros(0, np.int64)
-        self.stops = np.zeros(0, np.int64)
+        self._table = np.zeros((3, 16), np.int64)  # rows: ids, starts, stops
+        self._first = 0  # episodes before this column were dropped
+        self._n = 0  # columns in use
         self.open_start: int | None = None  # global step where the episode being recorded began
         self.next_id = 0
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._table[0, self._first:self._n]
+
+    @property
+    def starts(self) -> np.ndarray:
+        return self._table[1, self._first:self._n]
+
+    @property
+    def stops(self) -> np.ndarray:
+        return self._table[2, self._first:self._n]
+
+    def __len__(self) -> int:
+        """Closed episodes kept (some may be truncated by the ring)."""
+        return self._n - self._first
 
     def on_extend(self, total_before: int) -> None:
         """New steps were appended after global step ``total_before``."""
@@ -54,27 +74,44 @@ class EpisodeTable:
         if self.open_start is None or self.open_start >= total:
             self.open_start = None
             return False
-        self.ids = np.append(self.ids, self.next_id)
-        self.starts = np.append(self.starts, self.open_start)
-        self.stops = np.append(self.stops, total)
+        if self._n == self._table.shape[1]:
+            kept = self._table[:, self._first:self._n]
+            self._table = np.zeros((3, max(16, 2 * kept.shape[1])), np.int64)
+            self._table[:, :kept.shape[1]] = kept
+            self._first, self._n = 0, kept.shape[1]
+        self._table[:, self._n] = (self.next_id, self.open_start, total)
+        self._n += 1
         self.next_id += 1
         self.open_start = None
         return True
 
     def drop_before(self, oldest: int) -> None:
         """Forget closed episodes whose every step is older than global step ``oldest``."""
-        keep = self.stops > oldest
-        if not keep.all():
-            self.ids, self.starts, self.stops = self.ids[keep], self.starts[keep], self.stops[keep]
+        self._first += int(np.searchsorted(self.stops, oldest, side="right"))  # stops are increasing
+
+    def count(self, total: int) -> int:
+        """Episodes overlapping the held steps, the open one included."""
+        return len(self) + int(self.open_start is not None and total > self.open_start)
+
+    def episode_at(self, k: int, oldest: int, total: int) -> Episode:
+        """The ``k``-th episode (negative counts from the newest) of :meth:`episodes`, in O(1).
+
+        Raises:
+            IndexError: naming ``k`` and how many episodes there are.
+        """
+        n = self.count(total)
+        if not -n <= k < n:
+            raise IndexError(f"episode {k} is out of range: the buffer holds {n} episodes")
+        k %= n
+        if k < len(self):
+            i, s, e = (int(v) for v in self._table[:, self._first + k])
+            return Episode(i, max(s, oldest) - oldest, e - oldest, s < oldest, True)
+        s = int(self.open_start)  # type: ignore[arg-type]
+        return Episode(self.next_id, max(s, oldest) - oldest, total - oldest, s < oldest, False)
 
     def episodes(self, oldest: int, total: int) -> list[Episode]:
         """Episodes overlapping the held steps, in logical coordinates, oldest first."""
-        out = [Episode(int(i), int(max(s, oldest) - oldest), int(e - oldest), bool(s < oldest), True)
-               for i, s, e in zip(self.ids, self.starts, self.stops) if e > oldest]
-        if self.open_start is not None and total > self.open_start:
-            s = self.open_start
-            out.append(Episode(self.next_id, max(s, oldest) - oldest, total - oldest, s < oldest, False))
-        return out
+        return [self.episode_at(k, oldest, total) for k in range(self.count(total))]
 
     def to_json(self) -> dict[str, Any]:
         return {"ids": self.ids.tolist(), "starts": self.starts.tolist(), "stops": self.stops.tolist(),
@@ -83,11 +120,12 @@ class EpisodeTable:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "EpisodeTable":
         table = cls()
-        table.ids = np.asarray(data["ids"], np.int64)
-        table.starts = np.asarray(data["starts"], np.int64)
-        table.stops = np.asarray(data["stops"], np.int64)
-        table.open_start = data.get("open_start")
-        table.next_id = int(data.get("next_id", len(table.ids)))
-        if not (len(table.ids) == len(table.starts) == len(table.stops)) or np.any(table.stops <= table.starts):
+        rows = np.asarray([data["ids"], data["starts"], data["stops"]], np.int64).reshape(3, -1)
+        if np.any(rows[2] <= rows[1]) or np.any(np.diff(rows[2]) <= 0):
             raise ValueError("inconsistent episode table")
+        table._table = np.zeros((3, max(16, rows.shape[1])), np.int64)
+        table._table[:, :rows.shape[1]] = rows
+        table._n = rows.shape[1]
+        table.open_start = data.get("open_start")
+        table.next_id = int(data.get("next_id", rows.shape[1]))
         return table

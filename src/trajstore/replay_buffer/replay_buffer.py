@@ -341,9 +341,24 @@ class ReplayBuffer:
         self._check_open()
         return self._episodes.episodes(self._ring.oldest_global, self._ring.total)
 
+    @property
+    def num_episodes(self) -> int:
+        """Number of :attr:`episodes` (O(1))."""
+        self._check_open()
+        return self._episodes.count(self._ring.total)
+
+    def episode(self, k: int) -> Episode:
+        """``episodes[k]`` in O(1); ``k`` is a position (negative from the newest), not an ``Episode.id``.
+
+        Raises:
+            IndexError: ``k`` is out of range (the message says how many episodes there are).
+        """
+        self._check_open()
+        return self._episodes.episode_at(k, self._ring.oldest_global, self._ring.total)
+
     def get_episode(self, k: int) -> Any:
-        """All held steps of ``episodes[k]`` as a batch."""
-        ep = self.episodes[k]
+        """All held steps of :meth:`episode` ``(k)`` as a batch (leading axis = its length)."""
+        ep = self.episode(k)
         return self.get_at(slice(ep.start, ep.stop))
 
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
@@ -418,7 +433,7 @@ class ReplayBuffer:
 
     def __repr__(self) -> str:
         return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={self._ring.count}, capacity={self.capacity}, "
-                f"episodes={len(self._episodes.ids)}, storage={type(self.storage).__name__})")
+                f"episodes={self._episodes.count(self._ring.total)}, storage={type(self.storage).__name__})")
 
 
 def _stamp(path: Path) -> tuple[int, int, int]:
