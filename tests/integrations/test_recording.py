@@ -70,3 +70,9 @@ def test_record_video_and_ring(tmp_path):
     assert info.episodes == 2  # the first episode was overwritten whole
     checks = verify_buffer(tmp_path / "rb", tmp_path / "ref.npz")  # the reference keeps the newest 30 steps
     assert all(c.ok for c in checks), checks
+
+
+def test_png_frames_are_verified_exactly(tmp_path):
+    record_pusht(tmp_path / "rb", 1, max_steps=6, image_format="PNG", reference=tmp_path / "ref.npz", progress=False)
+    pixels = {c.key: c for c in verify_buffer(tmp_path / "rb", tmp_path / "ref.npz")}["observation/pixels"]
+    assert pixels.exact and pixels.ok and pixels.max_abs_error == 0

@@ -21,7 +21,6 @@ from trajstore.spaces import flatten_value, leaves_of
 #: video settings on PushT's flat-shaded 96x96 frames; see tests/storages for the codecs' bounds).
 MIN_PSNR_DB = 30.0
 MAX_MEAN_ABS_ERROR = 3.0
-LOSSY_STORAGES = {"ImageStorage", "VideoStorage"}
 
 
 def record_pusht(out: str | os.PathLike, episodes: int, *, video: bool = False, capacity: int | None = None,
@@ -109,7 +108,7 @@ class LeafCheck:
 def verify_buffer(path: str | os.PathLike, reference: str | os.PathLike, *, batch_size: int = 256) -> list[LeafCheck]:
     """Compare every step of the buffer at ``path`` with the reference ``.npz``.
 
-    Leaves in lossless storages must be equal; leaves in image / video storages must reach
+    Leaves in lossless storages (HDF5, PNG, memmap) must be equal; JPEG and video leaves must reach
     :data:`MIN_PSNR_DB` on every step and :data:`MAX_MEAN_ABS_ERROR` overall.
 
     Raises:
@@ -117,7 +116,9 @@ def verify_buffer(path: str | os.PathLike, reference: str | os.PathLike, *, batc
     """
     from trajstore.replay_buffer.info import describe
 
-    storage_of = {leaf.key: leaf.storage for leaf in describe(path).leaves}
+    leaves = describe(path).leaves
+    storage_of = {leaf.key: leaf.storage for leaf in leaves}
+    lossless = {leaf.key: leaf.lossless for leaf in leaves}
     with np.load(reference, allow_pickle=False) as ref, ReplayBuffer.load_from(path, read_only=True) as rb:
         expected = {k.replace("|", "/"): ref[k] for k in ref.files}
         n = len(rb)
@@ -141,7 +142,7 @@ def verify_buffer(path: str | os.PathLike, reference: str | os.PathLike, *, batc
                     stats[key][2] = min(stats[key][2], float(np.min(10 * np.log10(255.0 ** 2 / mse))))
     checks = []
     for key, (max_err, sum_err, psnr) in stats.items():
-        lossy = storage_of[key] in LOSSY_STORAGES
+        lossy = not lossless[key]
         mean_err = sum_err / max(1, expected[key].size)
         ok = (psnr >= MIN_PSNR_DB and mean_err <= MAX_MEAN_ABS_ERROR) if lossy else max_err == 0
         checks.append(LeafCheck(key, storage_of[key], not lossy, max_err, mean_err,

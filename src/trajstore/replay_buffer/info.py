@@ -18,6 +18,7 @@ class LeafInfo:
     dtype: str
     shape: tuple[int, ...]
     metadata: dict[str, Any]
+    lossless: bool  # read back exactly as written (False for JPEG and video)
 
 
 @dataclass
@@ -57,7 +58,7 @@ def describe(path: str | os.PathLike) -> BufferInfo:
             for sub_path, leaf in leaves_of(sub.space, sep):
                 full = sub_path if key in ("", "*") else (f"{key}{sep}{sub_path}" if sub_path else key)
                 info.leaves.append(LeafInfo(full, type(sub).__name__, str(leaf.dtype), tuple(getattr(leaf, "shape", ())),
-                                            leaf.metadata.to_json()))
+                                            leaf.metadata.to_json(), sub.lossless))
         order = [p for p, _ in leaves_of(rb.space, sep)]
         info.leaves.sort(key=lambda leaf: order.index(leaf.key) if leaf.key in order else len(order))
     return info

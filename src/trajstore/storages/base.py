@@ -187,6 +187,11 @@ class SpaceStorage(abc.ABC):
     def get_config(self) -> dict[str, Any]:
         """JSON-only options needed to reopen the storage (e.g. ``{"format": "JPEG", "quality": 95}``)."""
 
+    @property
+    def lossless(self) -> bool:
+        """Whether :meth:`get` returns exactly what :meth:`set` was given (False for JPEG, video)."""
+        return True
+
     # -- slots -----------------------------------------------------------------------------
     @abc.abstractmethod
     def __len__(self) -> int:

@@ -134,6 +134,10 @@ class ImageStorage(SpaceStorage):
             storage._remove_orphans()
         return storage
 
+    @property
+    def lossless(self) -> bool:
+        return self._format == "PNG"
+
     def get_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"format": self._format, "chunk_bytes": self._chunk_bytes}
         if self._format == "JPEG":

@@ -182,6 +182,10 @@ class VideoStorage(SpaceStorage):
 
         return vcodec.ReaderCache(open_reader, READER_CACHE_SIZE)
 
+    @property
+    def lossless(self) -> bool:
+        return False  # x264 at crf > 0 and the YUV conversion both lose detail
+
     def get_config(self) -> dict[str, Any]:
         return dict(self._config)
 
