@@ -135,3 +135,14 @@ def test_from_gymnasium():
     assert space["text"].max_length == 20 and space["text"].min_length == 1
     with pytest.raises(TypeError, match="cannot convert"):
         from_gymnasium(gym.spaces.Tuple([gym.spaces.Discrete(2)]))
+
+
+def test_integer_bounds_must_fit_the_dtype():
+    with pytest.raises(ValueError, match="do not fit dtype uint8"):
+        BoxSpace(-5, 300, (2,), np.uint8)
+    assert BoxSpace(0, 255, (2,), np.uint8).high.max() == 255
+
+
+def test_text_refuses_nul():
+    with pytest.raises(InvalidValueError, match="NUL"):
+        TextSpace(8).validate("ab\x00")

@@ -197,3 +197,11 @@ def test_video_routing_takes_fps_from_metadata(tmp_path):
     storage.flush()
     assert storage.get(2)["observation"]["front"].shape == (8, 6, 3)
     storage.close()
+
+
+def test_star_key_is_reserved():
+    space = DictSpace({"*": image(), "x": BoxSpace(0, 1, (2,))})
+    with pytest.raises(ValueError, match="reserved"):
+        dict_storage_kwargs_from_space(space)
+    with pytest.raises(ValueError, match="reserved"):
+        DictStorage.create(space, capacity=2, storage_cls_map={"x": MemmapStorage, "*": HDF5Storage})

@@ -106,6 +106,11 @@ class BoxSpace(Space):
         self.high = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape).copy()
         if np.any(self.low > self.high):
             raise ValueError("BoxSpace low must be <= high elementwise")
+        if self.dtype.kind in "iu":
+            info = np.iinfo(self.dtype)
+            if np.any(self.low < info.min) or np.any(self.high > info.max):
+                raise ValueError(f"BoxSpace bounds [{self.low.min()}, {self.high.max()}] do not fit dtype "
+                                 f"{self.dtype} ([{info.min}, {info.max}])")
 
     def _copy_with(self, metadata: SpaceMetadata) -> "BoxSpace":
         return BoxSpace(self.low, self.high, self.shape, self.dtype, metadata)

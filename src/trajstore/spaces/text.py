@@ -37,6 +37,8 @@ class TextSpace(Space):
     def _check_one(self, s: Any, path: str) -> str:
         if not isinstance(s, str):
             raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected str, got {type(s).__name__}")
+        if "\x00" in s:  # NumPy's fixed-width strings (and HDF5's) drop trailing NULs
+            raise InvalidValueError(f"leaf {leaf_name(path)!r}: text must not contain NUL characters")
         if not self.min_length <= len(s) <= self.max_length:
             raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected {self.min_length} to "
                                     f"{self.max_length} characters, got {len(s)}")

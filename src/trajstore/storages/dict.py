@@ -28,6 +28,9 @@ def plan_layout(space: DictSpace, keys: list[str], separator: str) -> dict[str, 
             with no storage and no ``"*"`` key.
     """
     leaves = [p for p, _ in space.leaves(separator)]
+    if "*" in space.spaces:
+        raise ValueError("the key '*' is reserved in a DictStorage layout (it names every leaf not listed); "
+                         "rename that key of the space")
     owned: dict[str, str] = {}
     spaces: dict[str, Space] = {}
     for key in keys:

@@ -78,6 +78,9 @@ def dict_storage_kwargs_from_space(
     """
     if not isinstance(space, DictSpace):
         raise TypeError(f"dict_storage_kwargs_from_space needs a DictSpace, got {type(space).__name__}")
+    if "*" in space.spaces:
+        raise ValueError("the key '*' is reserved in a DictStorage layout (it names every leaf not listed); "
+                         "rename that key of the space")
     kind_map = dict(_default_kind_map() if kind_storage_cls is None else kind_storage_cls)
     key_map = dict(key_storage_cls or {})
     default_cls = default_storage_cls or _default_storage()
