@@ -325,3 +325,12 @@ def test_stale_ring_reader_never_mixes_steps(tmp_path, layout):
     np.testing.assert_allclose(sample["cam"].reshape(8, -1).mean(axis=1), 10 * sample["i"], atol=3)
     reader.close()
     writer.close()
+
+
+def test_broken_storage_is_a_format_error_and_releases_the_lock(tmp_path):
+    with make(tmp_path) as rb:
+        rb.extend(batch(3, 40))
+    (tmp_path / "rb" / "storage" / "@rest" / "data.h5").write_bytes(b"not hdf5")
+    for _ in range(2):  # the second attempt would raise LockedError if the first leaked the lock
+        with pytest.raises(FormatError, match="cannot be opened"):
+            ReplayBuffer.load_from(tmp_path / "rb", read_only=False)

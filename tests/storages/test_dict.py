@@ -54,9 +54,11 @@ class _MemmapDict(DictStorage):
 
 def test_folder_names_are_safe_and_readable(tmp_path):
     space = DictSpace({"cam..1": DictSpace({"rgb/x": BoxSpace(0, 1, (1,))}), "a b": BoxSpace(0, 1, (1,))})
-    storage = DictStorage.create(space, capacity=2, cache_path=tmp_path / "s", nested_separator=".",
-                                 storage_cls_map={"*": _MemmapDict})
-    storage.close()
+    with pytest.raises(ValueError, match=r"key 'cam\.\.1' .* contains the nested_separator '\.'"):
+        DictStorage.create(space, capacity=2, cache_path=tmp_path / "s", nested_separator=".",
+                           storage_cls_map={"*": _MemmapDict})
+    with pytest.raises(ValueError, match=r"key 'rgb/x' \(under 'cam\.\.1'\)"):
+        DictStorage.create(space, capacity=2, storage_cls_map={"*": _MemmapDict})
     storage = DictStorage.create(space, capacity=2, cache_path=tmp_path / "t", nested_separator="|",
                                  storage_cls_map={"cam..1|rgb/x": MemmapStorage, "a b": MemmapStorage})
     names = sorted(p.name for p in (tmp_path / "t").iterdir())
@@ -117,3 +119,13 @@ def test_failed_write_leaves_every_leaf(tmp_path):
         storage.set(slice(None), bad)
     np.testing.assert_array_equal(storage.get(slice(None))["observation"]["joints"], good["observation"]["joints"])
     storage.close()
+
+
+def test_colliding_and_empty_spaces_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="contains the nested_separator"):
+        DictStorage.create(DictSpace({"a/b": BoxSpace(0, 1, ()), "a": DictSpace({"b": BoxSpace(0, 1, ())})}),
+                           capacity=2, storage_cls_map={"*": _MemmapDict})
+    with pytest.raises(ValueError, match="no leaves"):
+        DictStorage.create(DictSpace({}), capacity=2, storage_cls_map={"*": _MemmapDict})
+    with pytest.raises(ValueError, match="no leaves"):
+        DictStorage.create(DictSpace({"a": DictSpace({})}), capacity=2, storage_cls_map={"*": _MemmapDict})

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.errors import FormatError, ReadOnlyError
+from trajstore.errors import FormatError, LockedError, ReadOnlyError
 from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer._lock import WriterLock
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
@@ -145,12 +145,20 @@ class ReplayBuffer:
             rb = cls(storage, ring=ring, episodes=EpisodeTable.from_json(meta["episodes"]), cache_path=path,
                      read_only=read_only, multiprocessing=multiprocessing, lock=lock)
             rb._meta_stamp = _stamp(path / META_FILE)
+            if len(storage) < ring.count:
+                storage.close()
+                raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
+                                  f"{len(storage)}")
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            if lock is not None:
+                lock.release()
+            if isinstance(exc, (FormatError, LockedError)):
+                raise
+            raise FormatError(f"{path} cannot be opened as a replay buffer: {type(exc).__name__}: {exc}") from exc
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
-        if len(storage) < ring.count:
-            raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds {len(storage)}")
         return rb
 
     def _write_meta(self, ring: RingState | None = None, episodes: EpisodeTable | None = None) -> None:

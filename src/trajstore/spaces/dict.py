@@ -154,6 +154,8 @@ def flatten_value(space: Space, value: Any, separator: str = "/") -> dict[str, A
             for key, child in sub.spaces.items():
                 walk(child, node[key], f"{path}{separator}{key}" if path else key)
         else:
+            if path in out:
+                raise ValueError(f"two leaves share the path {path!r}: a key contains {separator!r}")
             out[path] = node
 
     walk(space, value, "")

@@ -27,6 +27,7 @@ def plan_layout(space: DictSpace, keys: list[str], separator: str) -> dict[str, 
         ValueError: a key is malformed, unknown, overlaps another key, or leaves are left
             with no storage and no ``"*"`` key.
     """
+    check_layout_keys(space, separator)
     leaves = [p for p, _ in space.leaves(separator)]
     if "*" in space.spaces:
         raise ValueError("the key '*' is reserved in a DictStorage layout (it names every leaf not listed); "
@@ -54,6 +55,26 @@ def plan_layout(space: DictSpace, keys: list[str], separator: str) -> dict[str, 
     elif rest:
         raise ValueError(f"leaves {rest} have no storage in storage_cls_map; list them or add a '*' key")
     return spaces
+
+
+def check_layout_keys(space: DictSpace, separator: str) -> None:
+    """Refuse spaces whose leaves cannot be named by paths joined with ``separator``.
+
+    Raises:
+        ValueError: the space has no leaf, or a key contains ``separator`` (two leaves could
+            then share one path, e.g. ``{"a/b": x, "a": {"b": y}}``); the message names the key.
+    """
+    def walk(sub: DictSpace, prefix: str) -> None:
+        for key, child in sub.spaces.items():
+            if separator in key:
+                raise ValueError(f"key {key!r} (under {prefix or 'the top level'!r}) contains the nested_separator "
+                                 f"{separator!r}; rename it or pick another nested_separator")
+            if isinstance(child, DictSpace):
+                walk(child, f"{prefix}{separator}{key}" if prefix else key)
+
+    walk(space, "")
+    if not space.leaves(separator):
+        raise ValueError("the space has no leaves: there is nothing to store")
 
 
 def _restrict(space: DictSpace, keep: set[str], separator: str, prefix: str = "") -> DictSpace:

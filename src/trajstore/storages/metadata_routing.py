@@ -81,6 +81,9 @@ def dict_storage_kwargs_from_space(
     if "*" in space.spaces:
         raise ValueError("the key '*' is reserved in a DictStorage layout (it names every leaf not listed); "
                          "rename that key of the space")
+    from trajstore.storages.dict import check_layout_keys
+
+    check_layout_keys(space, nested_separator)
     kind_map = dict(_default_kind_map() if kind_storage_cls is None else kind_storage_cls)
     key_map = dict(key_storage_cls or {})
     default_cls = default_storage_cls or _default_storage()
