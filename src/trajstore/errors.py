@@ -44,3 +44,11 @@ class UnknownTypeError(FormatError, KeyError):
 
 class LockedError(TrajstoreError, BlockingIOError):
     """Another process holds the writer lock of a buffer folder."""
+
+
+class StaleReadError(TrajstoreError, IndexError):
+    """A reader of a ring buffer asked for steps that the writer overwrote while they were read.
+
+    The reader has refreshed its view by the time this is raised: index again (the oldest
+    steps are gone). Samplers and the torch dataset redraw on their own.
+    """

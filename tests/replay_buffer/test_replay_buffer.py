@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from trajstore.errors import FormatError, InvalidValueError, LockedError, ReadOnlyError, StorageExistsError
+from trajstore.errors import (FormatError, InvalidValueError, LockedError, ReadOnlyError, StaleReadError,
+                              StorageExistsError)
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 from trajstore.storages import DictStorage, MemmapStorage, dict_storage_kwargs_from_space
@@ -315,6 +316,8 @@ def test_stale_ring_reader_never_mixes_steps(tmp_path, layout):
     reader = ReplayBuffer.load_from(tmp_path / "rb", multiprocessing=True)
     assert int(reader[0]["i"]) == 0
     put(list(range(10, 25)))  # the reader's view (steps 0..9) is gone from the slots
+    with pytest.raises(StaleReadError, match="index again"):
+        reader[0]
     for index in (0, 5, np.array([9, 0, 3])):
         got = reader[index]
         ids = np.atleast_1d(got["i"])

@@ -16,7 +16,9 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from trajstore.backends import to_torch
+from trajstore.errors import StaleReadError
 from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.replay_buffer import MAX_READ_ATTEMPTS
 
 
 class ReplayBufferDataset(Dataset):
@@ -61,12 +63,22 @@ class ReplayBufferDataset(Dataset):
         return idx
 
     def __getitem__(self, index: int) -> Any:
-        step = to_torch(self.buffer[int(self._indices(index))])
+        step = to_torch(self._read(index))
         return self.transform(step) if self.transform else step
 
     def __getitems__(self, indices: list[int]) -> list[Any]:
-        batch = self.buffer[self._indices(indices)]
+        batch = self._read(indices)
         return [self._one(batch, i) for i in range(len(indices))]
+
+    def _read(self, indices: Any) -> Any:
+        for _ in range(MAX_READ_ATTEMPTS):
+            try:
+                idx = self._indices(indices)
+                return self.buffer[int(idx) if idx.ndim == 0 else idx]
+            except StaleReadError:
+                if not self.refresh:
+                    raise
+        raise RuntimeError(f"the writer of {self.buffer.cache_path} kept overwriting the steps being read")
 
     def _one(self, batch: Any, i: int) -> Any:
         step = to_torch(_take(batch, i))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.errors import FormatError, LockedError, ReadOnlyError
+from trajstore.errors import FormatError, LockedError, ReadOnlyError, StaleReadError
 from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer._lock import WriterLock
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
@@ -33,7 +33,7 @@ META_FILE = "trajstore.json"
 STORAGE_DIR = "storage"
 FORMAT = "trajstore.replay_buffer"
 FORMAT_VERSION = 1
-#: A ring reader re-reads when the writer overwrote what it was reading; give up after this many.
+#: A sampler on a live ring redraws when the writer overwrote what it was reading; give up after this many.
 MAX_READ_ATTEMPTS = 16
 
 
@@ -50,8 +50,9 @@ class ReplayBuffer:
     Other processes: open with ``load_from(path, read_only=True, multiprocessing=True)`` and call
     :meth:`refresh` to see what the writer has flushed since. A reader of a ring that is being
     written never gets a torn step: the writer drops steps from the metadata before overwriting
-    their slots, and a read that raced such an overwrite is repeated on the newer view (so an
-    index then means the i-th oldest step *at the time of the read*).
+    their slots, and a read that raced such an overwrite raises
+    :class:`~trajstore.errors.StaleReadError` (:meth:`sample`, :meth:`sample_windows` and the
+    torch dataset draw again by themselves).
     """
 
     def __init__(self, storage: SpaceStorage, *, ring: RingState, episodes: EpisodeTable,
@@ -316,21 +317,23 @@ class ReplayBuffer:
 
         Raises:
             IndexError, TypeError, ValueError: a bad index.
+            StaleReadError: (an ``IndexError``) a reader of a ring raced the writer overwriting the
+                oldest requested steps; no torn data is returned, index again.
         """
         self._check_open()
-        for _ in range(MAX_READ_ATTEMPTS):
-            view = self._ring
-            sel = normalize_index(index, view.count)
-            physical = self._physical(sel)
-            data = self.storage.get(int(physical[0]) if sel.scalar else physical)
-            if not self._reads_race_a_writer() or not self.refresh() or len(sel.positions) == 0:
-                return data
-            # The writer committed while we read. It drops steps from the metadata *before* it
-            # overwrites their slots, so what we read is whole if our oldest step is still held.
-            if view.oldest_global + int(sel.positions[0]) >= self._ring.oldest_global:
-                return data
-        raise RuntimeError(f"the writer of {self.cache_path} overwrote the steps being read {MAX_READ_ATTEMPTS} "
-                           "times in a row; read fewer or newer steps")
+        view = self._ring
+        sel = normalize_index(index, view.count)
+        physical = self._physical(sel)
+        data = self.storage.get(int(physical[0]) if sel.scalar else physical)
+        if not self._reads_race_a_writer() or not self.refresh() or len(sel.positions) == 0:
+            return data
+        # The writer committed while we read. It drops steps from the metadata *before* it
+        # overwrites their slots, so what we read is whole if our oldest step is still held.
+        if view.oldest_global + int(sel.positions[0]) >= self._ring.oldest_global:
+            return data
+        raise StaleReadError(f"the writer of {self.cache_path} overwrote steps while they were read; the view "
+                             f"is refreshed (now {self._ring.count} steps from global step "
+                             f"{self._ring.oldest_global}): index again")
 
     def __getitem__(self, index: Any) -> Any:
         return self.get_at(index)
