@@ -146,3 +146,12 @@ def test_integer_bounds_must_fit_the_dtype():
 def test_text_refuses_nul():
     with pytest.raises(InvalidValueError, match="NUL"):
         TextSpace(8).validate("ab\x00")
+
+
+def test_float_overflow_and_bad_text_batches():
+    with pytest.raises(InvalidValueError, match="overflow dtype float32"):
+        BoxSpace(-np.inf, np.inf, (1,), np.float32).validate(np.array([1e300]))
+    assert np.isinf(BoxSpace(-np.inf, np.inf, (1,), np.float32).validate(np.array([np.inf]))[0])
+    for bad in ({"a": 1}, 5, "one string"):
+        with pytest.raises(InvalidValueError, match="batch of strings"):
+            TextSpace(4).validate(bad, batched=True)

@@ -129,3 +129,17 @@ def test_colliding_and_empty_spaces_are_refused(tmp_path):
         DictStorage.create(DictSpace({}), capacity=2, storage_cls_map={"*": _MemmapDict})
     with pytest.raises(ValueError, match="no leaves"):
         DictStorage.create(DictSpace({"a": DictSpace({})}), capacity=2, storage_cls_map={"*": _MemmapDict})
+
+
+def test_long_keys_get_short_unique_folder_names(tmp_path):
+    a, b = "😀" * 30 + "a", "😀" * 30 + "b"
+    space = DictSpace({a: BoxSpace(0, 1, (1,)), b: BoxSpace(0, 1, (1,))})
+    storage = DictStorage.create(space, capacity=2, cache_path=tmp_path / "s",
+                                 storage_cls_map={a: MemmapStorage, b: MemmapStorage})
+    storage.set(0, {a: [0.25], b: [0.5]})
+    storage.close()
+    names = [p.name for p in (tmp_path / "s").iterdir() if p.is_dir()]
+    assert len(names) == 2 and all(len(n.encode()) <= 200 for n in names)
+    again = SpaceStorage.load_from(tmp_path / "s")
+    assert again.get(0)[b][0] == np.float32(0.5)
+    again.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -47,8 +48,9 @@ class TextSpace(Space):
     def validate(self, x: Any, *, batched: bool = False, path: str = "") -> Any:
         if not batched:
             return self._check_one(x.item() if isinstance(x, np.ndarray) and x.ndim == 0 else x, path)
-        if isinstance(x, str):
-            raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected a batch of strings, shape (N,), got one str")
+        if isinstance(x, (str, Mapping, set)) or not isinstance(x, Iterable):
+            raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected a batch of strings (a list or an array "
+                                    f"of shape (N,)), got {type(x).__name__}")
         items = list(x)
         for s in items:
             self._check_one(str(s) if isinstance(s, np.str_) else s, path)

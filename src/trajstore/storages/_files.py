@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -12,6 +13,7 @@ from typing import Any
 from trajstore.errors import FormatError, StorageExistsError
 
 _SAFE_CHAR = re.compile(r"[A-Za-z0-9_\-]")
+MAX_NAME = 200  # bytes; below the common 255-byte limit of a file name
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
@@ -79,13 +81,17 @@ def safe_name(key: str, separator: str = "/") -> str:
 
     The separator becomes ``.``; characters outside ``[A-Za-z0-9_-]`` become ``%XX``
     (UTF-8 bytes), so ``..``, absolute paths and other separators can never escape the folder.
-    ``"*"`` (every leaf not listed) becomes ``@rest``, which no encoded key can produce.
+    ``"*"`` (every leaf not listed) becomes ``@rest``, which no encoded key can produce. Names
+    longer than :data:`MAX_NAME` keep a prefix and gain a hash of the key (``~`` + 16 hex digits).
     """
     if key == "*":
         return "@rest"
     parts = key.split(separator)
-    return ".".join("".join(c if _SAFE_CHAR.match(c) else "".join(f"%{b:02X}" for b in c.encode())
+    name = ".".join("".join(c if _SAFE_CHAR.match(c) else "".join(f"%{b:02X}" for b in c.encode())
                             for c in part) for part in parts)
+    if len(name) > MAX_NAME:  # file systems refuse names over 255 bytes: keep a readable prefix + a hash
+        name = f"{name[:MAX_NAME - 17]}~{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    return name
 
 
 def check_key(key: str, separator: str) -> None:
