@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trajstore.errors import InvalidValueError, ReadOnlyError, StorageExistsError
+from trajstore.errors import InvalidValueError, LockedError, ReadOnlyError, StorageExistsError
 from trajstore.spaces import BoxSpace, Space, flatten_value, leaves_of, map_leaves, unflatten_value
 from trajstore.storages.base import SpaceStorage
 
@@ -138,6 +138,17 @@ class StorageConformance:
             ro.set(0, self.take(ro.space, batch, 1))
         self.assert_close(ro.get(0), self.take(ro.space, batch, 0), ro.space)
         ro.close()
+
+    def test_one_writer_per_folder(self, tmp_path: Path) -> None:
+        storage, batch = self.filled(tmp_path)
+        storage.flush()
+        with pytest.raises(LockedError):
+            self.storage_cls.load_from(tmp_path / "s", read_only=False)
+        reader = self.storage_cls.load_from(tmp_path / "s")  # readers need no lock
+        reader.close()
+        storage.close()
+        again = self.storage_cls.load_from(tmp_path / "s", read_only=False)  # the lock went with close()
+        again.close()
 
     def test_pickle_reopens(self, tmp_path: Path) -> None:
         storage, batch = self.filled(tmp_path)

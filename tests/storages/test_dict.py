@@ -62,7 +62,7 @@ def test_folder_names_are_safe_and_readable(tmp_path):
     storage = DictStorage.create(space, capacity=2, cache_path=tmp_path / "t", nested_separator="|",
                                  storage_cls_map={"cam..1|rgb/x": MemmapStorage, "a b": MemmapStorage})
     names = sorted(p.name for p in (tmp_path / "t").iterdir())
-    assert names == ["a%20b", "cam%2E%2E1.rgb%2Fx", "storage.json"]
+    assert names == ["a%20b", "cam%2E%2E1.rgb%2Fx", "storage.json", "writer.lock"]
     storage.set(0, {"cam..1": {"rgb/x": [0.5]}, "a b": [0.25]})
     storage.close()
     again = SpaceStorage.load_from(tmp_path / "t")
@@ -103,7 +103,7 @@ def test_sub_dict_key_and_custom_separator(tmp_path):
     value = nested_space().sample(np.random.default_rng(0), batch_size=4)
     storage.set(slice(None), value)
     np.testing.assert_array_equal(storage.get(2)["observation"]["joints"], value["observation"]["joints"][2])
-    assert [p.name for p in sorted((tmp_path / "s").iterdir())] == ["@rest", "observation", "storage.json"]
+    assert [p.name for p in sorted((tmp_path / "s").iterdir())] == ["@rest", "observation", "storage.json", "writer.lock"]
     storage.close()
 
 

@@ -173,7 +173,7 @@ def test_no_file_per_frame(tmp_path: Path) -> None:
     s.close()
     files = [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
     assert len(s) == 500
-    assert sorted(p.name for p in files) == ["000000.bin", LOG_FILE, "storage.json"]
+    assert sorted(p.name for p in files) == ["000000.bin", LOG_FILE, "storage.json", "writer.lock"]
 
 
 def test_ring_folder_stays_bounded(tmp_path: Path) -> None:

@@ -159,7 +159,7 @@ def test_end_to_end_folder_layout(tmp_path):
     np.testing.assert_array_equal(got["observation"]["depth"], batch["observation"]["depth"][[4, 0]])
     assert list(got["instruction"]) == list(batch["instruction"][[4, 0]])
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
-        "@rest", "observation.front", "observation.wrist", "storage.json"]
+        "@rest", "observation.front", "observation.wrist", "storage.json", "writer.lock"]
     again.close()
 
 

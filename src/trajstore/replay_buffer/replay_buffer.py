@@ -21,7 +21,7 @@ import numpy as np
 
 from trajstore.errors import FormatError, LockedError, ReadOnlyError, StaleReadError
 from trajstore.replay_buffer import samplers
-from trajstore.replay_buffer._lock import WriterLock
+from trajstore._lock import WriterLock
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space, check_batch_size, map_leaves, space_from_json

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from trajstore._lock import WriterLock
 from trajstore._registry import Registry
 from trajstore.errors import FormatError, InvalidValueError, ReadOnlyError, UnsupportedSpaceError
 from trajstore.spaces import Space, map_leaves, space_from_json
@@ -80,6 +81,7 @@ class SpaceStorage(abc.ABC):
         self.multiprocessing = multiprocessing
         self.closed = False
         self._pid = os.getpid()
+        self._lock: WriterLock | None = None  # held by a writer with a cache_path
 
     # -- what the storage can take -----------------------------------------------------------
     @classmethod
@@ -120,14 +122,21 @@ class SpaceStorage(abc.ABC):
             raise ValueError(f"{cls.__name__} writes files, so it needs a cache_path")
         existed = cache_path is not None and Path(cache_path).exists()
         path = make_fresh_dir(cache_path) if cache_path is not None else None
+        lock = None
         try:
+            if path is not None:
+                lock = WriterLock(path)
+                lock.acquire()
             storage = cls._create(space, capacity=capacity, path=path, multiprocessing=multiprocessing, **kwargs)
             if path is not None:
                 write_json_atomic(path / STORAGE_FILE, storage.descriptor())
         except BaseException:
+            if lock is not None:
+                lock.release()
             if path is not None:
                 remove_made(path, existed)
             raise
+        storage._lock = lock
         return storage
 
     @classmethod
@@ -163,8 +172,19 @@ class SpaceStorage(abc.ABC):
         stored_capacity = desc.get("capacity")
         if capacity != "stored" and check_capacity(capacity) != stored_capacity:
             raise ValueError(f"{path}: capacity {capacity!r} differs from the stored {stored_capacity!r}")
-        return target._open(path, stored_space, capacity=stored_capacity, config=desc.get("config", {}),
-                            read_only=read_only, multiprocessing=multiprocessing)
+        lock = None
+        if not read_only:  # one writer per folder, also when a storage is opened on its own
+            lock = WriterLock(path)
+            lock.acquire()
+        try:
+            storage = target._open(path, stored_space, capacity=stored_capacity, config=desc.get("config", {}),
+                                   read_only=read_only, multiprocessing=multiprocessing)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        storage._lock = lock
+        return storage
 
     def descriptor(self) -> dict[str, Any]:
         """The JSON content of ``storage.json``."""
@@ -292,10 +312,15 @@ class SpaceStorage(abc.ABC):
             return
         if os.getpid() != self._pid:
             self._check_open()  # a forked child: drop the parent's handles first, never flush them
-        if not self.read_only:
-            self.flush()
-        self._close()
-        self.closed = True
+        try:
+            if not self.read_only:
+                self.flush()
+            self._close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+            self.closed = True
 
     def _close(self) -> None:
         """Release handles; called once by :meth:`close`."""

@@ -179,15 +179,19 @@ class DictStorage(SpaceStorage):
               multiprocessing: bool) -> "DictStorage":
         separator = config["nested_separator"]
         storages: dict[str, SpaceStorage] = {}
-        for child in config["children"]:
-            key, folder = child["key"], child["dir"]
-            if folder != safe_name(key, separator):  # never follow a folder name read from a file
-                raise FormatError(f"{path}: sub-storage folder {folder!r} does not match key {key!r}")
-            expected = (_restrict(space, set(child["leaves"]), separator) if key == "*"  # type: ignore[arg-type]
-                        else space.subspace(key, separator))  # type: ignore[union-attr]
-            sub = STORAGE_TYPES.get(child["type"]).load_from(path / folder, expected, read_only=read_only,
-                                                             multiprocessing=multiprocessing)
-            storages[key] = sub
+        try:
+            for child in config["children"]:
+                key, folder = child["key"], child["dir"]
+                if folder != safe_name(key, separator):  # never follow a folder name read from a file
+                    raise FormatError(f"{path}: sub-storage folder {folder!r} does not match key {key!r}")
+                expected = (_restrict(space, set(child["leaves"]), separator) if key == "*"  # type: ignore
+                            else space.subspace(key, separator))  # type: ignore[union-attr]
+                storages[key] = STORAGE_TYPES.get(child["type"]).load_from(
+                    path / folder, expected, read_only=read_only, multiprocessing=multiprocessing)
+        except BaseException:
+            for sub in storages.values():  # release what was opened (files, writer locks)
+                sub.close()
+            raise
         return cls(space, storages=storages, nested_separator=separator, capacity=capacity, cache_path=path,
                    read_only=read_only, multiprocessing=multiprocessing)
 

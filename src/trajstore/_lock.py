@@ -1,4 +1,4 @@
-"""The writer lock of a buffer folder: one writer at a time, any number of readers.
+"""The writer lock of a folder (a buffer's, or a storage's): one writer at a time, any number of readers.
 
 An advisory ``flock`` on ``writer.lock``: the kernel drops it when the process dies, so a
 crashed writer never leaves a stale lock behind.
@@ -32,8 +32,8 @@ class WriterLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise LockedError(f"{self.path.parent} is open for writing elsewhere; open it with "
-                              "read_only=True, or close the writer first") from None
+            raise LockedError(f"{self.path.parent} is open for writing elsewhere (another process, or another "
+                              "object in this one); open it with read_only=True, or close the writer first") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
