@@ -337,3 +337,27 @@ def test_broken_storage_is_a_format_error_and_releases_the_lock(tmp_path):
     for _ in range(2):  # the second attempt would raise LockedError if the first leaked the lock
         with pytest.raises(FormatError, match="cannot be opened"):
             ReplayBuffer.load_from(tmp_path / "rb", read_only=False)
+
+
+def test_unclosed_writer_with_unflushed_steps_warns(tmp_path):
+    rb = make(tmp_path)
+    rb.extend(batch(3, 50))
+    rb.end_episode()
+    rb.extend(batch(2, 51))
+    with pytest.warns(UserWarning, match="2 steps appended since the last flush"):
+        rb.__del__()
+    rb.close()
+    with ReplayBuffer.load_from(tmp_path / "rb") as again:
+        assert len(again) == 5
+
+
+def test_full_ring_crash_loses_at_most_release_ahead_old_steps(tmp_path):
+    from trajstore.replay_buffer.replay_buffer import release_ahead
+
+    rb = make(tmp_path, capacity=40)
+    rb.extend(batch(40, 52))
+    rb.flush()
+    rb.append(step_space().sample(np.random.default_rng(53)))  # then the writer dies without flushing
+    with ReplayBuffer.load_from(tmp_path / "rb") as reader:
+        assert len(reader) == 40 - release_ahead(40) == 35
+    rb.close()

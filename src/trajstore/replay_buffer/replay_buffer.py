@@ -14,14 +14,15 @@ was flushed; steps appended after the last flush are not visible to other proces
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trajstore.errors import FormatError, LockedError, ReadOnlyError, StaleReadError
-from trajstore.replay_buffer import samplers
 from trajstore._lock import WriterLock
+from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space, check_batch_size, map_leaves, space_from_json
@@ -33,6 +34,14 @@ META_FILE = "trajstore.json"
 STORAGE_DIR = "storage"
 FORMAT = "trajstore.replay_buffer"
 FORMAT_VERSION = 1
+
+
+def release_ahead(capacity: int) -> int:
+    """Steps a full ring drops from the committed metadata at a time before overwriting them:
+    an eighth of the capacity, at least 1, at most 1024 (one extra metadata write per that many steps)."""
+    return min(1024, max(1, capacity // 8))
+
+
 #: A sampler on a live ring redraws when the writer overwrote what it was reading; give up after this many.
 MAX_READ_ATTEMPTS = 16
 
@@ -181,7 +190,9 @@ class ReplayBuffer:
         ``total_after - capacity``. If the metadata on disk still claimed them, a crash before
         the next flush would leave it naming slots that hold other steps' data. So the committed
         view is first shrunk (a subset of what is already durable, so no data flush is needed),
-        by at least an eighth of the capacity at a time to keep these extra writes rare.
+        by :func:`release_ahead` steps at a time to keep these extra writes rare. The price: a crash
+        of a writer whose ring is full can lose that many of the oldest steps as well as the
+        unflushed ones.
         """
         ring, episodes = self._committed
         cap = ring.capacity
@@ -189,7 +200,7 @@ class ReplayBuffer:
         needed = total_after - cap  # steps older than this get overwritten
         if needed <= ring.oldest_global:
             return
-        oldest = min(ring.total, max(needed, ring.oldest_global + max(1, cap // 8)))
+        oldest = min(ring.total, max(needed, ring.oldest_global + release_ahead(cap)))
         shrunk = RingState(cap, ring.total - oldest, oldest % cap, ring.total)
         kept = EpisodeTable.from_json(episodes.to_json())
         kept.drop_before(oldest)
@@ -219,6 +230,15 @@ class ReplayBuffer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def __del__(self) -> None:
+        # Losing steps silently is worse than a warning; flushing here is unsafe at interpreter exit.
+        if getattr(self, "closed", True) or self.read_only or os.getpid() != self._pid or self.cache_path is None:
+            return
+        lost = self._ring.total - self._committed[0].total
+        if lost > 0:
+            warnings.warn(f"ReplayBuffer at {self.cache_path} was not closed: {lost} steps appended since the last "
+                          "flush() are lost; use `with ReplayBuffer...` or call close()", stacklevel=2)
 
     def __reduce__(self) -> Any:
         """Pickle as a reference to the folder: the copy reopens it read-only (e.g. in a DataLoader worker)."""
