@@ -377,3 +377,12 @@ def test_after_fork_drops_handles_and_reads(tmp_path: Path) -> None:
     with pytest.raises(PermissionError):
         s.set(0, frames[1])
     s.close()
+
+
+def test_jpeg_refuses_frames_over_its_size_limit(tmp_path):
+    from trajstore.spaces import BoxSpace
+
+    huge = BoxSpace(0, 255, (65501, 2, 3), np.uint8)
+    with pytest.raises(ValueError, match="at most 65500 pixels"):
+        ImageStorage.create(huge, capacity=2, cache_path=tmp_path / "s")
+    assert not (tmp_path / "s").exists()

@@ -303,7 +303,11 @@ class ReplayBuffer:
         self._episodes.drop_before(oldest)
 
     def set_at(self, index: Any, value: Any) -> None:
-        """Overwrite held steps at logical ``index`` (same index kinds as reading)."""
+        """Overwrite held steps at logical ``index`` (same index kinds as reading).
+
+        Not crash-atomic: these steps are already committed, so a crash before the next flush can
+        leave some leaves of them new and others old. Prefer appending corrected steps.
+        """
         self._check_writable()
         sel = normalize_index(index, len(self))
         physical = self._physical(sel)

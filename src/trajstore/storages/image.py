@@ -53,6 +53,8 @@ def _check_chunk_bytes(chunk_bytes: Any) -> int:
         raise ValueError(f"chunk_bytes must be an int >= 1 (bytes), got {chunk_bytes!r}")
     return int(chunk_bytes)
 
+#: libjpeg(-turbo) encodes images of at most 65500 x 65500 pixels (JPEG_MAX_DIMENSION in jmorecfg.h).
+JPEG_MAX_SIDE = 65500
 
 @STORAGE_TYPES.register("image")
 class ImageStorage(SpaceStorage):
@@ -112,6 +114,9 @@ class ImageStorage(SpaceStorage):
     def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
                 **kwargs: Any) -> "ImageStorage":
         config = cls._config_from(**kwargs)
+        if config["format"] == "JPEG" and max(space.shape[:2]) > JPEG_MAX_SIDE:  # type: ignore[attr-defined]
+            raise ValueError(f"JPEG frames are at most {JPEG_MAX_SIDE} pixels a side (libjpeg's limit); got "
+                             f"{space.shape[:2]}: use format='PNG'")  # type: ignore[attr-defined]
         assert path is not None  # requires_cache_path
         (path / CHUNK_DIR).mkdir()
         storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
