@@ -53,8 +53,10 @@ def _check_chunk_bytes(chunk_bytes: Any) -> int:
         raise ValueError(f"chunk_bytes must be an int >= 1 (bytes), got {chunk_bytes!r}")
     return int(chunk_bytes)
 
+
 #: libjpeg(-turbo) encodes images of at most 65500 x 65500 pixels (JPEG_MAX_DIMENSION in jmorecfg.h).
 JPEG_MAX_SIDE = 65500
+
 
 @STORAGE_TYPES.register("image")
 class ImageStorage(SpaceStorage):
