@@ -154,14 +154,14 @@ def test_options_are_checked_persisted_and_shape_the_chunks(tmp_path):
             HDF5Storage.create(space, capacity=None, cache_path=tmp_path / "bad", **bad)
         assert not (tmp_path / "bad").exists()
     auto = HDF5Storage.create(space, capacity=None, cache_path=tmp_path / "auto")
-    assert auto.get_config() == {"compression": None, "chunk_rows": None, "swmr": False}
+    assert auto.get_config() == {"compression": None, "chunk_rows": None, "swmr": True}  # every file on disk
     assert [ds.chunks[0] for ds in auto._datasets] == [16384, 9]  # 256 KiB, at most 16384 rows, at least one
     auto.close()
     fixed = HDF5Storage.create(space, capacity=20, cache_path=tmp_path / "fixed", compression="lzf", chunk_rows=64)
     assert [ds.chunks[0] for ds in fixed._datasets] == [20, 20]  # never longer than the capacity
     fixed.close()
     desc = json.loads((tmp_path / "fixed" / "storage.json").read_text())
-    assert desc["type"] == "hdf5" and desc["config"] == {"compression": "lzf", "chunk_rows": 64, "swmr": False}
+    assert desc["type"] == "hdf5" and desc["config"] == {"compression": "lzf", "chunk_rows": 64, "swmr": True}
     with h5py.File(tmp_path / "fixed" / DATA_FILE, "r") as f:
         assert f["small"].compression == "lzf" and f["small"].shuffle and f["small"].maxshape == (20, 2)
 
@@ -193,24 +193,53 @@ def test_in_memory_fixed_capacity():
     storage.close()
 
 
-def test_reopen_for_writing(tmp_path):
+def write_old_format(storage_path, leaf, value):
+    """A storage folder as trajstore wrote it before every file was SWMR: HDF5's oldest format."""
+    storage = HDF5Storage.create(leaf, capacity=None, cache_path=storage_path, chunk_rows=2)
+    storage.close()
+    data = storage_path / DATA_FILE
+    data.unlink()
+    with h5py.File(data, "w", libver=("earliest", "v110")) as f:
+        f.create_dataset("data", data=value, maxshape=(None, *value.shape[1:]), chunks=(2, *value.shape[1:]))
+    desc = json.loads((storage_path / "storage.json").read_text())
+    desc["config"]["swmr"] = False
+    (storage_path / "storage.json").write_text(json.dumps(desc))
+
+
+@pytest.mark.parametrize("multiprocessing", [False, True])
+def test_reopen_for_writing(tmp_path, multiprocessing):
     leaf = BoxSpace(-9, 9, (2,), np.float32)
-    plain = HDF5Storage.create(leaf, capacity=None, cache_path=tmp_path / "plain")
-    plain.extend(np.ones((3, 2)))
-    plain.close()
-    with pytest.raises(ValueError, match="multiprocessing=False"):
-        HDF5Storage.load_from(tmp_path / "plain", read_only=False, multiprocessing=True)
-    for name, mp_flag in [("plain", False), ("swmr", True)]:
-        if name == "swmr":
-            s = HDF5Storage.create(leaf, capacity=None, cache_path=tmp_path / name, multiprocessing=True)
-            s.extend(np.ones((3, 2)))
-            s.close()
-        w = HDF5Storage.load_from(tmp_path / name, read_only=False, multiprocessing=mp_flag)
-        assert w.extend(np.full((2, 2), 2.0)) == slice(3, 5)
-        w.close()
-        r = HDF5Storage.load_from(tmp_path / name)
-        np.testing.assert_array_equal(r.get(slice(None))[:, 0], [1, 1, 1, 2, 2])
-        r.close()
+    s = HDF5Storage.create(leaf, capacity=None, cache_path=tmp_path / "s", multiprocessing=multiprocessing)
+    s.extend(np.ones((3, 2)))
+    s.close()
+    w = HDF5Storage.load_from(tmp_path / "s", read_only=False, multiprocessing=multiprocessing)
+    assert w.extend(np.full((2, 2), 2.0)) == slice(3, 5)
+    w.close()
+    r = HDF5Storage.load_from(tmp_path / "s")
+    np.testing.assert_array_equal(r.get(slice(None))[:, 0], [1, 1, 1, 2, 2])
+    r.close()
+
+
+@pytest.mark.parametrize("multiprocessing", [False, True])
+def test_old_format_reads_as_is_and_is_converted_on_the_first_write(tmp_path, multiprocessing):
+    leaf = BoxSpace(-9, 9, (2,), np.float32)
+    old = np.arange(10, dtype=np.float32).reshape(5, 2)
+    write_old_format(tmp_path / "s", leaf, old)
+    before = (tmp_path / "s" / DATA_FILE).read_bytes()
+    r = HDF5Storage.load_from(tmp_path / "s", multiprocessing=multiprocessing)
+    np.testing.assert_array_equal(r.get(slice(None)), old)
+    r.close()
+    assert (tmp_path / "s" / DATA_FILE).read_bytes() == before  # reading never converts
+    w = HDF5Storage.load_from(tmp_path / "s", read_only=False, multiprocessing=multiprocessing)
+    assert w.get_config()["swmr"] and w.extend(np.full((2, 2), 7.0)) == slice(5, 7)
+    w.close()
+    assert json.loads((tmp_path / "s" / "storage.json").read_text())["config"]["swmr"] is True
+    assert (tmp_path / "s" / DATA_FILE).read_bytes()[8] == 3  # superblock version 3: the SWMR format
+    with h5py.File(tmp_path / "s" / DATA_FILE, "r") as f:
+        assert f["data"].chunks == (2, 2)  # the old chunking is kept
+    r = HDF5Storage.load_from(tmp_path / "s")
+    np.testing.assert_array_equal(r.get(slice(None)), np.concatenate([old, np.full((2, 2), 7.0, np.float32)]))
+    r.close()
 
 
 # -- readers of a live writer ---------------------------------------------------------------------
@@ -352,6 +381,7 @@ def _crashing_writer(path, multiprocessing):
 
 @pytest.mark.parametrize("multiprocessing", [False, True])
 def test_flushed_rows_survive_a_writer_crash(tmp_path, multiprocessing):
+    # (tests/storages/test_hdf5_crash.py kills writers with SIGKILL at random moments)
     ctx = mp.get_context("fork")
     writer = ctx.Process(target=_crashing_writer, args=(tmp_path / "s", multiprocessing))
     writer.start()
@@ -361,13 +391,10 @@ def test_flushed_rows_survive_a_writer_crash(tmp_path, multiprocessing):
     assert len(reader) >= 10
     np.testing.assert_array_equal(reader.get(slice(0, 10))["state"], rows(0, 10)["state"])
     reader.close()
-    if multiprocessing:  # HDF5 keeps the SWMR writer's flag; h5clear -s resets it
-        with pytest.raises(OSError, match="h5clear"):
-            HDF5Storage.load_from(tmp_path / "s", read_only=False, multiprocessing=True)
-    else:
-        again = HDF5Storage.load_from(tmp_path / "s", read_only=False)
-        again.set(slice(0, 10), rows(0, 10))
-        again.close()
+    again = SpaceStorage.load_from(tmp_path / "s", read_only=False, multiprocessing=multiprocessing)
+    again.set(slice(0, 10), rows(0, 10))
+    again.extend(rows(len(again), 3))
+    again.close()
 
 
 # -- read strategy ---------------------------------------------------------------------------------

@@ -6,14 +6,36 @@ dataset ``obs/joint%20pos``: each key is encoded by :func:`safe_name`, so any ke
 ``..``, spaces, unicode) is a valid HDF5 name. :class:`TextSpace` leaves are fixed-width
 UTF-8 (``4 * max_length`` bytes) and are read back as ``<U{max_length}`` arrays.
 
-Two file formats, fixed at create time and recorded as ``"swmr"`` in the config:
+Crashes. Every file on disk is in the HDF5 1.10 format (``libver=("v110", "v110")``) and
+always written in SWMR mode (single writer, multiple readers; ``"swmr": true`` in the config),
+whatever ``multiprocessing`` says. SWMR orders HDF5's metadata writes so that the file is
+consistent at every moment, and never reuses the space of a rewritten compressed chunk, so a
+writer killed at any point (SIGKILL, OOM) leaves a file in which every row written before
+its last :meth:`~HDF5Storage.flush` reads back. Measured by ``tests/storages/test_hdf5_crash.py``
+and ``benchmarks/hdf5_crash_cost.py``; the older mode (HDF5's default, no SWMR) lost whole
+files when its metadata cache evicted entries between flushes, and committed rows of
+compressed leaves when HDF5 reused a rewritten chunk's space. What is left to recover:
 
-- ``multiprocessing=False``: HDF5's oldest format. Readers in other processes can open the
-  file while it is written (they see what was flushed), and after a crash it opens again.
-- ``multiprocessing=True``: the HDF5 1.10 format (``libver=("v110", "v110")``, the oldest that
-  has SWMR: single writer, multiple readers), always written in SWMR mode. Readers open it
-  in SWMR mode and :meth:`~HDF5Storage.refresh` to see new flushes. After a writer crash it
-  still opens read-only; to write it again, clear the flag with ``h5clear -s data.h5``.
+- A killed writer leaves the superblock's "open for writing" flags set. Read-only opens use
+  SWMR mode, which ignores them. A writable open (which :meth:`SpaceStorage.load_from` makes
+  only while it holds the folder's writer lock, so the flagged writer is dead) clears them the
+  way ``h5clear -s --increment=0`` does: the end-of-allocation mark moves to the end of the
+  file, so new space never overlaps what the dead writer had allocated. Cost: one superblock
+  write, plus keeping the dead writer's unflushed bytes as dead space. Where HDF5's C entry
+  points cannot be reached from Python, the datasets are copied into a fresh file instead
+  (stored chunks copied as they are; linear in the file size, once per crash).
+- SWMR leaks the old copy of every compressed chunk it rewrites (appends to a partly filled
+  chunk after a flush, ring overwrites). :meth:`~HDF5Storage.flush` compacts a compressed
+  file that grew beyond twice its live chunks: copy, fsync, atomic rename. Readers see the
+  new file after :meth:`~HDF5Storage.refresh`. Uncompressed chunks are rewritten in place.
+- Files of the old format (``"swmr": false``) are converted once, on their first writable open.
+- Process crashes only: on a power loss, writes after the last ``flush`` may reach the disk in
+  any order. A SIGKILL in the middle of HDF5's write of one metadata block bigger than a
+  memory page could still tear that block.
+
+Readers open the file in SWMR mode and :meth:`~HDF5Storage.refresh` to see new flushes.
+HDF5 older than 1.10 cannot read these files; nor can HDF5 without SWMR mode while a
+writer has the file open (or died with it open).
 
 Forks: an HDF5 handle must not be used across ``fork``. Right after a fork, the child points
 every inherited descriptor of these files at ``/dev/null`` (``os.register_at_fork``), so
@@ -24,26 +46,40 @@ same stale, parent-owned file state) and reopens the file read-only.
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
+import itertools
 import os
+import sys
 import uuid
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Iterator
 
 import h5py
 import numpy as np
+from h5py._objects import phil
 
-from trajstore.errors import FormatError, UnsupportedSpaceError
+from trajstore._lock import LOCK_FILE
+from trajstore.errors import FormatError, LockedError, UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space, TextSpace
-from trajstore.storages._files import safe_name
-from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
+from trajstore.storages._files import fsync_dir, safe_name, write_json_atomic
+from trajstore.storages.base import STORAGE_FILE, STORAGE_TYPES, SpaceStorage
 
 DATA_FILE = "data.h5"
+#: A copy of ``data.h5`` being written (compaction, conversion, recovery); renamed over it when complete.
+TEMP_FILE = "data.h5.tmp"
+#: The folder's writer lock, taken by ``SpaceStorage.create``/``load_from`` for writers. Clearing a
+#: crashed writer's flags is only safe while it is held (then the flagged writer is dead).
+FOLDER_LOCK = LOCK_FILE
 #: Dataset name of a storage whose space is a single leaf.
 ROOT_DATASET = "data"
-#: ``libver`` bounds of the SWMR format and of the default one.
+#: ``libver`` bounds of the SWMR format (every file on disk) and of the old format (read, converted on write).
 SWMR_LIBVER = ("v110", "v110")
 PLAIN_LIBVER = ("earliest", "v110")
+#: A compressed file is compacted at a flush when it exceeds twice its live chunk bytes plus this.
+COMPACT_SLACK = 4 << 20
 COMPRESSIONS = (None, "gzip", "lzf")
 #: Target chunk size along axis 0 (a chunk is at least one row): small enough that sparse reads
 #: of compressed leaves decompress little, big enough for good compression; 16 fit in the cache.
@@ -145,8 +181,10 @@ class HDF5Storage(SpaceStorage):
             byte-shuffle filter.
         chunk_rows: rows per chunk for every leaf; default: about 256 KiB per chunk, at least one row.
 
-    ``cache_path=None`` keeps the file in memory. ``multiprocessing=True`` makes a SWMR file
-    (module docstring): readers see what the writer has :meth:`flush`-ed after :meth:`refresh`.
+    ``cache_path=None`` keeps the file in memory. A file on disk is always written in SWMR mode
+    (module docstring), whatever ``multiprocessing`` says: readers in any process see what the
+    writer has :meth:`flush`-ed after :meth:`refresh`, and a writer killed at any moment loses
+    at most what it wrote after its last flush.
 
     Raises:
         UnsupportedSpaceError: a leaf of another space type, or a dict without leaves.
@@ -164,6 +202,7 @@ class HDF5Storage(SpaceStorage):
         self._fd: int | None = None  # the HDF5 file descriptor (files on disk only)
         self._file_pid = os.getpid()
         self._length = 0
+        self._compact_check_at = 0  # file size at which the next flush checks for leaked chunks
 
     @classmethod
     def check_space(cls, space: Space) -> None:
@@ -179,14 +218,14 @@ class HDF5Storage(SpaceStorage):
     @classmethod
     def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
                 **kwargs: Any) -> "HDF5Storage":
-        config = {**_check_options(kwargs), "swmr": bool(multiprocessing and path is not None)}
+        config = {**_check_options(kwargs), "swmr": path is not None}  # every file on disk: module docstring
         storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
-        libver = SWMR_LIBVER if config["swmr"] else PLAIN_LIBVER
         if path is None:
             f = h5py.File(f"trajstore-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
-                          libver=libver, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
+                          libver=PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
         else:
-            f = h5py.File(path / DATA_FILE, "x", libver=libver, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
+            f = h5py.File(path / DATA_FILE, "x", libver=SWMR_LIBVER, locking=LOCKING,
+                          rdcc_nbytes=storage._cache_bytes())
         try:
             for (keys, leaf), rows in zip(storage._leaves, storage._chunk_rows()):
                 # A zero-length axis gets chunk size 1, which HDF5 allows only if that axis may grow.
@@ -196,10 +235,11 @@ class HDF5Storage(SpaceStorage):
                                  compression=config["compression"], shuffle=config["compression"] is not None)
             if config["swmr"]:
                 f.swmr_mode = True  # after every dataset exists: SWMR cannot add objects
+            storage._attach(f)
         except BaseException:
             f.close()
             raise
-        storage._attach(f)
+        storage.flush()  # a writer killed right after create leaves a file that opens
         return storage
 
     @classmethod
@@ -207,13 +247,12 @@ class HDF5Storage(SpaceStorage):
               multiprocessing: bool) -> "HDF5Storage":
         config = {"compression": config.get("compression"), "chunk_rows": config.get("chunk_rows"),
                   "swmr": bool(config.get("swmr", False))}
-        if multiprocessing and not read_only and not config["swmr"]:
-            raise ValueError(f"{path}: this HDF5Storage was created with multiprocessing=False, so it cannot be "
-                             "written while other processes read it (HDF5 SWMR needs a file made for it); "
-                             "open it with multiprocessing=False, or copy it into a storage created with "
-                             "multiprocessing=True")
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing)
+        if not read_only:
+            (path / TEMP_FILE).unlink(missing_ok=True)  # left by a copy that a crash interrupted
+            if not config["swmr"]:
+                storage._convert_old_format()
         storage._open_file()
         return storage
 
@@ -237,9 +276,11 @@ class HDF5Storage(SpaceStorage):
 
     def _open_file(self) -> None:
         swmr = self._config["swmr"]
-        f = h5py.File(self.cache_path / DATA_FILE, "r" if self.read_only else "r+",  # type: ignore[operator]
-                      swmr=self._swmr_read(), libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING,
-                      rdcc_nbytes=self._cache_bytes())
+        path = self.cache_path / DATA_FILE  # type: ignore[operator]
+        if swmr and not self.read_only and _status_flags(path):
+            self._recover_crashed_writer()
+        f = h5py.File(path, "r" if self.read_only else "r+", swmr=self._swmr_read(),
+                      libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=self._cache_bytes())
         try:
             if swmr and not self.read_only:
                 f.swmr_mode = True
@@ -255,10 +296,79 @@ class HDF5Storage(SpaceStorage):
             raise FormatError(f"{self.cache_path}: {DATA_FILE} has no dataset {missing[0]!r}")
         self._file, self._datasets = f, [f[n] for n in names]
         self._file_pid = os.getpid()
+        self._compact_check_at = 0  # the first flush measures the file
         if self.cache_path is not None:
             self._fd = f.id.get_vfd_handle()
             _LIVE.add(self)
         self._update_length()
+
+    # -- crash recovery, compaction, conversion ------------------------------------------------
+    def _recover_crashed_writer(self) -> None:
+        """``data.h5`` is flagged as open by a writer, and this storage is about to write it."""
+        assert self.cache_path is not None
+        if not _lock_is_held(self.cache_path / FOLDER_LOCK):
+            raise LockedError(f"{self.cache_path / DATA_FILE} is marked as open by a writer (a live one, or one that "
+                              "crashed); reopen it with SpaceStorage.load_from(..., read_only=False), which takes "
+                              f"the folder's {FOLDER_LOCK} first, or read it with read_only=True")
+        try:
+            _clear_status_flags(self.cache_path / DATA_FILE)
+        except _NoH5Clear:
+            # The same result through public h5py only: copy the datasets into a new file.
+            with h5py.File(self.cache_path / DATA_FILE, "r", swmr=True, libver=SWMR_LIBVER, locking=LOCKING) as src:
+                self._replace_file(src)
+
+    def _maybe_compact(self) -> None:
+        """After a flush of a compressed file: copy it if SWMR's leaked chunk copies take over half of it."""
+        assert self._fd is not None and self._file is not None
+        size = os.fstat(self._fd).st_size
+        if size < self._compact_check_at:
+            return
+        live = sum(ds.id.get_storage_size() for ds in self._datasets)
+        if size > 2 * live + COMPACT_SLACK:
+            try:
+                self._replace_file(self._file)
+            except OSError as exc:  # e.g. a full disk: the flush itself succeeded, so only warn
+                warnings.warn(f"{self.cache_path}: could not compact {DATA_FILE} ({exc}); it keeps "
+                              f"{size - live} bytes of rewritten chunks", RuntimeWarning, stacklevel=3)
+            else:
+                self._drop_file()
+                self._open_file()
+                size = os.fstat(self._fd).st_size  # type: ignore[arg-type]
+        # Checks stay rare: once the file has doubled while it only grows, sooner while it leaks.
+        self._compact_check_at = max(2 * live + COMPACT_SLACK, size + size // 4)
+
+    def _convert_old_format(self) -> None:
+        """Rewrite a file of the old (non-SWMR) format in the SWMR format, once, before writing it."""
+        assert self.cache_path is not None
+        with h5py.File(self.cache_path / DATA_FILE, "r", libver=PLAIN_LIBVER, locking=LOCKING) as src:
+            self._replace_file(src)
+        self._config["swmr"] = True
+        write_json_atomic(self.cache_path / STORAGE_FILE, self.descriptor())
+
+    def _replace_file(self, src: h5py.File) -> None:
+        """Copy every leaf dataset of ``src`` into a new SWMR-format file, then rename it over ``data.h5``.
+
+        Each dataset is made like its source (shape, chunks, filters) and gets its stored chunks as
+        they are (``H5Dread_chunk``/``H5Dwrite_chunk``: nothing is decompressed, unwritten chunks
+        stay unallocated). The new file has fresh chunk indexes of the SWMR format.
+        """
+        assert self.cache_path is not None
+        tmp = self.cache_path / TEMP_FILE
+        try:
+            with h5py.File(tmp, "w", libver=SWMR_LIBVER, locking=LOCKING) as dst:
+                for keys, _ in self._leaves:
+                    name = _dataset_name(keys)
+                    _copy_chunks(src[name], dst.create_dataset_like(name, src[name]))
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.cache_path / DATA_FILE)
+            fsync_dir(self.cache_path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _update_length(self) -> None:
         # After a crash between two leaves' resizes the shorter leaf decides.
@@ -292,7 +402,10 @@ class HDF5Storage(SpaceStorage):
 
     # -- state -----------------------------------------------------------------------------
     def flush(self) -> None:
-        """Write HDF5's buffers to the file, then fsync it (one ``fsync`` per call on disk)."""
+        """Write HDF5's buffers to the file, then fsync it (one ``fsync`` per call on disk).
+
+        A compressed file that grew beyond twice its live chunks is compacted first (module docstring).
+        """
         if self.closed:
             return
         self._check_open()
@@ -301,15 +414,19 @@ class HDF5Storage(SpaceStorage):
         self._file.flush()
         if self._fd is not None:
             os.fsync(self._fd)
+            if self._config["compression"] is not None and self._config["swmr"]:
+                self._maybe_compact()
 
     def refresh(self) -> None:
-        """Reader: see rows the writer flushed since. SWMR readers refresh each dataset; other
-        read-only storages reopen the file, which is only safe while no writer is between two
-        flushes (use ``multiprocessing=True`` to read while writing)."""
+        """Reader: see rows the writer flushed since. SWMR readers refresh each dataset (or reopen the
+        file if a compaction replaced it); other read-only storages reopen the file, which is only
+        safe while no writer is between two flushes."""
         self._check_open()
         if not self.read_only or self.cache_path is None:
             return
-        if self._swmr_read():
+        assert self._fd is not None
+        replaced = not os.path.samestat(os.fstat(self._fd), os.stat(self.cache_path / DATA_FILE))
+        if self._swmr_read() and not replaced:
             for ds in self._datasets:
                 ds.refresh()
             self._update_length()
@@ -378,6 +495,102 @@ def _nest(space: Space, flat: dict[tuple[str, ...], np.ndarray], keys: tuple[str
     if isinstance(space, DictSpace):
         return {k: _nest(sub, flat, (*keys, k)) for k, sub in space.items()}
     return flat[keys]
+
+
+def _copy_chunks(src: h5py.Dataset, dst: h5py.Dataset) -> None:
+    """Copy the stored chunks of ``src`` into ``dst`` (same shape, chunks and filters) byte for byte."""
+    grid = [range(0, n, c) for n, c in zip(src.shape, src.chunks)]
+    for offset in itertools.product(*grid):
+        if src.id.get_chunk_info_by_coord(offset).byte_offset is None:
+            continue  # never written
+        mask, chunk = src.id.read_direct_chunk(offset)
+        dst.id.write_direct_chunk(offset, chunk, mask)
+
+
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _status_flags(path: Path) -> int:
+    """The file consistency flags of ``path``'s superblock: non-zero while a writer has it open, or
+    after one died with it open (superblock versions 2 and 3, at offset 0: we never add a user block)."""
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+    if len(head) < 12 or head[:8] != _SIGNATURE or head[8] < 2:
+        return 0
+    return head[11]
+
+
+def _lock_is_held(path: Path) -> bool:
+    """True if some open file description holds ``flock`` on ``path``. Called while opening a
+    storage for writing, whose ``load_from`` took this lock first or failed: so the holder is us."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops the lock if we just took it
+    return False
+
+
+class _NoH5Clear(Exception):
+    """HDF5's C functions that ``h5clear`` uses cannot be called from here."""
+
+
+_H5LIB: list[Any] = []
+
+
+def _hdf5_library() -> Any:
+    """The HDF5 shared library h5py is linked with (its symbols resolved through an h5py extension)."""
+    if not _H5LIB:
+        try:
+            lib = ctypes.CDLL(h5py.h5f.__file__)
+            hid, herr = ctypes.c_int64, ctypes.c_int
+            for name, args in [("H5Pget_size", [hid, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]),
+                               ("H5Pset", [hid, ctypes.c_char_p, ctypes.c_void_p]),
+                               ("H5Fincrement_filesize", [hid, ctypes.c_uint64])]:
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = args, herr
+        except (OSError, AttributeError) as exc:
+            raise _NoH5Clear(str(exc)) from exc
+        _H5LIB.append(lib)
+    return _H5LIB[0]
+
+
+def _clear_status_flags(path: Path) -> None:
+    """What ``h5clear -s --increment=0 path`` does, through the same HDF5 calls.
+
+    Opens the file for writing with the file-access properties that tell HDF5 to reset the
+    superblock's flags and to skip its end-of-file check, and sets the end-of-allocation mark to
+    ``max(EOA, EOF)``: the dead writer may have allocated (and even referenced, from metadata it
+    wrote after its last flush) space past the EOA it last stored, which new allocations must
+    not overwrite. These properties are HDF5's own (``H5Fpkg.h``), registered in every file-access
+    property list since HDF5 1.10.0; h5py does not wrap them.
+
+    Raises:
+        _NoH5Clear: the library or a property cannot be reached; nothing was changed.
+    """
+    lib = _hdf5_library()
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_file_locking(False, True)
+    with phil:  # h5py's global lock around calls into HDF5
+        for name in (b"clear_status_flags", b"skip_eof_check", b"null_fsm_addr"):
+            size = ctypes.c_size_t()
+            if lib.H5Pget_size(fapl.id, name, ctypes.byref(size)) < 0 or not 0 < size.value <= 8:
+                raise _NoH5Clear(f"HDF5 has no file-access property {name.decode()!r}")
+            true = ctypes.create_string_buffer((1).to_bytes(size.value, sys.byteorder), size.value)
+            if lib.H5Pset(fapl.id, name, true) < 0:
+                raise _NoH5Clear(f"HDF5 refused to set {name.decode()!r}")
+    fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR, fapl=fapl)
+    try:
+        with phil:
+            if lib.H5Fincrement_filesize(fid.id, 0) < 0:
+                raise OSError(f"{path}: HDF5 could not move the end-of-allocation mark of a crashed file")
+    finally:
+        fid.close()
 
 
 def _redirect_inherited_files() -> None:
