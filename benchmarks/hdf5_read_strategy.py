@@ -99,7 +99,10 @@ def make_batches(rng: np.random.Generator, rows: int, batch: int, span: int, cou
 
 def write_storage(path: Path, leaves: dict[str, tuple[tuple[int, ...], str]], rows: int, rng: np.random.Generator,
                   **kwargs: object) -> None:
-    space = DictSpace({k: BoxSpace(-1e3, 1e3, shape, dtype) for k, (shape, dtype) in leaves.items()})
+    def bounds(dtype):  # the dtype's own range for integer leaves (BoxSpace refuses wider bounds)
+        return (0, 255) if np.dtype(dtype).kind in "iu" else (-1e3, 1e3)
+
+    space = DictSpace({k: BoxSpace(*bounds(dtype), shape, dtype) for k, (shape, dtype) in leaves.items()})
     storage = HDF5Storage.create(space, capacity=None, cache_path=path, **kwargs)
     block = max(1, min(rows, (32 << 20) // max(int(np.prod(s)) * np.dtype(d).itemsize for s, d in leaves.values())))
     for a in range(0, rows, block):
