@@ -27,6 +27,7 @@ import h5py
 import numpy as np
 
 import trajstore.storages.hdf5 as hdf5_module
+from trajstore.storages import _hdf5_recovery
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
 from trajstore.storages.hdf5 import CHUNK_BYTES, CHUNK_MAX_ROWS, COMPRESSED_CACHE_BYTES, DATA_FILE
@@ -285,18 +286,18 @@ def recovery_cases(tmp: Path, megabytes: int) -> None:
             finally:
                 os._exit(1)
         os.waitpid(pid, 0)
-        original = hdf5_module._clear_status_flags
+        original = _hdf5_recovery.clear_status_flags
         if how.startswith("copy"):
             def unavailable(_path: Path) -> None:
-                raise hdf5_module._NoH5Clear("benchmark")
-            hdf5_module._clear_status_flags = unavailable
+                raise _hdf5_recovery.NoH5Clear("benchmark")
+            _hdf5_recovery.clear_status_flags = unavailable
         try:
             start = time.perf_counter()
             s = SpaceStorage.load_from(path, read_only=False)
             results[how] = time.perf_counter() - start
             s.close()
         finally:
-            hdf5_module._clear_status_flags = original
+            _hdf5_recovery.clear_status_flags = original
         start = time.perf_counter()
         SpaceStorage.load_from(path, read_only=False).close()
         clean = time.perf_counter() - start

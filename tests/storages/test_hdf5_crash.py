@@ -22,7 +22,9 @@ import pytest
 import trajstore.storages.hdf5 as hdf5_module
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
-from trajstore.storages.hdf5 import DATA_FILE, _status_flags
+from trajstore.storages import _hdf5_recovery
+from trajstore.storages._hdf5_recovery import status_flags as _status_flags
+from trajstore.storages.hdf5 import DATA_FILE
 
 # -- the space and the value of write number w (shared with the writer scripts) ------------------
 COMMON = r"""
@@ -240,9 +242,9 @@ def test_recovery_by_copy_where_h5clear_calls_are_unavailable(tmp_path, monkeypa
     assert proc.returncode == -signal.SIGKILL
 
     def unavailable(path):
-        raise hdf5_module._NoH5Clear("no ctypes here")
+        raise _hdf5_recovery.NoH5Clear("no ctypes here")
 
-    monkeypatch.setattr(hdf5_module, "_clear_status_flags", unavailable)
+    monkeypatch.setattr(_hdf5_recovery, "clear_status_flags", unavailable)
     inode = os.stat(path / DATA_FILE).st_ino
     writer = SpaceStorage.load_from(path, read_only=False)
     assert os.stat(path / DATA_FILE).st_ino != inode  # a fresh copy replaced the file

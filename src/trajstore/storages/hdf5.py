@@ -46,11 +46,7 @@ same stale, parent-owned file state) and reopens the file read-only.
 
 from __future__ import annotations
 
-import ctypes
-import fcntl
-import itertools
 import os
-import sys
 import uuid
 import warnings
 import weakref
@@ -59,11 +55,11 @@ from typing import Any, Iterator
 
 import h5py
 import numpy as np
-from h5py._objects import phil
 
 from trajstore._lock import LOCK_FILE
 from trajstore.errors import FormatError, LockedError, UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space, TextSpace
+from trajstore.storages import _hdf5_recovery as _recovery
 from trajstore.storages._files import fsync_dir, safe_name, write_json_atomic
 from trajstore.storages.base import STORAGE_FILE, STORAGE_TYPES, SpaceStorage
 
@@ -277,7 +273,7 @@ class HDF5Storage(SpaceStorage):
     def _open_file(self) -> None:
         swmr = self._config["swmr"]
         path = self.cache_path / DATA_FILE  # type: ignore[operator]
-        if swmr and not self.read_only and _status_flags(path):
+        if swmr and not self.read_only and _recovery.status_flags(path):
             self._recover_crashed_writer()
         f = h5py.File(path, "r" if self.read_only else "r+", swmr=self._swmr_read(),
                       libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=self._cache_bytes())
@@ -306,13 +302,13 @@ class HDF5Storage(SpaceStorage):
     def _recover_crashed_writer(self) -> None:
         """``data.h5`` is flagged as open by a writer, and this storage is about to write it."""
         assert self.cache_path is not None
-        if not _lock_is_held(self.cache_path / FOLDER_LOCK):
+        if not _recovery.lock_is_held(self.cache_path / FOLDER_LOCK):
             raise LockedError(f"{self.cache_path / DATA_FILE} is marked as open by a writer (a live one, or one that "
                               "crashed); reopen it with SpaceStorage.load_from(..., read_only=False), which takes "
                               f"the folder's {FOLDER_LOCK} first, or read it with read_only=True")
         try:
-            _clear_status_flags(self.cache_path / DATA_FILE)
-        except _NoH5Clear:
+            _recovery.clear_status_flags(self.cache_path / DATA_FILE)
+        except _recovery.NoH5Clear:
             # The same result through public h5py only: copy the datasets into a new file.
             with h5py.File(self.cache_path / DATA_FILE, "r", swmr=True, libver=SWMR_LIBVER, locking=LOCKING) as src:
                 self._replace_file(src)
@@ -358,7 +354,7 @@ class HDF5Storage(SpaceStorage):
             with h5py.File(tmp, "w", libver=SWMR_LIBVER, locking=LOCKING) as dst:
                 for keys, _ in self._leaves:
                     name = _dataset_name(keys)
-                    _copy_chunks(src[name], dst.create_dataset_like(name, src[name]))
+                    _recovery.copy_chunks(src[name], dst.create_dataset_like(name, src[name]))
             fd = os.open(tmp, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -495,102 +491,6 @@ def _nest(space: Space, flat: dict[tuple[str, ...], np.ndarray], keys: tuple[str
     if isinstance(space, DictSpace):
         return {k: _nest(sub, flat, (*keys, k)) for k, sub in space.items()}
     return flat[keys]
-
-
-def _copy_chunks(src: h5py.Dataset, dst: h5py.Dataset) -> None:
-    """Copy the stored chunks of ``src`` into ``dst`` (same shape, chunks and filters) byte for byte."""
-    grid = [range(0, n, c) for n, c in zip(src.shape, src.chunks)]
-    for offset in itertools.product(*grid):
-        if src.id.get_chunk_info_by_coord(offset).byte_offset is None:
-            continue  # never written
-        mask, chunk = src.id.read_direct_chunk(offset)
-        dst.id.write_direct_chunk(offset, chunk, mask)
-
-
-_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-
-
-def _status_flags(path: Path) -> int:
-    """The file consistency flags of ``path``'s superblock: non-zero while a writer has it open, or
-    after one died with it open (superblock versions 2 and 3, at offset 0: we never add a user block)."""
-    with open(path, "rb") as fh:
-        head = fh.read(12)
-    if len(head) < 12 or head[:8] != _SIGNATURE or head[8] < 2:
-        return 0
-    return head[11]
-
-
-def _lock_is_held(path: Path) -> bool:
-    """True if some open file description holds ``flock`` on ``path``. Called while opening a
-    storage for writing, whose ``load_from`` took this lock first or failed: so the holder is us."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # also drops the lock if we just took it
-    return False
-
-
-class _NoH5Clear(Exception):
-    """HDF5's C functions that ``h5clear`` uses cannot be called from here."""
-
-
-_H5LIB: list[Any] = []
-
-
-def _hdf5_library() -> Any:
-    """The HDF5 shared library h5py is linked with (its symbols resolved through an h5py extension)."""
-    if not _H5LIB:
-        try:
-            lib = ctypes.CDLL(h5py.h5f.__file__)
-            hid, herr = ctypes.c_int64, ctypes.c_int
-            for name, args in [("H5Pget_size", [hid, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]),
-                               ("H5Pset", [hid, ctypes.c_char_p, ctypes.c_void_p]),
-                               ("H5Fincrement_filesize", [hid, ctypes.c_uint64])]:
-                fn = getattr(lib, name)
-                fn.argtypes, fn.restype = args, herr
-        except (OSError, AttributeError) as exc:
-            raise _NoH5Clear(str(exc)) from exc
-        _H5LIB.append(lib)
-    return _H5LIB[0]
-
-
-def _clear_status_flags(path: Path) -> None:
-    """What ``h5clear -s --increment=0 path`` does, through the same HDF5 calls.
-
-    Opens the file for writing with the file-access properties that tell HDF5 to reset the
-    superblock's flags and to skip its end-of-file check, and sets the end-of-allocation mark to
-    ``max(EOA, EOF)``: the dead writer may have allocated (and even referenced, from metadata it
-    wrote after its last flush) space past the EOA it last stored, which new allocations must
-    not overwrite. These properties are HDF5's own (``H5Fpkg.h``), registered in every file-access
-    property list since HDF5 1.10.0; h5py does not wrap them.
-
-    Raises:
-        _NoH5Clear: the library or a property cannot be reached; nothing was changed.
-    """
-    lib = _hdf5_library()
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    fapl.set_file_locking(False, True)
-    with phil:  # h5py's global lock around calls into HDF5
-        for name in (b"clear_status_flags", b"skip_eof_check", b"null_fsm_addr"):
-            size = ctypes.c_size_t()
-            if lib.H5Pget_size(fapl.id, name, ctypes.byref(size)) < 0 or not 0 < size.value <= 8:
-                raise _NoH5Clear(f"HDF5 has no file-access property {name.decode()!r}")
-            true = ctypes.create_string_buffer((1).to_bytes(size.value, sys.byteorder), size.value)
-            if lib.H5Pset(fapl.id, name, true) < 0:
-                raise _NoH5Clear(f"HDF5 refused to set {name.decode()!r}")
-    fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDWR, fapl=fapl)
-    try:
-        with phil:
-            if lib.H5Fincrement_filesize(fid.id, 0) < 0:
-                raise OSError(f"{path}: HDF5 could not move the end-of-allocation mark of a crashed file")
-    finally:
-        fid.close()
 
 
 def _redirect_inherited_files() -> None:
