@@ -68,7 +68,8 @@ def check_array(x: Any, shape: tuple[int, ...], dtype: np.dtype, *, batched: boo
                     f"leaf {leaf_name(path)!r}: values in [{lo}, {hi}] do not fit dtype {dtype} "
                     f"([{info.min}, {info.max}])"
                 )
-        cast = arr.astype(dtype)
+        with np.errstate(over="ignore"):  # overflow is reported below, naming the leaf
+            cast = arr.astype(dtype)
         if dtype.kind == "f" and arr.dtype.kind == "f" and np.any(np.isinf(cast) & np.isfinite(arr)):
             raise InvalidValueError(f"leaf {leaf_name(path)!r}: values overflow dtype {dtype} "
                                     f"(largest magnitude {np.abs(arr[np.isfinite(arr)]).max():g})")
