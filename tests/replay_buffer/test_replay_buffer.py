@@ -352,7 +352,7 @@ def test_unclosed_writer_with_unflushed_steps_warns(tmp_path):
 
 
 def test_full_ring_crash_loses_at_most_release_ahead_old_steps(tmp_path):
-    from trajstore.replay_buffer.replay_buffer import release_ahead
+    from trajstore.replay_buffer.metadata import release_ahead
 
     rb = make(tmp_path, capacity=40)
     rb.extend(batch(40, 52))

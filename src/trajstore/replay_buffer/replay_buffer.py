@@ -24,23 +24,12 @@ from trajstore.errors import FormatError, LockedError, ReadOnlyError, StaleReadE
 from trajstore._lock import WriterLock
 from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
+from trajstore.replay_buffer.metadata import STORAGE_DIR, read_meta, released_view, stamp, write_meta
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space, check_batch_size, map_leaves, space_from_json
-from trajstore.storages._files import make_fresh_dir, read_json, remove_made, write_json_atomic
+from trajstore.storages._files import make_fresh_dir, remove_made
 from trajstore.storages._index import normalize_index
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity
-
-META_FILE = "trajstore.json"
-STORAGE_DIR = "storage"
-FORMAT = "trajstore.replay_buffer"
-FORMAT_VERSION = 1
-
-
-def release_ahead(capacity: int) -> int:
-    """Steps a full ring drops from the committed metadata at a time before overwriting them:
-    an eighth of the capacity, at least 1, at most 1024 (one extra metadata write per that many steps)."""
-    return min(1024, max(1, capacity // 8))
-
 
 #: A sampler on a live ring redraws when the writer overwrote what it was reading; give up after this many.
 MAX_READ_ATTEMPTS = 16
@@ -134,12 +123,7 @@ class ReplayBuffer:
             LockedError: ``read_only=False`` while another process is writing.
         """
         path = Path(cache_path)
-        meta = read_json(path / META_FILE, "replay buffer metadata")
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise FormatError(f"{path / META_FILE} is not a trajstore replay buffer file")
-        if int(meta.get("format_version", 0)) > FORMAT_VERSION:
-            raise FormatError(f"{path}: format version {meta['format_version']} is newer than this trajstore "
-                              f"reads ({FORMAT_VERSION}); upgrade trajstore")
+        meta = read_meta(path)
         lock = None
         if not read_only:
             lock = WriterLock(path)
@@ -154,7 +138,7 @@ class ReplayBuffer:
                                             multiprocessing=multiprocessing)
             rb = cls(storage, ring=ring, episodes=EpisodeTable.from_json(meta["episodes"]), cache_path=path,
                      read_only=read_only, multiprocessing=multiprocessing, lock=lock)
-            rb._meta_stamp = _stamp(path / META_FILE)
+            rb._meta_stamp = stamp(path)
             if len(storage) < ring.count:
                 storage.close()
                 raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
@@ -177,34 +161,15 @@ class ReplayBuffer:
             return
         ring = ring or self._ring
         episodes = episodes or self._episodes
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": self.space.to_json(),
-                "storage": {"type": self.storage.type_name, "dir": STORAGE_DIR},
-                "ring": ring.to_json(), "episodes": episodes.to_json()}
-        write_json_atomic(self.cache_path / META_FILE, meta)
-        self._committed = (ring, EpisodeTable.from_json(meta["episodes"]))
+        write_meta(self.cache_path, self.space, self.storage.type_name, ring, episodes)
+        self._committed = (ring, EpisodeTable.from_json(episodes.to_json()))
 
     def _release_before_overwrite(self, total_after: int) -> None:
-        """Before the ring overwrites slots, drop their steps from the committed metadata.
-
-        A ring write of global steps up to ``total_after`` overwrites the steps older than
-        ``total_after - capacity``. If the metadata on disk still claimed them, a crash before
-        the next flush would leave it naming slots that hold other steps' data. So the committed
-        view is first shrunk (a subset of what is already durable, so no data flush is needed),
-        by :func:`release_ahead` steps at a time to keep these extra writes rare. The price: a crash
-        of a writer whose ring is full can lose that many of the oldest steps as well as the
-        unflushed ones.
-        """
-        ring, episodes = self._committed
-        cap = ring.capacity
-        assert cap is not None
-        needed = total_after - cap  # steps older than this get overwritten
-        if needed <= ring.oldest_global:
-            return
-        oldest = min(ring.total, max(needed, ring.oldest_global + release_ahead(cap)))
-        shrunk = RingState(cap, ring.total - oldest, oldest % cap, ring.total)
-        kept = EpisodeTable.from_json(episodes.to_json())
-        kept.drop_before(oldest)
-        self._write_meta(shrunk, kept)
+        """Before the ring overwrites slots, drop their steps from the committed metadata
+        (see :func:`~trajstore.replay_buffer.metadata.released_view`)."""
+        view = released_view(*self._committed, total_after)
+        if view is not None:
+            self._write_meta(*view)
 
     def flush(self) -> None:
         """Make every step so far durable and visible to readers: storage first, then metadata."""
@@ -436,14 +401,14 @@ class ReplayBuffer:
         self._check_open()
         if self.cache_path is None or not self.read_only:
             return False
-        stamp = _stamp(self.cache_path / META_FILE)
-        if stamp == self._meta_stamp:
+        now = stamp(self.cache_path)
+        if now == self._meta_stamp:
             return False
-        meta = read_json(self.cache_path / META_FILE, "replay buffer metadata")
+        meta = read_meta(self.cache_path)
         self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
         self._ring = RingState.from_json(meta["ring"])
         self._episodes = EpisodeTable.from_json(meta["episodes"])
-        self._meta_stamp = stamp
+        self._meta_stamp = now
         return True
 
     def _check_open(self) -> None:
@@ -469,11 +434,6 @@ class ReplayBuffer:
     def __repr__(self) -> str:
         return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={self._ring.count}, capacity={self.capacity}, "
                 f"episodes={self._episodes.count(self._ring.total)}, storage={type(self.storage).__name__})")
-
-
-def _stamp(path: Path) -> tuple[int, int, int]:
-    st = os.stat(path)
-    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:

@@ -1,0 +1,81 @@
+"""The buffer folder's metadata file, ``trajstore.json``: its format, atomic writes, change stamps,
+and the rule that keeps it crash-safe while a ring overwrites slots. No data I/O.
+
+The file names the format and version, the space, the storage's registered type and folder, the
+ring state and the episode table. It is replaced atomically after the data it describes is
+flushed, so a crash leaves the last committed state.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from trajstore.errors import FormatError
+from trajstore.replay_buffer.episodes import EpisodeTable
+from trajstore.replay_buffer.ring import RingState
+from trajstore.spaces import Space
+from trajstore.storages._files import read_json, write_json_atomic
+
+META_FILE = "trajstore.json"
+STORAGE_DIR = "storage"
+FORMAT = "trajstore.replay_buffer"
+FORMAT_VERSION = 1
+
+
+def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: EpisodeTable) -> None:
+    """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder)."""
+    write_json_atomic(folder / META_FILE, {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
+        "storage": {"type": storage_type, "dir": STORAGE_DIR},
+        "ring": ring.to_json(), "episodes": episodes.to_json()})
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    """The parsed metadata of a buffer folder.
+
+    Raises:
+        FormatError: missing or corrupt file, not a trajstore buffer, or a newer format version.
+    """
+    meta = read_json(folder / META_FILE, "replay buffer metadata")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise FormatError(f"{folder / META_FILE} is not a trajstore replay buffer file")
+    if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+        raise FormatError(f"{folder}: format version {meta['format_version']} is newer than this trajstore "
+                          f"reads ({FORMAT_VERSION}); upgrade trajstore")
+    return meta
+
+
+def stamp(folder: Path) -> tuple[int, int, int]:
+    """Changes whenever the metadata file is replaced (inode, mtime in ns, size)."""
+    st = os.stat(folder / META_FILE)
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def release_ahead(capacity: int) -> int:
+    """Steps a full ring drops from the committed metadata at a time before overwriting them:
+    an eighth of the capacity, at least 1, at most 1024 (one extra metadata write per that many steps)."""
+    return min(1024, max(1, capacity // 8))
+
+
+def released_view(ring: RingState, episodes: EpisodeTable,
+                  total_after: int) -> tuple[RingState, EpisodeTable] | None:
+    """The committed view to write before a ring write of global steps up to ``total_after``.
+
+    That write overwrites the slots of steps older than ``total_after - capacity``. If the
+    metadata on disk still named them, a crash before the next flush would leave it naming slots
+    that hold other steps' data. So the committed view is first shrunk (a subset of what is
+    already durable: no data flush needed) by :func:`release_ahead` steps at a time. The price: a
+    crash of a writer whose ring is full can lose that many of the oldest steps as well as the
+    unflushed ones. Returns ``None`` when the committed view does not need to change.
+    """
+    cap = ring.capacity
+    assert cap is not None
+    needed = total_after - cap  # steps older than this get overwritten
+    if needed <= ring.oldest_global:
+        return None
+    oldest = min(ring.total, max(needed, ring.oldest_global + release_ahead(cap)))
+    kept = EpisodeTable.from_json(episodes.to_json())
+    kept.drop_before(oldest)
+    return RingState(cap, ring.total - oldest, oldest % cap, ring.total), kept
