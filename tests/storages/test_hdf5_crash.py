@@ -124,14 +124,20 @@ def run_until_killed(args, delay):
     try:
         assert proc.stdout.readline().strip() == "START", proc.stderr.read()
         time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate(timeout=60)
+        out = kill_and_collect(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == -signal.SIGKILL, err[-3000:]
     return [int(line.split()[1]) for line in out.splitlines() if line.startswith("F ")]
+
+
+def kill_and_collect(proc):
+    """SIGKILL the writer and return its stdout, checking it died of the signal and not of an error."""
+    proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, err[-3000:]
+    return out
 
 
 def committed_slots(capacity, flushed):
@@ -334,13 +340,11 @@ def test_replay_buffer_killed_mid_recording(tmp_path, capacity):
             line = proc.stdout.readline()
             assert line, proc.stderr.read()
             committed = int(line.split()[1])
-        proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate(timeout=60)
+        out = kill_and_collect(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == -signal.SIGKILL, err[-3000:]
     committed = max([committed] + [int(x.split()[1]) for x in out.splitlines() if x.startswith("C ")])
 
     def check(rb):
