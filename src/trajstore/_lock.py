@@ -39,6 +39,11 @@ class WriterLock:
         self._fd = fd
         self._pid = os.getpid()
 
+    @property
+    def held(self) -> bool:
+        """True in the process that acquired the lock, until :meth:`release`."""
+        return self._fd is not None and os.getpid() == self._pid
+
     def release(self) -> None:
         # A forked child shares the lock: closing its copy of the fd does not unlock the parent.
         if self._fd is not None:

@@ -351,13 +351,13 @@ def test_unclosed_writer_with_unflushed_steps_warns(tmp_path):
         assert len(again) == 5
 
 
-def test_full_ring_crash_loses_at_most_release_ahead_old_steps(tmp_path):
-    from trajstore.replay_buffer.metadata import release_ahead
+def test_full_ring_crash_loses_at_most_drop_ahead_old_steps(tmp_path):
+    from trajstore.replay_buffer.metadata import drop_ahead
 
     rb = make(tmp_path, capacity=40)
     rb.extend(batch(40, 52))
     rb.flush()
     rb.append(step_space().sample(np.random.default_rng(53)))  # then the writer dies without flushing
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
-        assert len(reader) == 40 - release_ahead(40) == 35
+        assert len(reader) == 40 - drop_ahead(40) == 35
     rb.close()

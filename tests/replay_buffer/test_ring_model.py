@@ -8,6 +8,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from trajstore.replay_buffer import ReplayBuffer, RingState
 from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages.dict import DictStorage
+from trajstore.storages._selection import from_slots, select
 from trajstore.storages.memmap import MemmapStorage
 
 SPACE = DictSpace({"step": BoxSpace(0, 2**40, (), np.int64), "pair": BoxSpace(0, 2**40, (2,), np.int64)})
@@ -16,6 +17,30 @@ SPACE = DictSpace({"step": BoxSpace(0, 2**40, (), np.int64), "pair": BoxSpace(0,
 def values(start: int, n: int) -> dict:
     ids = np.arange(start, start + n, dtype=np.int64)
     return {"step": ids, "pair": np.stack([ids, ids * 3], axis=1)}
+
+
+def requested_slots(state, logical):
+    """The slots of ``logical`` indices, in the requested order, through the ring's no-sort mapping."""
+    sel = state.slots_of(from_slots(np.asarray(logical, dtype=np.int64)))
+    assert np.all(np.diff(sel.slots) > 0)  # storages get sorted unique slots
+    return sel.slots if sel.order is None else sel.slots[sel.order]
+
+
+@given(capacity=st.integers(1, 9), head=st.integers(0, 8), data=st.data())
+def test_slots_of_matches_modular_arithmetic(capacity, head, data):
+    head %= capacity
+    state = RingState(capacity, capacity, head, 3 * capacity)
+    logical = data.draw(st.lists(st.integers(0, capacity - 1), max_size=12))
+    assert list(requested_slots(state, logical)) == [(i + head) % capacity for i in logical]
+
+
+def test_a_wrapped_full_read_is_two_runs_without_sorting():
+    full = RingState(10, 10, 7, 25).slots_of(select(slice(None), 10))
+    assert full.runs == ((0, 0, 10),)
+    assert list(full.slots[full.order]) == [7, 8, 9, 0, 1, 2, 3, 4, 5, 6]
+    part = RingState(10, 6, 7, 16).slots_of(select(slice(None), 6))
+    assert part.runs == ((0, 0, 3), (3, 7, 3))
+    assert list(part.slots[part.order]) == [7, 8, 9, 0, 1, 2]
 
 
 @given(capacity=st.one_of(st.none(), st.integers(1, 9)), sizes=st.lists(st.integers(0, 20), max_size=12))
@@ -32,8 +57,8 @@ def test_plan_extend_matches_list(capacity, sizes):
             model = model[-capacity:]
         total += n
         state = new
-        assert state.count == len(model) and state.total == total
-        assert [slots[int(p)] for p in state.physical(np.arange(state.count))] == model
+        assert state.count == len(model) and state.appended == total
+        assert [slots[int(p)] for p in requested_slots(state, np.arange(state.count))] == model
 
 
 class RingMachine(RuleBasedStateMachine):

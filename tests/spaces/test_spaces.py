@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from trajstore.errors import InvalidValueError, UnknownTypeError
-from trajstore.spaces import (BinarySpace, BoxSpace, DictSpace, SpaceMetadata, TextSpace, flatten_value,
-                              from_gymnasium, space_from_json, unflatten_value)
+from trajstore.spaces import (BinarySpace, BoxSpace, DictSpace, SpaceMetadata, TextSpace,
+                              from_gymnasium, space_from_json, tree)
 
 
 def step_space():
@@ -85,10 +85,10 @@ def test_sample_is_contained_single_and_batched():
 def test_validate_names_the_leaf(path, value, match):
     space = step_space()
     good = space.sample(np.random.default_rng(1))
-    flat = flatten_value(space, good)
-    flat[path] = value
+    leaves = tree.flatten(space, good)
+    leaves[tree.leaf_paths(space).index(tree.parse_name(path))] = value
     with pytest.raises(InvalidValueError, match=match):
-        space.validate(unflatten_value(space, flat))
+        space.validate(tree.unflatten(space, leaves))
 
 
 def test_missing_and_extra_keys():

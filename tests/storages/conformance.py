@@ -17,10 +17,23 @@ import numpy as np
 import pytest
 
 from trajstore.errors import InvalidValueError, LockedError, ReadOnlyError, StorageExistsError
-from trajstore.spaces import BoxSpace, Space, flatten_value, leaves_of, map_leaves, unflatten_value
+from trajstore.spaces import BoxSpace, Space, map_leaves, tree
 from trajstore.storages.base import SpaceStorage
 
 CAPACITY = 12
+
+
+def leaves_of(space: Space) -> list[tuple[str, Space]]:
+    """``(name, leaf space)`` with names joined by "/" ("" for a space that is one leaf)."""
+    return [("/".join(p), leaf) for p, leaf in tree.leaves(space)]
+
+
+def flatten_value(space: Space, value: Any) -> dict[str, Any]:
+    return dict(zip((name for name, _ in leaves_of(space)), tree.flatten(space, value)))
+
+
+def unflatten_value(space: Space, flat: dict[str, Any]) -> Any:
+    return tree.unflatten(space, [flat[name] for name, _ in leaves_of(space)])
 
 
 def stack(space: Space, values: list[Any]) -> dict[str, np.ndarray]:

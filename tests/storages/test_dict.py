@@ -46,10 +46,10 @@ class _MemmapDict(DictStorage):
     """A DictStorage of memmaps, one per leaf: a stand-in for a tensor store taking a whole DictSpace."""
 
     @classmethod
-    def create(cls, space, **kwargs):
+    def prepare(cls, space, **kwargs):
         sep = "\x1f"  # a separator no test key contains
         leaves = {p: MemmapStorage for p, _ in space.leaves(sep)}
-        return super().create(space, storage_cls_map=leaves, nested_separator=sep, **kwargs)
+        return super().prepare(space, storage_cls_map=leaves, nested_separator=sep, **kwargs)
 
 
 def test_folder_names_are_safe_and_readable(tmp_path):

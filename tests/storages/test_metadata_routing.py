@@ -5,14 +5,15 @@ import pytest
 
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
+from trajstore.storages._options import Option, positive_number
 from trajstore.storages import (DictStorage, HDF5Storage, ImageStorage, MemmapStorage, SpaceStorage,
                                 create_dict_storage_from_space, dict_storage_kwargs_from_space)
 
 
 class StandInVideo(MemmapStorage):
-    """Takes what ImageStorage takes and declares fps as a metadata kwarg, like VideoStorage."""
+    """Takes what ImageStorage takes and declares an fps option filled from metadata, like VideoStorage."""
 
-    kwargs_from_metadata = ("fps",)
+    options = (Option("fps", 30, positive_number, "frame rate (Hz)", from_metadata=True),)
     check_space = ImageStorage.check_space
 
 

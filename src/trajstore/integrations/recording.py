@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.spaces import flatten_value, leaves_of
+from trajstore.spaces import tree
 
 #: Lossy leaves must match the reference to within these bounds (JPEG quality 95 / default
 #: video settings on PushT's flat-shaded 96x96 frames; see tests/storages for the codecs' bounds).
@@ -88,10 +88,11 @@ def _stack(values: list[Any]) -> Any:
 
 
 def _save_reference(path: str | os.PathLike, space: Any, batches: list[dict], capacity: int | None) -> None:
-    flat = {p: np.concatenate([flatten_value(space, b)[p] for b in batches]) for p, _ in leaves_of(space)}
+    columns = zip(*(tree.flatten(space, b) for b in batches))  # per leaf: its arrays, batch by batch
+    flat = {path: np.concatenate(arrays) for path, arrays in zip(tree.leaf_paths(space), columns)}
     if capacity is not None:
         flat = {p: v[-capacity:] for p, v in flat.items()}
-    np.savez_compressed(path, **{p.replace("/", "|"): v for p, v in flat.items()})
+    np.savez_compressed(path, **{"|".join(p): v for p, v in flat.items()})
 
 
 @dataclass
@@ -127,7 +128,8 @@ def verify_buffer(path: str | os.PathLike, reference: str | os.PathLike, *, batc
                              f"steps; the buffer holds {sorted(storage_of)} with {n}")
         stats = {k: [0.0, 0.0, np.inf] for k in expected}  # max abs, sum abs, min psnr
         for start in range(0, n, batch_size):
-            got = flatten_value(rb.space, rb[start:start + batch_size])
+            got = dict(zip(("/".join(p) for p in tree.leaf_paths(rb.space)),
+                           tree.flatten(rb.space, rb[start:start + batch_size])))
             for key, want in expected.items():
                 a = np.asarray(got[key]).astype(np.float64) if want.dtype.kind != "U" else got[key]
                 b = want[start:start + batch_size]

@@ -69,9 +69,9 @@ class EpisodeTable:
         if self.open_start is None:
             self.open_start = total_before
 
-    def end_episode(self, total: int) -> bool:
-        """Close the open episode at global step ``total``; False if there was none (or it was empty)."""
-        if self.open_start is None or self.open_start >= total:
+    def end_episode(self, appended: int) -> bool:
+        """Close the open episode at step number ``appended``; False if there was none (or it was empty)."""
+        if self.open_start is None or self.open_start >= appended:
             self.open_start = None
             return False
         if self._n == self._table.shape[1]:
@@ -79,7 +79,7 @@ class EpisodeTable:
             self._table = np.zeros((3, max(16, 2 * kept.shape[1])), np.int64)
             self._table[:, :kept.shape[1]] = kept
             self._first, self._n = 0, kept.shape[1]
-        self._table[:, self._n] = (self.next_id, self.open_start, total)
+        self._table[:, self._n] = (self.next_id, self.open_start, appended)
         self._n += 1
         self.next_id += 1
         self.open_start = None
@@ -89,17 +89,17 @@ class EpisodeTable:
         """Forget closed episodes whose every step is older than global step ``oldest``."""
         self._first += int(np.searchsorted(self.stops, oldest, side="right"))  # stops are increasing
 
-    def count(self, total: int) -> int:
+    def count(self, appended: int) -> int:
         """Episodes overlapping the held steps, the open one included."""
-        return len(self) + int(self.open_start is not None and total > self.open_start)
+        return len(self) + int(self.open_start is not None and appended > self.open_start)
 
-    def episode_at(self, k: int, oldest: int, total: int) -> Episode:
+    def episode_at(self, k: int, oldest: int, appended: int) -> Episode:
         """The ``k``-th episode (negative counts from the newest) of :meth:`episodes`, in O(1).
 
         Raises:
             IndexError: naming ``k`` and how many episodes there are.
         """
-        n = self.count(total)
+        n = self.count(appended)
         if not -n <= k < n:
             raise IndexError(f"episode {k} is out of range: the buffer holds {n} episodes")
         k %= n
@@ -107,11 +107,11 @@ class EpisodeTable:
             i, s, e = (int(v) for v in self._table[:, self._first + k])
             return Episode(i, max(s, oldest) - oldest, e - oldest, s < oldest, True)
         s = int(self.open_start)  # type: ignore[arg-type]
-        return Episode(self.next_id, max(s, oldest) - oldest, total - oldest, s < oldest, False)
+        return Episode(self.next_id, max(s, oldest) - oldest, appended - oldest, s < oldest, False)
 
-    def episodes(self, oldest: int, total: int) -> list[Episode]:
+    def episodes(self, oldest: int, appended: int) -> list[Episode]:
         """Episodes overlapping the held steps, in logical coordinates, oldest first."""
-        return [self.episode_at(k, oldest, total) for k in range(self.count(total))]
+        return [self.episode_at(k, oldest, appended) for k in range(self.count(appended))]
 
     def to_json(self) -> dict[str, Any]:
         return {"ids": self.ids.tolist(), "starts": self.starts.tolist(), "stops": self.stops.tolist(),

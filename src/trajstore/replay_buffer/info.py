@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
-from trajstore.spaces import leaves_of
+from trajstore.spaces import tree
 
 
 @dataclass
@@ -53,14 +53,16 @@ def describe(path: str | os.PathLike) -> BufferInfo:
                           sum(1 for e in eps if e.done and not e.truncated))
         children = getattr(rb.storage, "storages", None) or {"": rb.storage}
         sep = getattr(rb.storage, "nested_separator", "/")
+        holder = {}  # leaf path -> the storage holding it
         for key, sub in children.items():
             info.storages.append(StorageInfo(key, type(sub).__name__, sub.get_config(), _folder_bytes(sub.cache_path)))
-            for sub_path, leaf in leaves_of(sub.space, sep):
-                full = sub_path if key in ("", "*") else (f"{key}{sep}{sub_path}" if sub_path else key)
-                info.leaves.append(LeafInfo(full, type(sub).__name__, str(leaf.dtype), tuple(getattr(leaf, "shape", ())),
-                                            leaf.metadata.to_json(), sub.lossless))
-        order = [p for p, _ in leaves_of(rb.space, sep)]
-        info.leaves.sort(key=lambda leaf: order.index(leaf.key) if leaf.key in order else len(order))
+            prefix = () if key in ("", "*") else tree.parse_name(key, sep)
+            for path in tree.leaf_paths(sub.space):
+                holder[(*prefix, *path)] = sub
+        for path, leaf in tree.leaves(rb.space):  # in the space's order
+            sub = holder[path]
+            info.leaves.append(LeafInfo(sep.join(path), type(sub).__name__, str(leaf.dtype),
+                                        tuple(getattr(leaf, "shape", ())), leaf.metadata.to_json(), sub.lossless))
     return info
 
 

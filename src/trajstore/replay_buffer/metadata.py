@@ -1,5 +1,5 @@
-"""The buffer folder's metadata file, ``trajstore.json``: its format, atomic writes, change stamps,
-and the rule that keeps it crash-safe while a ring overwrites slots. No data I/O.
+"""The buffer folder's metadata file, ``trajstore.json``: its format, atomic writes, change
+signatures, and the rule that keeps it crash-safe while a ring overwrites slots. No data I/O.
 
 The file names the format and version, the space, the storage's registered type and folder, the
 ring state and the episode table. It is replaced atomically after the data it describes is
@@ -9,6 +9,7 @@ flushed, so a crash leaves the last committed state.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from trajstore.errors import FormatError
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space
-from trajstore.storages._files import read_json, write_json_atomic
+from trajstore._fs import read_json, write_json_atomic
 
 META_FILE = "trajstore.json"
 STORAGE_DIR = "storage"
@@ -47,35 +48,47 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-def stamp(folder: Path) -> tuple[int, int, int]:
-    """Changes whenever the metadata file is replaced (inode, mtime in ns, size)."""
+@dataclass(frozen=True)
+class Committed:
+    """What the metadata file on disk says: the ring state and a copy of the episode table."""
+
+    ring: RingState
+    episodes: EpisodeTable
+
+    @classmethod
+    def of(cls, ring: RingState, episodes: EpisodeTable) -> "Committed":
+        return cls(ring, EpisodeTable.from_json(episodes.to_json()))
+
+
+def file_signature(folder: Path) -> tuple[int, int, int]:
+    """Changes whenever the metadata file is replaced: (inode, mtime in ns, size)."""
     st = os.stat(folder / META_FILE)
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def release_ahead(capacity: int) -> int:
+def drop_ahead(capacity: int) -> int:
     """Steps a full ring drops from the committed metadata at a time before overwriting them:
     an eighth of the capacity, at least 1, at most 1024 (one extra metadata write per that many steps)."""
     return min(1024, max(1, capacity // 8))
 
 
-def released_view(ring: RingState, episodes: EpisodeTable,
-                  total_after: int) -> tuple[RingState, EpisodeTable] | None:
-    """The committed view to write before a ring write of global steps up to ``total_after``.
+def view_before_overwrite(committed: Committed, appended_after: int) -> Committed | None:
+    """The committed view to write before a ring write of steps numbered up to ``appended_after``.
 
-    That write overwrites the slots of steps older than ``total_after - capacity``. If the
+    That write overwrites the slots of steps older than ``appended_after - capacity``. If the
     metadata on disk still named them, a crash before the next flush would leave it naming slots
     that hold other steps' data. So the committed view is first shrunk (a subset of what is
-    already durable: no data flush needed) by :func:`release_ahead` steps at a time. The price: a
+    already durable: no data flush needed) by :func:`drop_ahead` steps at a time. The price: a
     crash of a writer whose ring is full can lose that many of the oldest steps as well as the
     unflushed ones. Returns ``None`` when the committed view does not need to change.
     """
+    ring = committed.ring
     cap = ring.capacity
     assert cap is not None
-    needed = total_after - cap  # steps older than this get overwritten
-    if needed <= ring.oldest_global:
+    needed = appended_after - cap  # steps older than this get overwritten
+    if needed <= ring.first_step:
         return None
-    oldest = min(ring.total, max(needed, ring.oldest_global + release_ahead(cap)))
-    kept = EpisodeTable.from_json(episodes.to_json())
-    kept.drop_before(oldest)
-    return RingState(cap, ring.total - oldest, oldest % cap, ring.total), kept
+    oldest = min(ring.appended, max(needed, ring.first_step + drop_ahead(cap)))
+    kept = Committed.of(RingState(cap, ring.appended - oldest, oldest % cap, ring.appended), committed.episodes)
+    kept.episodes.drop_before(oldest)
+    return kept

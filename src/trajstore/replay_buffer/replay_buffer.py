@@ -20,22 +20,23 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.errors import FormatError, LockedError, ReadOnlyError, StaleReadError
+from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
+from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
-from trajstore.replay_buffer.metadata import STORAGE_DIR, read_meta, released_view, stamp, write_meta
+from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
+                                              view_before_overwrite, write_meta)
 from trajstore.replay_buffer.ring import RingState
-from trajstore.spaces import Space, check_batch_size, map_leaves, space_from_json
-from trajstore.storages._files import make_fresh_dir, remove_made
-from trajstore.storages._index import normalize_index
-from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity
+from trajstore.spaces import Space, map_leaves, space_from_json
+from trajstore.storages._selection import Selection, select, span
+from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_step
 
 #: A sampler on a live ring redraws when the writer overwrote what it was reading; give up after this many.
 MAX_READ_ATTEMPTS = 16
 
 
-class ReplayBuffer:
+class ReplayBuffer(FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
@@ -51,6 +52,10 @@ class ReplayBuffer:
     their slots, and a read that raced such an overwrite raises
     :class:`~trajstore.errors.StaleReadError` (:meth:`sample`, :meth:`sample_windows` and the
     torch dataset draw again by themselves).
+
+    One pass down: every request is checked once here (the index becomes a
+    :class:`~trajstore.storages._selection.Selection`, a value becomes validated leaf arrays)
+    and handed to the storage's trusted methods.
     """
 
     def __init__(self, storage: SpaceStorage, *, ring: RingState, episodes: EpisodeTable,
@@ -59,21 +64,19 @@ class ReplayBuffer:
         self.space: Space = storage.space
         self._ring = ring
         self._episodes = episodes
-        self.cache_path = cache_path
-        self.read_only = read_only
-        self.multiprocessing = multiprocessing
-        self._lock = lock
-        self._pid = os.getpid()
-        self._meta_stamp: tuple[int, int, int] | None = None
-        # What the metadata file says; ring writes shrink it before overwriting (see _release_before_overwrite).
-        self._committed = (ring, EpisodeTable.from_json(episodes.to_json()))
-        self.closed = False
+        self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock,
+                         owns_lock=True)
+        self._meta_signature: tuple[int, int, int] | None = None
+        # What the metadata file says; ring writes shrink it before overwriting (see _drop_before_overwrite).
+        self._committed = Committed.of(ring, episodes)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
     def create(cls, storage_cls: type[SpaceStorage], space: Space, *, cache_path: str | os.PathLike | None = None,
                capacity: int | None = None, multiprocessing: bool = False, **storage_kwargs: Any) -> "ReplayBuffer":
         """A new, empty buffer.
+
+        Every argument (the storage's options included) is checked before the folder is made.
 
         Args:
             storage_cls: the storage class, usually ``DictStorage`` with the keyword arguments of
@@ -86,30 +89,22 @@ class ReplayBuffer:
 
         Raises:
             ValueError: capacity 0, negative or not an int; options the storage refuses.
+            TypeError: ``space`` is not a trajstore Space, or an option the storage does not declare.
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
             UnsupportedSpaceError: the storage cannot take ``space``.
         """
         capacity = check_capacity(capacity)
         if not isinstance(space, Space):
             raise TypeError(f"space must be a trajstore Space, got {type(space).__name__}")
-        path = lock = None
-        if cache_path is not None:
-            existed = Path(cache_path).exists()
-            path = make_fresh_dir(cache_path)
-            lock = WriterLock(path)
-            lock.acquire()
-        try:
-            storage = storage_cls.create(space, capacity=capacity, multiprocessing=multiprocessing,
-                                         cache_path=path / STORAGE_DIR if path else None, **storage_kwargs)
+        if not (isinstance(storage_cls, type) and issubclass(storage_cls, SpaceStorage)):
+            raise TypeError(f"storage_cls must be a SpaceStorage subclass, got {storage_cls!r}")
+        plan = storage_cls.prepare(space, capacity=capacity, cache_path=cache_path, **storage_kwargs)
+        with fresh_folder(cache_path) as (path, lock):
+            storage = storage_cls._create_owned(space, capacity=capacity, path=path / STORAGE_DIR if path else None,
+                                                plan=plan, multiprocessing=multiprocessing, lock=lock)
             rb = cls(storage, ring=RingState(capacity), episodes=EpisodeTable(), cache_path=path, read_only=False,
                      multiprocessing=multiprocessing, lock=lock)
             rb._write_meta()
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            if path is not None:
-                remove_made(path, existed)
-            raise
         return rb
 
     @classmethod
@@ -125,20 +120,18 @@ class ReplayBuffer:
         path = Path(cache_path)
         meta = read_meta(path)
         lock = None
-        if not read_only:
-            lock = WriterLock(path)
-            lock.acquire()
         try:
+            lock = lock_for(path, read_only)
             space = space_from_json(meta["space"])
             ring = RingState.from_json(meta["ring"])
             if meta["storage"]["dir"] != STORAGE_DIR:
                 raise FormatError(f"{path}: unexpected storage folder {meta['storage']['dir']!r}")
             storage_cls = STORAGE_TYPES.get(meta["storage"]["type"])
-            storage = storage_cls.load_from(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
-                                            multiprocessing=multiprocessing)
+            storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
+                                              multiprocessing=multiprocessing, lock=lock)
             rb = cls(storage, ring=ring, episodes=EpisodeTable.from_json(meta["episodes"]), cache_path=path,
                      read_only=read_only, multiprocessing=multiprocessing, lock=lock)
-            rb._meta_stamp = stamp(path)
+            rb._meta_signature = file_signature(path)
             if len(storage) < ring.count:
                 storage.close()
                 raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
@@ -155,21 +148,20 @@ class ReplayBuffer:
             raise
         return rb
 
-    def _write_meta(self, ring: RingState | None = None, episodes: EpisodeTable | None = None) -> None:
-        """Atomically replace the metadata file with ``ring``/``episodes`` (default: the current state)."""
+    def _write_meta(self, committed: Committed | None = None) -> None:
+        """Atomically replace the metadata file with ``committed`` (default: the current state)."""
         if self.cache_path is None:
             return
-        ring = ring or self._ring
-        episodes = episodes or self._episodes
-        write_meta(self.cache_path, self.space, self.storage.type_name, ring, episodes)
-        self._committed = (ring, EpisodeTable.from_json(episodes.to_json()))
+        committed = committed or Committed.of(self._ring, self._episodes)
+        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes)
+        self._committed = committed
 
-    def _release_before_overwrite(self, total_after: int) -> None:
+    def _drop_before_overwrite(self, appended_after: int) -> None:
         """Before the ring overwrites slots, drop their steps from the committed metadata
-        (see :func:`~trajstore.replay_buffer.metadata.released_view`)."""
-        view = released_view(*self._committed, total_after)
+        (see :func:`~trajstore.replay_buffer.metadata.view_before_overwrite`)."""
+        view = view_before_overwrite(self._committed, appended_after)
         if view is not None:
-            self._write_meta(*view)
+            self._write_meta(view)
 
     def flush(self) -> None:
         """Make every step so far durable and visible to readers: storage first, then metadata."""
@@ -186,38 +178,31 @@ class ReplayBuffer:
                 self.flush()
             self.storage.close()
         finally:
-            if self._lock is not None:
-                self._lock.release()
+            self._release_lock()
             self.closed = True
-
-    def __enter__(self) -> "ReplayBuffer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __del__(self) -> None:
         # Losing steps silently is worse than a warning; flushing here is unsafe at interpreter exit.
         if getattr(self, "closed", True) or self.read_only or os.getpid() != self._pid or self.cache_path is None:
             return
-        lost = self._ring.total - self._committed[0].total
+        lost = self._ring.appended - self._committed.ring.appended
         if lost > 0:
             warnings.warn(f"ReplayBuffer at {self.cache_path} was not closed: {lost} steps appended since the last "
                           "flush() are lost; use `with ReplayBuffer...` or call close()", stacklevel=2)
 
-    def __reduce__(self) -> Any:
-        """Pickle as a reference to the folder: the copy reopens it read-only (e.g. in a DataLoader worker)."""
-        if self.cache_path is None:
-            raise TypeError("an in-memory ReplayBuffer cannot be pickled or sent to another process; "
-                            "create it with a cache_path")
+    def _reopen_args(self) -> tuple[Any, ...]:
         return (_reopen, (str(self.cache_path), self.multiprocessing))
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, step: Any) -> None:
-        """Append one step (a value of ``space``)."""
+        """Append one step (a value of ``space``).
+
+        Raises:
+            InvalidValueError: names the leaf and what was expected; nothing is written.
+            ReadOnlyError: the buffer was opened read-only.
+        """
         self._check_writable()
-        one = self.space.validate(step, batched=False)
-        self._extend_validated(map_leaves(self.space, one, lambda v: np.asarray(v)[None]), 1)
+        self._extend_leaves(validated_step(self.space, step), 1)
 
     def extend(self, batch: Any) -> None:
         """Append ``N`` steps: every leaf has a leading axis ``N``.
@@ -229,42 +214,41 @@ class ReplayBuffer:
             ReadOnlyError: the buffer was opened read-only.
         """
         self._check_writable()
-        batch = self.space.validate(batch, batched=True)
-        self._extend_validated(batch, check_batch_size(self.space, batch))
+        self._extend_leaves(*validated_batch(self.space, batch))
 
-    def _extend_validated(self, batch: Any, n: int) -> None:
+    def _extend_leaves(self, leaves: list[np.ndarray], n: int) -> None:
         if n == 0:
             return
         new_ring, runs = self._ring.plan_extend(n)
-        if self._ring.capacity is not None and self.cache_path is not None:
-            self._release_before_overwrite(new_ring.total)
         if self._ring.capacity is None:
             # Slots past the committed count (left by a crash) are reused before growing.
-            reuse = max(0, min(n, len(self.storage) - self._ring.count))
+            count = self._ring.count
+            reuse = max(0, min(n, len(self.storage) - count))
             if reuse:
-                self.storage.set(slice(self._ring.count, self._ring.count + reuse),
-                                 map_leaves(self.space, batch, lambda v: v[:reuse]))
+                self.storage.write_leaves(span(count, count + reuse), [v[:reuse] for v in leaves])
             if reuse < n:
-                self.storage.extend(map_leaves(self.space, batch, lambda v: v[reuse:]))
+                self.storage.extend_leaves([v[reuse:] for v in leaves], n - reuse)
         else:
+            if self.cache_path is not None:
+                self._drop_before_overwrite(new_ring.appended)
             try:
                 for rows, slots in runs:
-                    self.storage.set(slots, map_leaves(self.space, batch, lambda v: v[rows]))
+                    self.storage.write_leaves(span(slots.start, slots.stop), [v[rows] for v in leaves])
             except BaseException:
                 # An I/O error mid-write (disk full) may have overwritten some leaves of the oldest
                 # steps and not others: stop serving them. Nothing newer was touched.
-                self._forget_before(new_ring.total - self._ring.capacity)
+                self._forget_before(new_ring.appended - self._ring.capacity)
                 raise
-        self._episodes.on_extend(self._ring.total)
+        self._episodes.on_extend(self._ring.appended)
         self._ring = new_ring
-        self._episodes.drop_before(new_ring.oldest_global)
+        self._episodes.drop_before(new_ring.first_step)
 
     def _forget_before(self, oldest: int) -> None:
-        """Drop held steps older than global step ``oldest`` from this writer's view."""
+        """Drop held steps older than step number ``oldest`` from this writer's view."""
         ring = self._ring
-        oldest = min(ring.total, max(oldest, ring.oldest_global))
-        self._ring = RingState(ring.capacity, ring.total - oldest,
-                               oldest % ring.capacity if ring.capacity else 0, ring.total)
+        oldest = min(ring.appended, max(oldest, ring.first_step))
+        self._ring = RingState(ring.capacity, ring.appended - oldest,
+                               oldest % ring.capacity if ring.capacity else 0, ring.appended)
         self._episodes.drop_before(oldest)
 
     def set_at(self, index: Any, value: Any) -> None:
@@ -272,11 +256,21 @@ class ReplayBuffer:
 
         Not crash-atomic: these steps are already committed, so a crash before the next flush can
         leave some leaves of them new and others old. Prefer appending corrected steps.
+
+        Raises:
+            InvalidValueError: ``value`` does not fit the space or the index size; nothing is written.
         """
         self._check_writable()
-        sel = normalize_index(index, len(self))
-        physical = self._physical(sel)
-        self.storage.set(int(physical[0]) if sel.scalar else physical, value)
+        sel = select(index, len(self))
+        if sel.scalar:
+            leaves = validated_step(self.space, value)
+        else:
+            leaves, n = validated_batch(self.space, value)
+            if n != sel.size:
+                from trajstore.errors import InvalidValueError
+
+                raise InvalidValueError(f"index selects {sel.size} steps but the value has a batch of {n}")
+        self.storage.write(self._ring.slots_of(sel), leaves)
 
     def end_episode(self) -> None:
         """Mark the last appended step as the end of the current episode, then :meth:`flush`.
@@ -284,7 +278,7 @@ class ReplayBuffer:
         Steps appended afterwards start a new episode. Calling it twice in a row does nothing more.
         """
         self._check_writable()
-        self._episodes.end_episode(self._ring.total)
+        self._episodes.end_episode(self._ring.appended)
         self.flush()
 
     # -- reading ---------------------------------------------------------------------------
@@ -299,7 +293,7 @@ class ReplayBuffer:
     @property
     def total_steps(self) -> int:
         """Steps appended since creation, including those the ring has overwritten."""
-        return self._ring.total
+        return self._ring.appended
 
     def get_at(self, index: Any) -> Any:
         """Steps at logical ``index``; see the class docstring for index kinds and shapes.
@@ -311,18 +305,17 @@ class ReplayBuffer:
         """
         self._check_open()
         view = self._ring
-        sel = normalize_index(index, view.count)
-        physical = self._physical(sel)
-        data = self.storage.get(int(physical[0]) if sel.scalar else physical)
-        if not self._reads_race_a_writer() or not self.refresh() or len(sel.positions) == 0:
+        sel = select(index, view.count)
+        data = self.storage.read(view.slots_of(sel))
+        if not self._reads_race_a_writer() or not self.refresh() or len(sel.slots) == 0:
             return data
         # The writer committed while we read. It drops steps from the metadata *before* it
         # overwrites their slots, so what we read is whole if our oldest step is still held.
-        if view.oldest_global + int(sel.positions[0]) >= self._ring.oldest_global:
+        if view.first_step + int(sel.slots[0]) >= self._ring.first_step:
             return data
         raise StaleReadError(f"the writer of {self.cache_path} overwrote steps while they were read; the view "
-                             f"is refreshed (now {self._ring.count} steps from global step "
-                             f"{self._ring.oldest_global}): index again")
+                             f"is refreshed (now {self._ring.count} steps from step number "
+                             f"{self._ring.first_step}): index again")
 
     def __getitem__(self, index: Any) -> Any:
         return self.get_at(index)
@@ -331,21 +324,17 @@ class ReplayBuffer:
         """A reader of a ring folder: another process may overwrite slots while we read them."""
         return self.read_only and self._ring.capacity is not None and self.cache_path is not None
 
-    def _physical(self, sel: Any) -> np.ndarray:
-        logical = sel.positions if sel.inverse is None else sel.positions[sel.inverse]
-        return self._ring.physical(logical)
-
     @property
     def episodes(self) -> list[Episode]:
         """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
         self._check_open()
-        return self._episodes.episodes(self._ring.oldest_global, self._ring.total)
+        return self._episodes.episodes(self._ring.first_step, self._ring.appended)
 
     @property
     def num_episodes(self) -> int:
         """Number of :attr:`episodes` (O(1))."""
         self._check_open()
-        return self._episodes.count(self._ring.total)
+        return self._episodes.count(self._ring.appended)
 
     def episode(self, k: int) -> Episode:
         """``episodes[k]`` in O(1); ``k`` is a position (negative from the newest), not an ``Episode.id``.
@@ -354,7 +343,7 @@ class ReplayBuffer:
             IndexError: ``k`` is out of range (the message says how many episodes there are).
         """
         self._check_open()
-        return self._episodes.episode_at(k, self._ring.oldest_global, self._ring.total)
+        return self._episodes.episode_at(k, self._ring.first_step, self._ring.appended)
 
     def get_episode(self, k: int) -> Any:
         """All held steps of :meth:`episode` ``(k)`` as a batch (leading axis = its length)."""
@@ -401,39 +390,25 @@ class ReplayBuffer:
         self._check_open()
         if self.cache_path is None or not self.read_only:
             return False
-        now = stamp(self.cache_path)
-        if now == self._meta_stamp:
+        now = file_signature(self.cache_path)
+        if now == self._meta_signature:
             return False
         meta = read_meta(self.cache_path)
         self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
         self._ring = RingState.from_json(meta["ring"])
         self._episodes = EpisodeTable.from_json(meta["episodes"])
-        self._meta_stamp = now
+        self._meta_signature = now
         return True
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError(f"the replay buffer at {self.cache_path} is closed")
-        if os.getpid() != self._pid:
-            # Forked child: never write through the parent's files; see only what was flushed.
-            self._pid = os.getpid()
-            self.read_only = True
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
-            if self.cache_path is not None:
-                self._meta_stamp = None
-                self.refresh()
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        if self.read_only:
-            raise ReadOnlyError(f"the replay buffer at {self.cache_path} is read-only; "
-                                "load it with read_only=False to write")
+    def _after_fork(self) -> None:
+        # A forked child reads what was flushed (FolderOwner made it read-only and let go of the lock).
+        if self.cache_path is not None:
+            self._meta_signature = None
+            self.refresh()
 
     def __repr__(self) -> str:
         return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={self._ring.count}, capacity={self.capacity}, "
-                f"episodes={self._episodes.count(self._ring.total)}, storage={type(self.storage).__name__})")
+                f"episodes={self._episodes.count(self._ring.appended)}, storage={type(self.storage).__name__})")
 
 
 def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:

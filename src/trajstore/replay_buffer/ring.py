@@ -1,9 +1,10 @@
 """Ring bookkeeping: logical index <-> physical slot. Pure arithmetic, no I/O.
 
 Logical index 0 is the oldest step still held; ``count - 1`` the newest. With a fixed
-``capacity`` the steps live in a ring of slots starting at ``head``; unbounded, logical
-and physical indices are the same. ``total`` counts every step ever appended (the
-*global step*), so an episode table kept in global steps survives overwrites.
+``capacity`` the steps live in a ring of slots starting at ``head``; unbounded, a step's
+logical index is its slot. ``appended`` counts every step ever appended: step ``g`` (its
+*step number*) is the ``g``-th step appended, so an episode table kept in step numbers
+survives overwrites.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from trajstore.storages._selection import Selection
+
 
 @dataclass(frozen=True)
 class RingState:
@@ -21,25 +24,40 @@ class RingState:
     Attributes:
         capacity: number of slots, or ``None`` for unbounded.
         count: steps held (<= capacity).
-        head: physical slot of logical index 0.
-        total: steps appended since creation; global step of logical ``i`` is ``total - count + i``.
+        head: slot of logical index 0.
+        appended: steps appended since creation; logical ``i`` is step number ``appended - count + i``.
     """
 
     capacity: int | None
     count: int = 0
     head: int = 0
-    total: int = 0
+    appended: int = 0
 
     @property
-    def oldest_global(self) -> int:
-        """Global step number of logical index 0."""
-        return self.total - self.count
+    def first_step(self) -> int:
+        """Step number of logical index 0 (the oldest step held)."""
+        return self.appended - self.count
 
-    def physical(self, logical: np.ndarray) -> np.ndarray:
-        """Physical slots of logical indices (already in ``[0, count)``)."""
-        if self.capacity is None:
+    def slots_of(self, logical: Selection) -> Selection:
+        """The slot selection of a logical selection (its slots already in ``[0, count)``).
+
+        No sort: sorted logical indices map to at most two increasing runs of slots (the ring
+        wraps once), so the slots are the two runs swapped and the request order is rotated.
+        """
+        if self.capacity is None or self.head == 0:
             return logical
-        return (logical + self.head) % self.capacity
+        slots = logical.slots + self.head
+        wrap = int(np.searchsorted(slots, self.capacity))  # first logical index whose slot wraps
+        if wrap == len(slots):
+            return Selection(slots, logical.order, logical.scalar)
+        if wrap == 0:
+            return Selection(slots - self.capacity, logical.order, logical.scalar)
+        n = len(slots)
+        slots = np.concatenate((slots[wrap:] - self.capacity, slots[:wrap]))
+        # logical.slots[i] now sits at (i - wrap) % n
+        order = (np.arange(n) if logical.order is None else logical.order) - wrap
+        order %= n
+        return Selection(slots, order, logical.scalar)
 
     def plan_extend(self, n: int) -> tuple["RingState", list[tuple[slice, slice]]]:
         """Where to write a batch of ``n`` new steps.
@@ -53,7 +71,7 @@ class RingState:
             raise ValueError(f"cannot extend by {n} steps")
         if self.capacity is None:
             runs = [(slice(0, n), slice(self.count, self.count + n))] if n else []
-            return replace(self, count=self.count + n, total=self.total + n), runs
+            return replace(self, count=self.count + n, appended=self.appended + n), runs
         cap = self.capacity
         skip = max(0, n - cap)
         kept = n - skip
@@ -64,16 +82,16 @@ class RingState:
             runs.append((slice(skip + first, n), slice(0, kept - first)))
         new_count = min(cap, self.count + n)
         new_head = (self.head + self.count + n - new_count) % cap
-        return RingState(cap, new_count, new_head, self.total + n), runs
+        return RingState(cap, new_count, new_head, self.appended + n), runs
 
     def to_json(self) -> dict[str, Any]:
-        return {"capacity": self.capacity, "count": self.count, "head": self.head, "total": self.total}
+        return {"capacity": self.capacity, "count": self.count, "head": self.head, "total": self.appended}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RingState":
         state = cls(data["capacity"], int(data["count"]), int(data["head"]), int(data["total"]))
         cap = state.capacity
-        if state.count < 0 or state.total < state.count or (cap is not None and not (
+        if state.count < 0 or state.appended < state.count or (cap is not None and not (
                 0 <= state.count <= cap and 0 <= state.head < cap)):
             raise ValueError(f"inconsistent ring state {data}")
         return state

@@ -12,13 +12,14 @@ A step is described by a (nested) :class:`DictSpace` whose leaves carry JSON met
 from trajstore.spaces.base import SPACE_TYPES, Space, space_from_json
 from trajstore.spaces.binary import BinarySpace
 from trajstore.spaces.box import BoxSpace
-from trajstore.spaces.dict import (DictSpace, check_batch_size, flatten_value, leaves_of, map_leaves,
-                                   unflatten_value)
+from trajstore.spaces import tree
+from trajstore.spaces.dict import DictSpace, check_batch_size
 from trajstore.spaces.gymnasium import from_gymnasium
 from trajstore.spaces.metadata import SpaceMetadata
 from trajstore.spaces.text import TextSpace
+from trajstore.spaces.tree import map_leaves
 
 __all__ = [
     "SPACE_TYPES", "Space", "SpaceMetadata", "BoxSpace", "BinarySpace", "TextSpace", "DictSpace",
-    "space_from_json", "from_gymnasium", "map_leaves", "flatten_value", "unflatten_value", "leaves_of", "check_batch_size",
+    "space_from_json", "from_gymnasium", "map_leaves", "check_batch_size", "tree",
 ]

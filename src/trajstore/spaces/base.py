@@ -87,11 +87,17 @@ class Space(abc.ABC):
     def _from_config(cls, config: dict[str, Any], metadata: SpaceMetadata) -> "Space": ...
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form: ``{"type": <registered name>, ..., "metadata": {...}}``."""
-        out = {"type": self.type_name, **self._config()}
-        if self._metadata:
-            out["metadata"] = self._metadata.to_json()
-        return out
+        """JSON form: ``{"type": <registered name>, ..., "metadata": {...}}``.
+
+        Computed once (spaces are immutable); do not mutate the returned dict.
+        """
+        cached = self.__dict__.get("_json")
+        if cached is None:
+            cached = {"type": self.type_name, **self._config()}
+            if self._metadata:
+                cached["metadata"] = self._metadata.to_json()
+            self.__dict__["_json"] = cached
+        return cached
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> "Space":

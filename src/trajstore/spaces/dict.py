@@ -54,30 +54,24 @@ class DictSpace(Space):
         return DictSpace({k: s.without_metadata() for k, s in self.spaces.items()})
 
     # -- leaves ---------------------------------------------------------------------------
-    def leaves(self, separator: str = "/", prefix: str = "") -> list[tuple[str, Space]]:
-        """Every non-dict leaf as ``(path, space)`` in key order."""
-        out: list[tuple[str, Space]] = []
-        for key, space in self.spaces.items():
-            path = f"{prefix}{separator}{key}" if prefix else key
-            if isinstance(space, DictSpace):
-                out.extend(space.leaves(separator, path))
-            else:
-                out.append((path, space))
-        return out
+    def leaves(self, separator: str = "/") -> list[tuple[str, Space]]:
+        """Every non-dict leaf as ``(name, space)`` in key order; a name is the keys joined by ``separator``.
 
-    def subspace(self, path: str, separator: str = "/") -> Space:
-        """The space at ``path`` (a leaf or a sub-dict).
+        Code that walks leaves uses :func:`trajstore.spaces.tree.leaves` (tuple paths); this is for display.
+        """
+        from trajstore.spaces import tree
+
+        return [(separator.join(path), leaf) for path, leaf in tree.leaves(self)]
+
+    def subspace(self, name: str, separator: str = "/") -> Space:
+        """The space at ``name`` (a leaf or a sub-dict; keys joined by ``separator``).
 
         Raises:
             KeyError: no such path; the message lists the keys at the level where it failed.
         """
-        space: Space = self
-        for part in path.split(separator):
-            if not isinstance(space, DictSpace) or part not in space.spaces:
-                known = list(space.spaces) if isinstance(space, DictSpace) else []
-                raise KeyError(f"no key {path!r} in the space (at {part!r}; keys there: {known})")
-            space = space.spaces[part]
-        return space
+        from trajstore.spaces import tree
+
+        return tree.subspace(self, tree.parse_name(name, separator))
 
     # -- values ---------------------------------------------------------------------------
     def validate(self, x: Any, *, batched: bool = False, path: str = "") -> dict[str, Any]:
@@ -122,59 +116,12 @@ def check_batch_size(space: Space, batch: Any) -> int:
     Raises:
         InvalidValueError: leaves disagree on ``N``; names two of them.
     """
-    sizes: dict[str, int] = {}
+    from trajstore.spaces import tree
 
-    def walk(sub: Space, value: Any, path: str) -> None:  # no key splitting: keys may hold any separator
-        if isinstance(sub, DictSpace):
-            for key, child in sub.spaces.items():
-                walk(child, value[key], f"{path}/{key}" if path else key)
-        else:
-            sizes[path] = len(value)
-
-    walk(space, batch, "")
-    distinct = set(sizes.values())
-    if len(distinct) > 1:
-        items = sorted(sizes.items(), key=lambda kv: kv[1])
-        raise InvalidValueError(f"leaves have different batch sizes: {items[0][0]!r} has {items[0][1]}, "
-                                f"{items[-1][0]!r} has {items[-1][1]}")
-    return distinct.pop() if distinct else 0
-
-
-def leaves_of(space: Space, separator: str = "/") -> list[tuple[str, Space]]:
-    """Leaves of any space: a non-dict space is its own single leaf with path ``""``."""
-    return space.leaves(separator) if isinstance(space, DictSpace) else [("", space)]
-
-
-def flatten_value(space: Space, value: Any, separator: str = "/") -> dict[str, Any]:
-    """``{path: leaf value}`` for a (batched or not) value of ``space``; paths as :meth:`DictSpace.leaves`."""
-    out: dict[str, Any] = {}
-
-    def walk(sub: Space, node: Any, path: str) -> None:  # walks keys, never splits paths
-        if isinstance(sub, DictSpace):
-            for key, child in sub.spaces.items():
-                walk(child, node[key], f"{path}{separator}{key}" if path else key)
-        else:
-            if path in out:
-                raise ValueError(f"two leaves share the path {path!r}: a key contains {separator!r}")
-            out[path] = node
-
-    walk(space, value, "")
-    return out
-
-
-def unflatten_value(space: Space, flat: Mapping[str, Any], separator: str = "/") -> Any:
-    """Inverse of :func:`flatten_value`; keys come out in the space's order."""
-
-    def build(sub: Space, path: str) -> Any:
-        if isinstance(sub, DictSpace):
-            return {key: build(child, f"{path}{separator}{key}" if path else key) for key, child in sub.spaces.items()}
-        return flat[path]
-
-    return build(space, "")
-
-
-def map_leaves(space: Space, value: Any, fn: Any) -> Any:
-    """Apply ``fn(leaf_value)`` to every leaf of a value of ``space``; the nesting is kept."""
-    if isinstance(space, DictSpace):
-        return {k: map_leaves(s, value[k], fn) for k, s in space.spaces.items()}
-    return fn(value)
+    sizes = [len(v) for v in tree.flatten(space, batch)]
+    if len(set(sizes)) > 1:
+        paths = tree.leaf_paths(space)
+        lo, hi = int(np.argmin(sizes)), int(np.argmax(sizes))
+        raise InvalidValueError(f"leaves have different batch sizes: {tree.path_name(paths[lo])!r} has {sizes[lo]}, "
+                                f"{tree.path_name(paths[hi])!r} has {sizes[hi]}")
+    return sizes[0] if sizes else 0

@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 from trajstore.errors import FormatError
-from trajstore.storages._files import fsync_dir
+from trajstore._fs import fsync_dir
 
 LOG_FILE = "index.log"
 MAGIC = b"TSSLOTIX"

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from trajstore.storages._files import fsync_dir
+from trajstore._fs import fsync_dir
 
 #: Codecs this back end writes. libsvtav1 is left out on purpose: run as root it switches the
 #: calling process to SCHED_FIFO 99, and since a segment encoder stays open across many
@@ -79,7 +79,8 @@ def _reformatter() -> Any:
 
 @dataclass(frozen=True)
 class EncoderSettings:
-    """How segments are encoded (all JSON values; stored in the storage config).
+    """How segments are encoded (all JSON values; stored in the storage config and checked
+    there, by the options :class:`~trajstore.storages.video.VideoStorage` declares).
 
     Attributes:
         codec: encoder name, one of :data:`CODECS` (``"libx264"``, H.264).
@@ -95,18 +96,6 @@ class EncoderSettings:
     preset: str = "faster"
     gop_size: int = 8
     pix_fmt: str = "yuv420p"
-
-    def __post_init__(self) -> None:
-        if self.codec not in CODECS:
-            raise ValueError(f"video codec must be one of {sorted(CODECS)}, got {self.codec!r}")
-        if isinstance(self.crf, bool) or not isinstance(self.crf, (int, np.integer)) or not 0 <= self.crf <= 51:
-            raise ValueError(f"crf must be an int in [0, 51], got {self.crf!r}")
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
-        if isinstance(self.gop_size, bool) or not isinstance(self.gop_size, (int, np.integer)) or self.gop_size < 1:
-            raise ValueError(f"gop_size must be an int >= 1, got {self.gop_size!r}")
-        if self.pix_fmt not in PIX_FMTS:
-            raise ValueError(f"pix_fmt must be one of {PIX_FMTS}, got {self.pix_fmt!r}")
 
 
 def coded_size(height: int, width: int, pix_fmt: str) -> tuple[int, int]:

@@ -1,17 +1,28 @@
 """``SpaceStorage``: the contract every storage implements.
 
-A storage holds numbered *slots* (physical positions ``0 .. len-1``) of values of one
-space. It never decides where to write: the replay buffer's ring does. It reads and
-writes whole batches: :meth:`get` and :meth:`set` take an int, a slice (step >= 1), a
-1-D integer array (unsorted and repeated entries allowed) or a boolean mask.
+A storage holds numbered *slots* (``0 .. len-1``) of values of one space. It never decides
+where to write: the replay buffer's ring does. It reads and writes whole batches.
 
-A storage with a ``cache_path`` owns that folder. Its ``storage.json`` names its
-registered type, format version, space, capacity and JSON-only config, so
-:meth:`SpaceStorage.load_from` can reopen it without importing anything named in a file.
+Two ways in:
 
-Subclasses implement ``_create``, ``_open``, ``get_config``, ``_read``, ``_write``,
-``_resize`` and ``__len__``; they may override ``check_space``, ``flush``, ``refresh``,
-``_close`` and ``_after_fork``, and set the capability flags below.
+* The public methods :meth:`~SpaceStorage.get`, :meth:`~SpaceStorage.set` and
+  :meth:`~SpaceStorage.extend` take a user's index (an int, a slice with step >= 1, a 1-D
+  integer array with any order and repeats, or a boolean mask) and values, check both once
+  and hand them down.
+* The trusted methods :meth:`~SpaceStorage.read`, :meth:`~SpaceStorage.read_leaves`,
+  :meth:`~SpaceStorage.write_leaves` and :meth:`~SpaceStorage.extend_leaves` take a
+  :class:`~trajstore.storages._selection.Selection` made once at the edge and *leaf lists*:
+  one array per leaf of the space, in :func:`trajstore.spaces.tree.leaves` order, each with a
+  leading batch axis. The replay buffer and :class:`DictStorage` use these: nothing is
+  normalised, validated or re-nested twice.
+
+A storage with a ``cache_path`` owns that folder (:class:`~trajstore._folder.FolderOwner`).
+Its ``storage.json`` names its registered type, format version, space, capacity and JSON-only
+config, so :meth:`SpaceStorage.load_from` reopens it without importing anything named in a file.
+
+Subclasses declare ``options`` and implement ``_create``, ``_open``, ``get_config``, ``_read``,
+``_write``, ``_resize`` and ``__len__``; they may override ``check_space``, ``_check_config``,
+``flush``, ``refresh``, ``_close`` and ``_after_fork``, and set the capability flags below.
 """
 
 from __future__ import annotations
@@ -23,12 +34,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from trajstore._folder import FolderOwner, fresh_folder, lock_for
+from trajstore._fs import read_json, write_json_atomic
 from trajstore._lock import WriterLock
 from trajstore._registry import Registry
-from trajstore.errors import FormatError, InvalidValueError, ReadOnlyError, UnsupportedSpaceError
-from trajstore.spaces import Space, map_leaves, space_from_json
-from trajstore.storages._files import make_fresh_dir, read_json, remove_made, write_json_atomic
-from trajstore.storages._index import Selection, last_writes, normalize_index
+from trajstore.errors import FormatError, InvalidValueError, UnsupportedSpaceError
+from trajstore.spaces import Space, space_from_json, tree
+from trajstore.storages._options import Option, config_from
+from trajstore.storages._selection import Selection, select, span
 
 #: Registry of storage type names (``"hdf5"``, ``"image"``, ``"dict"``, ...).
 STORAGE_TYPES: Registry = Registry("storage")
@@ -50,16 +63,32 @@ def check_capacity(capacity: Any) -> int | None:
     return int(capacity)
 
 
-class SpaceStorage(abc.ABC):
+def stored_space(path: Path, stored: Any, expected: Space | None) -> Space:
+    """The space a folder records, checked against ``expected`` when given.
+
+    The comparison is on the JSON forms, so an owner that knows the space (a buffer reopening
+    its storage) pays no parsing.
+
+    Raises:
+        ValueError: ``expected`` differs from the stored space.
+        FormatError, UnknownTypeError: the stored JSON is not a space.
+    """
+    if expected is not None and stored == expected.to_json():
+        return expected
+    space = space_from_json(stored)
+    if expected is not None and space != expected:
+        raise ValueError(f"{path}: the given space differs from the stored one:\n"
+                         f"  given:  {expected!r}\n  stored: {space!r}")
+    return space
+
+
+class SpaceStorage(FolderOwner, abc.ABC):
     """Slots holding values of ``space``; see the module docstring for the contract.
 
     Attributes:
         space: the space of one slot.
         capacity: number of slots, or ``None`` when the storage grows with :meth:`extend`.
-        cache_path: the folder the storage owns, or ``None`` for an in-memory storage.
-        read_only: writes raise :class:`~trajstore.errors.ReadOnlyError`.
-        multiprocessing: the storage may be read from other processes while it is written;
-            file handles are opened per process.
+        cache_path, read_only, multiprocessing, closed: see :class:`~trajstore._folder.FolderOwner`.
     """
 
     type_name: ClassVar[str]
@@ -67,21 +96,19 @@ class SpaceStorage(abc.ABC):
     format_version: ClassVar[int] = 1
     #: The storage writes files of its own, so ``create`` needs a ``cache_path``.
     requires_cache_path: ClassVar[bool] = False
-    #: ``set`` on an already written slot is cheap (False for video: it re-encodes).
+    #: Overwriting an already written slot costs about what writing it did. False for video: a
+    #: frame in a finished segment is re-pointed to a new segment, and the old one is kept on
+    #: disk until none of its frames is live.
     supports_overwrite: ClassVar[bool] = True
-    #: Metadata keys of the space that the router passes as keyword arguments (video: ``fps``).
-    kwargs_from_metadata: ClassVar[tuple[str, ...]] = ()
+    #: The keyword options of :meth:`create`, declared once (see :mod:`trajstore.storages._options`).
+    options: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, space: Space, *, capacity: int | None, cache_path: Path | None,
-                 read_only: bool = False, multiprocessing: bool = False):
+                 read_only: bool = False, multiprocessing: bool = False, lock: WriterLock | None = None):
         self.space = space
         self.capacity = capacity
-        self.cache_path = Path(cache_path) if cache_path is not None else None
-        self.read_only = read_only
-        self.multiprocessing = multiprocessing
-        self.closed = False
-        self._pid = os.getpid()
-        self._lock: WriterLock | None = None  # held by a writer with a cache_path
+        self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock,
+                         owns_lock=False)
 
     # -- what the storage can take -----------------------------------------------------------
     @classmethod
@@ -97,11 +124,37 @@ class SpaceStorage(abc.ABC):
             return False
         return True
 
+    @classmethod
+    def metadata_options(cls) -> tuple[str, ...]:
+        """Options the metadata router may take from a leaf's metadata (``("fps",)`` for video)."""
+        return tuple(o.name for o in cls.options if o.from_metadata)
+
+    @classmethod
+    def _check_config(cls, space: Space, config: dict[str, Any]) -> dict[str, Any]:
+        """Checks across options, or of options against the space; returns the config to store."""
+        return config
+
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
+    def prepare(cls, space: Space, *, capacity: int | None, cache_path: Any, **options: Any) -> Any:
+        """Check everything :meth:`create` needs, touching nothing; returns what ``_create`` takes.
+
+        Raises:
+            ValueError, TypeError: a bad capacity or option; no ``cache_path`` for a storage that writes files.
+            UnsupportedSpaceError: the storage cannot take ``space``.
+        """
+        check_capacity(capacity)
+        cls.check_space(space)
+        if cache_path is None and cls.requires_cache_path:
+            raise ValueError(f"{cls.__name__} writes files, so it needs a cache_path")
+        return cls._check_config(space, config_from(cls.__name__, cls.options, options))
+
+    @classmethod
     def create(cls, space: Space, *, capacity: int | None = None, cache_path: str | os.PathLike | None = None,
-               multiprocessing: bool = False, **kwargs: Any) -> "SpaceStorage":
+               multiprocessing: bool = False, **options: Any) -> "SpaceStorage":
         """A new, empty storage.
+
+        Every argument is checked before any folder or file is made.
 
         Args:
             space: the space of one slot.
@@ -109,34 +162,31 @@ class SpaceStorage(abc.ABC):
             cache_path: a folder to create (an existing empty folder is accepted); ``None`` keeps
                 the data in memory where the storage supports it.
             multiprocessing: allow other processes to read while this one writes.
-            **kwargs: storage-specific options (see each storage).
+            **options: the storage's declared ``options`` (see each storage).
 
         Raises:
-            ValueError: a bad capacity, or no ``cache_path`` for a storage that writes files.
+            ValueError: a bad capacity or option value, or no ``cache_path`` for a storage that writes files.
+            TypeError: an option the storage does not declare.
             UnsupportedSpaceError: the storage cannot take ``space``.
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
         """
-        capacity = check_capacity(capacity)
-        cls.check_space(space)
-        if cache_path is None and cls.requires_cache_path:
-            raise ValueError(f"{cls.__name__} writes files, so it needs a cache_path")
-        existed = cache_path is not None and Path(cache_path).exists()
-        path = make_fresh_dir(cache_path) if cache_path is not None else None
-        lock = None
-        try:
-            if path is not None:
-                lock = WriterLock(path)
-                lock.acquire()
-            storage = cls._create(space, capacity=capacity, path=path, multiprocessing=multiprocessing, **kwargs)
-            if path is not None:
-                write_json_atomic(path / STORAGE_FILE, storage.descriptor())
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            if path is not None:
-                remove_made(path, existed)
-            raise
-        storage._lock = lock
+        plan = cls.prepare(space, capacity=capacity, cache_path=cache_path, **options)
+        with fresh_folder(cache_path) as (path, lock):
+            storage = cls._create_owned(space, capacity=check_capacity(capacity), path=path, plan=plan,
+                                        multiprocessing=multiprocessing, lock=lock)
+        storage._owns_lock = True
+        return storage
+
+    @classmethod
+    def _create_owned(cls, space: Space, *, capacity: int | None, path: Path | None, plan: Any,
+                      multiprocessing: bool, lock: WriterLock | None) -> "SpaceStorage":
+        """Create in ``path`` (made if missing) under a writer lock held by the caller; no checks."""
+        if path is not None:
+            path.mkdir(exist_ok=True)
+        storage = cls._create(space, capacity=capacity, path=path, config=plan, multiprocessing=multiprocessing,
+                              lock=lock)
+        if path is not None:
+            write_json_atomic(path / STORAGE_FILE, storage.descriptor())
         return storage
 
     @classmethod
@@ -145,7 +195,8 @@ class SpaceStorage(abc.ABC):
         """Reopen a storage folder written by :meth:`create`.
 
         Called on ``SpaceStorage`` itself, the type is looked up by the registered name in
-        ``storage.json``; called on a subclass, the name must match it.
+        ``storage.json``; called on a subclass, the name must match it. A writer takes the
+        folder's ``writer.lock``.
 
         Args:
             space, capacity: if given, must equal what the folder records (a check, not an override).
@@ -154,8 +205,24 @@ class SpaceStorage(abc.ABC):
             FormatError: no/corrupt ``storage.json``, another storage type, or a newer format version.
             UnknownTypeError: the recorded type is not registered.
             ValueError: ``space`` or ``capacity`` differ from the recorded ones.
+            LockedError: ``read_only=False`` while another writer holds the folder.
         """
         path = Path(path)
+        lock = lock_for(path, read_only) if (path / STORAGE_FILE).exists() else None
+        try:
+            storage = cls._load_owned(path, space, capacity=capacity, read_only=read_only,
+                                      multiprocessing=multiprocessing, lock=lock)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        storage._owns_lock = True
+        return storage
+
+    @classmethod
+    def _load_owned(cls, path: Path, space: Space | None, *, capacity: Any, read_only: bool,
+                    multiprocessing: bool, lock: WriterLock | None) -> "SpaceStorage":
+        """Reopen ``path``; a writer's lock is held by the caller (this storage's or its owner's)."""
         desc = read_json(path / STORAGE_FILE, "storage descriptor")
         if not isinstance(desc, dict) or "type" not in desc:
             raise FormatError(f"{path / STORAGE_FILE} has no 'type' field")
@@ -165,26 +232,23 @@ class SpaceStorage(abc.ABC):
         if int(desc.get("format_version", 0)) > target.format_version:
             raise FormatError(f"{path}: format version {desc.get('format_version')} is newer than this "
                               f"trajstore reads ({target.format_version}); upgrade trajstore")
-        stored_space = space_from_json(desc["space"])
-        if space is not None and space != stored_space:
-            raise ValueError(f"{path}: the given space differs from the stored one:\n"
-                             f"  given:  {space!r}\n  stored: {stored_space!r}")
+        the_space = stored_space(path, desc.get("space"), space)
         stored_capacity = desc.get("capacity")
         if capacity != "stored" and check_capacity(capacity) != stored_capacity:
             raise ValueError(f"{path}: capacity {capacity!r} differs from the stored {stored_capacity!r}")
-        lock = None
-        if not read_only:  # one writer per folder, also when a storage is opened on its own
-            lock = WriterLock(path)
-            lock.acquire()
+        config = target._config_for_open(path, the_space, desc.get("config", {}))
+        return target._open(path, the_space, capacity=stored_capacity, config=config, read_only=read_only,
+                            multiprocessing=multiprocessing, lock=lock)
+
+    @classmethod
+    def _config_for_open(cls, path: Path, space: Space, stored: Any) -> Any:
+        """The stored config, checked by the same declared options as at create."""
         try:
-            storage = target._open(path, stored_space, capacity=stored_capacity, config=desc.get("config", {}),
-                                   read_only=read_only, multiprocessing=multiprocessing)
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            raise
-        storage._lock = lock
-        return storage
+            if not isinstance(stored, dict):
+                raise TypeError(f"expected a JSON object, got {stored!r:.100}")
+            return cls._check_config(space, config_from(cls.__name__, cls.options, stored))
+        except (TypeError, ValueError) as exc:
+            raise FormatError(f"{path}: bad {cls.__name__} config in {STORAGE_FILE}: {exc}") from None
 
     def descriptor(self) -> dict[str, Any]:
         """The JSON content of ``storage.json``."""
@@ -193,15 +257,18 @@ class SpaceStorage(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
-                **kwargs: Any) -> "SpaceStorage":
-        """Make the files (``path`` exists and is empty) and return the open storage."""
+    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, config: Any,
+                multiprocessing: bool, lock: WriterLock | None) -> "SpaceStorage":
+        """Make the files (``path`` exists and is empty) and return the open storage.
+
+        ``config`` is what :meth:`prepare` returned; ``lock`` is the writer lock held for this folder.
+        """
 
     @classmethod
     @abc.abstractmethod
-    def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any],
-              read_only: bool, multiprocessing: bool) -> "SpaceStorage":
-        """Open existing files; ``config`` is what :meth:`get_config` returned at create time."""
+    def _open(cls, path: Path, space: Space, *, capacity: int | None, config: Any, read_only: bool,
+              multiprocessing: bool, lock: WriterLock | None) -> "SpaceStorage":
+        """Open existing files; ``config`` is the checked stored config (:meth:`_config_for_open`)."""
 
     @abc.abstractmethod
     def get_config(self) -> dict[str, Any]:
@@ -212,33 +279,79 @@ class SpaceStorage(abc.ABC):
         """Whether :meth:`get` returns exactly what :meth:`set` was given (False for JPEG, video)."""
         return True
 
-    # -- slots -----------------------------------------------------------------------------
+    # -- slots: the contract ---------------------------------------------------------------
     @abc.abstractmethod
     def __len__(self) -> int:
         """Number of slots: ``capacity``, or the number appended so far when unbounded."""
 
     @abc.abstractmethod
-    def _read(self, positions: np.ndarray) -> Any:
-        """Batched value at sorted unique ``positions`` (int64, shape ``(M,)``)."""
+    def _read(self, sel: Selection) -> list[np.ndarray]:
+        """One array per leaf, rows in ``sel.slots`` order (sorted, unique, in range)."""
 
     @abc.abstractmethod
-    def _write(self, positions: np.ndarray, value: Any) -> None:
-        """Write a validated batched value at sorted unique ``positions``."""
+    def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        """Write validated leaf arrays (rows in ``sel.slots`` order) at ``sel.slots``."""
 
     @abc.abstractmethod
     def _resize(self, length: int) -> None:
-        """Grow an unbounded storage to ``length`` slots (new slots are written right after)."""
+        """Set an unbounded storage's length: grow (new slots are written right after) or shrink
+        back after a failed write (the slots past ``length`` are forgotten)."""
 
+    # -- trusted paths (the edge has checked everything) ------------------------------------
+    def read_leaves(self, sel: Selection) -> list[np.ndarray]:
+        """Leaf arrays at ``sel.slots`` in slot order (no reordering, no nesting)."""
+        self._check_open()
+        return self._read(sel)
+
+    def read(self, sel: Selection) -> Any:
+        """The value at a selection, in the requested order and nesting (see :meth:`get`)."""
+        leaves = self.read_leaves(sel)
+        if sel.order is not None:
+            leaves = [v[sel.order] for v in leaves]
+        if sel.scalar:
+            leaves = [v[0] for v in leaves]
+        return tree.unflatten(self.space, leaves)
+
+    def write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        """Write validated leaf arrays given in the requested order of ``sel`` (last repeat wins)."""
+        rows = sel.last_writes()
+        if rows is not None:
+            leaves = [v[rows] for v in leaves]
+        if len(sel.slots):
+            self.write_leaves(sel.in_slot_order(), leaves)
+
+    def write_leaves(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        """Write validated leaf arrays whose rows are in ``sel.slots`` order."""
+        self._check_writable()
+        self._write(sel, leaves)
+
+    def extend_leaves(self, leaves: list[np.ndarray], n: int) -> slice:
+        """Append ``n`` validated rows per leaf to an unbounded storage; returns the slice of the new slots.
+
+        A write that fails (a codec error, a full disk) leaves the length as it was.
+        """
+        self._check_writable()
+        if self.capacity is not None:
+            raise TypeError(f"{type(self).__name__} has a fixed capacity of {self.capacity}; write slots with set()")
+        start = len(self)
+        if n:
+            self._resize(start + n)
+            try:
+                self._write(span(start, start + n), leaves)
+            except BaseException:
+                self._resize(start)
+                raise
+        return slice(start, start + n)
+
+    # -- the public edge -------------------------------------------------------------------
     def get(self, index: Any) -> Any:
         """Values at ``index``: one value for an int, else a batch with a leading axis ``N``.
 
         Raises:
-            IndexError, TypeError, ValueError: a bad index (see :func:`normalize_index`).
+            IndexError, TypeError, ValueError: a bad index (see :func:`~trajstore.storages._selection.select`).
         """
         self._check_open()
-        sel = normalize_index(index, len(self))
-        batch = self._read(sel.positions)
-        return self._finish_read(sel, batch)
+        return self.read(select(index, len(self)))
 
     def __getitem__(self, index: Any) -> Any:
         return self.get(index)
@@ -253,13 +366,14 @@ class SpaceStorage(abc.ABC):
             InvalidValueError: ``value`` does not fit the space (names the leaf) or the index size.
         """
         self._check_writable()
-        sel = normalize_index(index, len(self))
-        batch = self._validate(value, sel)
-        rows = last_writes(sel)
-        if rows is not None:
-            batch = map_leaves(self.space, batch, lambda v: v[rows])
-        if len(sel.positions):
-            self._write(sel.positions, batch)
+        sel = select(index, len(self))
+        if sel.scalar:
+            leaves = validated_step(self.space, value)
+        else:
+            leaves, n = validated_batch(self.space, value)
+            if n != sel.size:
+                raise InvalidValueError(f"index selects {sel.size} slots but the value has a batch of {n}")
+        self.write(sel, leaves)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self.set(index, value)
@@ -274,30 +388,8 @@ class SpaceStorage(abc.ABC):
         self._check_writable()
         if self.capacity is not None:
             raise TypeError(f"{type(self).__name__} has a fixed capacity of {self.capacity}; write slots with set()")
-        batch = self.space.validate(value, batched=True)
-        n = _batch_len(self.space, batch)
-        start = len(self)
-        if n:
-            self._resize(start + n)
-            self._write(np.arange(start, start + n, dtype=np.int64), batch)
-        return slice(start, start + n)
-
-    def _validate(self, value: Any, sel: Selection) -> Any:
-        if sel.scalar:
-            one = self.space.validate(value, batched=False)
-            return map_leaves(self.space, one, lambda v: np.asarray(v, dtype=getattr(v, "dtype", None))[None])
-        batch = self.space.validate(value, batched=True)
-        n = _batch_len(self.space, batch)
-        if n != sel.size:
-            raise InvalidValueError(f"index selects {sel.size} slots but the value has a batch of {n}")
-        return batch
-
-    def _finish_read(self, sel: Selection, batch: Any) -> Any:
-        if sel.inverse is not None:
-            batch = map_leaves(self.space, batch, lambda v: v[sel.inverse])
-        if sel.scalar:
-            return map_leaves(self.space, batch, lambda v: v[0])
-        return batch
+        leaves, n = validated_batch(self.space, value)
+        return self.extend_leaves(leaves, n)
 
     # -- state -----------------------------------------------------------------------------
     def flush(self) -> None:
@@ -317,43 +409,13 @@ class SpaceStorage(abc.ABC):
                 self.flush()
             self._close()
         finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+            self._release_lock()
             self.closed = True
 
     def _close(self) -> None:
         """Release handles; called once by :meth:`close`."""
 
-    def _after_fork(self) -> None:
-        """Drop handles inherited from the parent without closing them, and reopen read-only."""
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError(f"{type(self).__name__} at {self.cache_path} is closed")
-        if os.getpid() != self._pid:
-            # A forked child never writes through its parent's handles.
-            self._pid = os.getpid()
-            self.read_only = True
-            self._after_fork()
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        if self.read_only:
-            raise ReadOnlyError(f"{type(self).__name__} at {self.cache_path} is read-only; "
-                                "open it with read_only=False to write")
-
-    def __enter__(self) -> "SpaceStorage":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __reduce__(self) -> Any:
-        """Pickle as a reference to the folder; the copy reopens it read-only in the new process."""
-        if self.cache_path is None:
-            raise TypeError(f"an in-memory {type(self).__name__} cannot be pickled or sent to another "
-                            "process; create it with a cache_path")
+    def _reopen_args(self) -> tuple[Any, ...]:
         return (_reopen, (self.type_name, str(self.cache_path), self.multiprocessing))
 
     def __repr__(self) -> str:
@@ -361,11 +423,25 @@ class SpaceStorage(abc.ABC):
         return f"{type(self).__name__}({where}, slots={len(self)}, capacity={self.capacity})"
 
 
+def validated_step(space: Space, value: Any) -> list[np.ndarray]:
+    """One value of ``space``, validated, as leaf arrays with a leading axis of 1.
+
+    Raises:
+        InvalidValueError: names the leaf and what was expected.
+    """
+    one = space.validate(value, batched=False)
+    return [np.asarray(v)[None] for v in tree.flatten(space, one)]
+
+
+def validated_batch(space: Space, value: Any) -> tuple[list[np.ndarray], int]:
+    """A batch of ``space`` (every leaf with the same leading axis ``N``), validated: ``(leaf arrays, N)``.
+
+    Raises:
+        InvalidValueError: names the leaf and what was expected, or two leaves whose ``N`` differ.
+    """
+    leaves = tree.flatten(space, space.validate(value, batched=True))
+    return leaves, (len(leaves[0]) if leaves else 0)
+
+
 def _reopen(type_name: str, path: str, multiprocessing: bool) -> SpaceStorage:
     return STORAGE_TYPES.get(type_name).load_from(path, read_only=True, multiprocessing=multiprocessing)
-
-
-def _batch_len(space: Space, batch: Any) -> int:
-    from trajstore.spaces import check_batch_size
-
-    return check_batch_size(space, batch)

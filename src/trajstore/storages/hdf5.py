@@ -51,24 +51,24 @@ import uuid
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import h5py
 import numpy as np
 
-from trajstore._lock import LOCK_FILE
+from trajstore._fs import fsync_dir, write_json_atomic
+from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, UnsupportedSpaceError
-from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space, TextSpace
+from trajstore.spaces import BinarySpace, BoxSpace, Space, TextSpace, tree
 from trajstore.storages import _hdf5_recovery as _recovery
-from trajstore.storages._files import fsync_dir, safe_name, write_json_atomic
+from trajstore.storages._names import safe_name
+from trajstore.storages._options import Option, one_of, optional, positive_int
+from trajstore.storages._selection import Selection
 from trajstore.storages.base import STORAGE_FILE, STORAGE_TYPES, SpaceStorage
 
 DATA_FILE = "data.h5"
 #: A copy of ``data.h5`` being written (compaction, conversion, recovery); renamed over it when complete.
 TEMP_FILE = "data.h5.tmp"
-#: The folder's writer lock, taken by ``SpaceStorage.create``/``load_from`` for writers. Clearing a
-#: crashed writer's flags is only safe while it is held (then the flagged writer is dead).
-FOLDER_LOCK = LOCK_FILE
 #: Dataset name of a storage whose space is a single leaf.
 ROOT_DATASET = "data"
 #: ``libver`` bounds of the SWMR format (every file on disk) and of the old format (read, converted on write).
@@ -115,14 +115,6 @@ _LIVE: "weakref.WeakSet[HDF5Storage]" = weakref.WeakSet()
 _INHERITED: list[Any] = []
 
 
-def _leaves(space: Space, keys: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Space]]:
-    if isinstance(space, DictSpace):
-        for key, sub in space.items():
-            yield from _leaves(sub, (*keys, key))
-    else:
-        yield keys, space
-
-
 def _dataset_name(keys: tuple[str, ...]) -> str:
     return "/".join(safe_name(k) for k in keys) if keys else ROOT_DATASET
 
@@ -133,38 +125,28 @@ def _file_dtype(space: Space) -> np.dtype:
     return np.dtype(space.dtype)
 
 
-def read_rows(ds: h5py.Dataset, positions: np.ndarray, row_bytes: int) -> np.ndarray:
-    """Rows ``positions`` (sorted, unique, int64, shape ``(M,)``) of ``ds``: ``(M, *ds.shape[1:])``.
+def read_rows(ds: h5py.Dataset, sel: Selection, row_bytes: int) -> np.ndarray:
+    """Rows ``sel.slots`` of ``ds``: shape ``(M, *ds.shape[1:])``.
 
     One slice read when the rows are contiguous or close together (then a NumPy gather),
     h5py's index-list read for narrow rows, else one slice read per contiguous run.
     """
-    m = len(positions)
+    slots = sel.slots
+    m = len(slots)
     if m == 0:
         return np.empty((0, *ds.shape[1:]), ds.dtype)
-    first, stop = int(positions[0]), int(positions[-1]) + 1
+    first, stop = int(slots[0]), int(slots[-1]) + 1
     if stop - first == m:
         return ds[first:stop]
     if ((stop - first - m) * row_bytes <= m * COVER_WASTE_PER_ROW
             and (stop - first) * row_bytes <= COVER_MAX_BYTES):
-        return ds[first:stop][positions - first]
+        return ds[first:stop][slots - first]
     if row_bytes <= INDEX_LIST_MAX_ROW_BYTES:
-        return ds[positions]
+        return ds[slots]
     out = np.empty((m, *ds.shape[1:]), ds.dtype)
-    for row, first, n in runs(positions):
+    for row, first, n in sel.runs:
         out[row:row + n] = ds[first:first + n]  # faster than read_direct (see the benchmark)
     return out
-
-
-def runs(positions: np.ndarray) -> Iterator[tuple[int, int, int]]:
-    """``(row in batch, first position, count)`` of each contiguous run of sorted unique positions."""
-    if len(positions) == 0:
-        return
-    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
-    starts = np.concatenate(([0], breaks)).tolist()
-    ends = np.concatenate((breaks, [len(positions)])).tolist()
-    for a, b in zip(starts, ends):
-        yield a, int(positions[a]), b - a
 
 
 @STORAGE_TYPES.register("hdf5")
@@ -172,7 +154,7 @@ class HDF5Storage(SpaceStorage):
     """Slots of a :class:`BoxSpace`, :class:`BinarySpace` or :class:`TextSpace` leaf, or of a
     (nested) :class:`DictSpace` of them, in ``<cache_path>/data.h5``.
 
-    Options (``create(..., **kwargs)``, kept in ``storage.json``):
+    Options (``create(..., **options)``, kept in ``storage.json``):
         compression: ``None`` (default), ``"gzip"`` or ``"lzf"``; compressed leaves also get the
             byte-shuffle filter.
         chunk_rows: rows per chunk for every leaf; default: about 256 KiB per chunk, at least one row.
@@ -187,10 +169,15 @@ class HDF5Storage(SpaceStorage):
         ValueError, TypeError: a bad or unknown option.
     """
 
+    options = (
+        Option("compression", None, one_of(*COMPRESSIONS), "None, 'gzip' or 'lzf'"),
+        Option("chunk_rows", None, optional(positive_int), "rows per chunk (default: about 256 KiB)"),
+    )
+
     def __init__(self, space: Space, *, config: dict[str, Any], **kwargs: Any):
         super().__init__(space, **kwargs)
         self._config = config
-        self._leaves = list(_leaves(space))
+        self._leaves = tree.leaves(space)
         self._row_bytes = [int(np.prod(s.shape, dtype=np.int64)) * _file_dtype(s).itemsize
                            for _, s in self._leaves]
         self._file: h5py.File | None = None
@@ -202,7 +189,7 @@ class HDF5Storage(SpaceStorage):
 
     @classmethod
     def check_space(cls, space: Space) -> None:
-        leaves = list(_leaves(space))
+        leaves = tree.leaves(space)
         if not leaves:
             raise UnsupportedSpaceError(f"HDF5Storage needs at least one leaf, got {space!r}")
         for keys, leaf in leaves:
@@ -212,10 +199,11 @@ class HDF5Storage(SpaceStorage):
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
-    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
-                **kwargs: Any) -> "HDF5Storage":
-        config = {**_check_options(kwargs), "swmr": path is not None}  # every file on disk: module docstring
-        storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
+    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, config: dict[str, Any],
+                multiprocessing: bool, lock: WriterLock | None) -> "HDF5Storage":
+        config = {**config, "swmr": path is not None}  # every file on disk: module docstring
+        storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing,
+                      lock=lock)
         if path is None:
             f = h5py.File(f"trajstore-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
                           libver=PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
@@ -239,12 +227,17 @@ class HDF5Storage(SpaceStorage):
         return storage
 
     @classmethod
+    def _config_for_open(cls, path: Path, space: Space, stored: Any) -> Any:
+        # "swmr" records the file format (not an option): files written before SWMR-always lack it.
+        stored = dict(stored) if isinstance(stored, dict) else stored
+        swmr = stored.pop("swmr", False) if isinstance(stored, dict) else False
+        return {**super()._config_for_open(path, space, stored), "swmr": bool(swmr)}
+
+    @classmethod
     def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
-              multiprocessing: bool) -> "HDF5Storage":
-        config = {"compression": config.get("compression"), "chunk_rows": config.get("chunk_rows"),
-                  "swmr": bool(config.get("swmr", False))}
+              multiprocessing: bool, lock: WriterLock | None = None) -> "HDF5Storage":
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
-                      multiprocessing=multiprocessing)
+                      multiprocessing=multiprocessing, lock=lock)
         if not read_only:
             (path / TEMP_FILE).unlink(missing_ok=True)  # left by a copy that a crash interrupted
             if not config["swmr"]:
@@ -302,10 +295,10 @@ class HDF5Storage(SpaceStorage):
     def _recover_crashed_writer(self) -> None:
         """``data.h5`` is flagged as open by a writer, and this storage is about to write it."""
         assert self.cache_path is not None
-        if not _recovery.lock_is_held(self.cache_path / FOLDER_LOCK):
+        if not self.holds_writer_lock:  # only then is the flagged writer known to be dead
             raise LockedError(f"{self.cache_path / DATA_FILE} is marked as open by a writer (a live one, or one that "
                               "crashed); reopen it with SpaceStorage.load_from(..., read_only=False), which takes "
-                              f"the folder's {FOLDER_LOCK} first, or read it with read_only=True")
+                              "the folder's writer lock first, or read it with read_only=True")
         try:
             _recovery.clear_status_flags(self.cache_path / DATA_FILE)
         except _recovery.NoH5Clear:
@@ -374,21 +367,20 @@ class HDF5Storage(SpaceStorage):
     def __len__(self) -> int:
         return self._length
 
-    def _read(self, positions: np.ndarray) -> Any:
-        flat = {}
-        for (keys, leaf), ds, row_bytes in zip(self._leaves, self._datasets, self._row_bytes):
-            raw = read_rows(ds, positions, row_bytes)
+    def _read(self, sel: Selection) -> list[np.ndarray]:
+        out = []
+        for (_, leaf), ds, row_bytes in zip(self._leaves, self._datasets, self._row_bytes):
+            raw = read_rows(ds, sel, row_bytes)
             if isinstance(leaf, TextSpace):
                 raw = np.strings.decode(raw, "utf-8")
-            flat[keys] = raw.astype(leaf.dtype, copy=False)
-        return _nest(self.space, flat)
+            out.append(raw.astype(leaf.dtype, copy=False))
+        return out
 
-    def _write(self, positions: np.ndarray, value: Any) -> None:
-        for (keys, leaf), ds in zip(self._leaves, self._datasets):
-            arr = _pick(value, keys)
+    def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        for (_, leaf), ds, arr in zip(self._leaves, self._datasets, leaves):
             if isinstance(leaf, TextSpace):
                 arr = np.strings.encode(arr, "utf-8").astype(ds.dtype)  # the dtype carries the UTF-8 tag
-            for row, first, n in runs(positions):  # one slice write per run, never an index list
+            for row, first, n in sel.runs:  # one slice write per run, never an index list
                 ds[first:first + n] = arr[row:row + n]
 
     def _resize(self, length: int) -> None:
@@ -465,32 +457,6 @@ class HDF5Storage(SpaceStorage):
         pid = os.getpid()
         for storage in [s for s in list(_LIVE) if s._fd == self._fd and s._file_pid != pid] + [self]:
             storage._drop_file()
-
-
-def _check_options(kwargs: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(kwargs) - {"compression", "chunk_rows"})
-    if unknown:
-        raise TypeError(f"HDF5Storage got unexpected options {unknown}; it takes compression and chunk_rows")
-    compression = kwargs.get("compression")
-    if compression not in COMPRESSIONS:
-        raise ValueError(f"HDF5Storage compression must be one of {COMPRESSIONS}, got {compression!r}")
-    chunk_rows = kwargs.get("chunk_rows")
-    if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer))
-                                   or chunk_rows < 1):
-        raise ValueError(f"HDF5Storage chunk_rows must be None or an int >= 1, got {chunk_rows!r}")
-    return {"compression": compression, "chunk_rows": None if chunk_rows is None else int(chunk_rows)}
-
-
-def _pick(value: Any, keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        value = value[key]
-    return value
-
-
-def _nest(space: Space, flat: dict[tuple[str, ...], np.ndarray], keys: tuple[str, ...] = ()) -> Any:
-    if isinstance(space, DictSpace):
-        return {k: _nest(sub, flat, (*keys, k)) for k, sub in space.items()}
-    return flat[keys]
 
 
 def _redirect_inherited_files() -> None:

@@ -28,11 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from trajstore._fs import fsync_dir
+from trajstore._lock import WriterLock
 from trajstore.errors import FormatError
 from trajstore.spaces import Space
-from trajstore.storages._frames import check_rgb_frames
 from trajstore.storages import _image_codec as codec
-from trajstore.storages._files import fsync_dir
+from trajstore.storages._options import Option, optional, positive_int
+from trajstore.storages._rgb_space import check_rgb_frames
+from trajstore.storages._selection import Selection
 from trajstore.storages._slot_index import SlotIndex, _write_all
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
@@ -46,12 +49,6 @@ FD_CACHE_SIZE = 64
 def chunk_name(file_id: int) -> str:
     """``chunks/<id, 6 digits>.bin`` relative to the storage folder."""
     return f"{CHUNK_DIR}/{file_id:06d}.bin"
-
-
-def _check_chunk_bytes(chunk_bytes: Any) -> int:
-    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) or chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes must be an int >= 1 (bytes), got {chunk_bytes!r}")
-    return int(chunk_bytes)
 
 
 #: libjpeg(-turbo) encodes images of at most 65500 x 65500 pixels (JPEG_MAX_DIMENSION in jmorecfg.h).
@@ -77,6 +74,11 @@ class ImageStorage(SpaceStorage):
     """
 
     requires_cache_path = True
+    options = (
+        Option("format", "JPEG", codec.normalize_format, "'JPEG' or 'PNG' (case-insensitive)"),
+        Option("quality", None, optional(codec.check_quality), "JPEG quality 1..100 (default 95)"),
+        Option("chunk_bytes", DEFAULT_CHUNK_BYTES, positive_int, "target size of one chunk file (bytes)"),
+    )
 
     def __init__(self, space: Space, *, config: dict[str, Any], **kwargs: Any):
         super().__init__(space, **kwargs)
@@ -97,43 +99,36 @@ class ImageStorage(SpaceStorage):
     def check_space(cls, space: Space) -> None:
         check_rgb_frames(space, "ImageStorage")
 
-    @staticmethod
-    def _config_from(format: Any = "JPEG", quality: Any = None, chunk_bytes: Any = DEFAULT_CHUNK_BYTES,
-                     **unknown: Any) -> dict[str, Any]:
-        if unknown:
-            raise TypeError(f"ImageStorage got unexpected options {sorted(unknown)} "
-                            "(it takes format, quality, chunk_bytes)")
-        fmt = codec.normalize_format(format)
-        config: dict[str, Any] = {"format": fmt, "chunk_bytes": _check_chunk_bytes(chunk_bytes)}
-        if fmt == "JPEG":
-            config["quality"] = codec.check_quality(codec.JPEG_QUALITY if quality is None else quality)
-        elif quality is not None:
-            raise ValueError(f"quality applies to JPEG only; PNG frames are lossless (got quality={quality!r})")
+    @classmethod
+    def _check_config(cls, space: Space, config: dict[str, Any]) -> dict[str, Any]:
+        config = {"format": config["format"], "chunk_bytes": config["chunk_bytes"], "quality": config["quality"]}
+        if config["format"] == "PNG":
+            if config.pop("quality") is not None:
+                raise ValueError("ImageStorage option quality applies to JPEG only; PNG frames are lossless")
+            return config
+        if config["quality"] is None:
+            config["quality"] = codec.JPEG_QUALITY
+        if max(space.shape[:2]) > JPEG_MAX_SIDE:  # type: ignore[attr-defined]
+            raise ValueError(f"JPEG frames are at most {JPEG_MAX_SIDE} pixels a side (libjpeg's limit); got "
+                             f"{space.shape[:2]}: use format='PNG'")  # type: ignore[attr-defined]
         return config
 
     # -- lifecycle -----------------------------------------------------------------------------
     @classmethod
-    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
-                **kwargs: Any) -> "ImageStorage":
-        config = cls._config_from(**kwargs)
-        if config["format"] == "JPEG" and max(space.shape[:2]) > JPEG_MAX_SIDE:  # type: ignore[attr-defined]
-            raise ValueError(f"JPEG frames are at most {JPEG_MAX_SIDE} pixels a side (libjpeg's limit); got "
-                             f"{space.shape[:2]}: use format='PNG'")  # type: ignore[attr-defined]
+    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, config: dict[str, Any],
+                multiprocessing: bool, lock: WriterLock | None) -> "ImageStorage":
         assert path is not None  # requires_cache_path
         (path / CHUNK_DIR).mkdir()
-        storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
+        storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing,
+                      lock=lock)
         storage._index = SlotIndex.create(path, n_slots=capacity or 0, before_compact=storage._sync_chunks)
         return storage
 
     @classmethod
     def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
-              multiprocessing: bool) -> "ImageStorage":
-        try:
-            config = cls._config_from(**config)
-        except (TypeError, ValueError) as exc:
-            raise FormatError(f"{path}: bad ImageStorage config in storage.json: {exc}") from None
+              multiprocessing: bool, lock: WriterLock | None) -> "ImageStorage":
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
-                      multiprocessing=multiprocessing)
+                      multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only,
                                         before_compact=storage._sync_chunks)
         storage._length = storage._index.n_slots
@@ -158,15 +153,11 @@ class ImageStorage(SpaceStorage):
     def _resize(self, length: int) -> None:
         self._length = length  # the index grows when the new slots are written
 
-    def _write(self, positions: np.ndarray, value: np.ndarray) -> None:
-        try:
-            payloads = codec.encode_batch(value, self._format, self._quality)
-            lengths = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
-            file_ids, offsets, retired = self._append(payloads, lengths)
-            emptied = self._index.update(positions, file_ids, offsets, lengths)  # type: ignore[union-attr]
-        except BaseException:
-            self._length = self._index.n_slots  # type: ignore[union-attr]  # a failed extend adds no slots
-            raise
+    def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        payloads = codec.encode_batch(leaves[0], self._format, self._quality)
+        lengths = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
+        file_ids, offsets, retired = self._append(payloads, lengths)
+        emptied = self._index.update(sel.slots, file_ids, offsets, lengths)  # type: ignore[union-attr]
         self._remove_dead(np.union1d(emptied, retired))
 
     def _append(self, payloads: list[bytes], lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -232,14 +223,15 @@ class ImageStorage(SpaceStorage):
                 os.unlink(entry.path)
 
     # -- reading -------------------------------------------------------------------------------
-    def _read(self, positions: np.ndarray) -> np.ndarray:
+    def _read(self, sel: Selection) -> list[np.ndarray]:
+        positions = sel.slots
         out = np.zeros((len(positions), *self._frame_shape), dtype=np.uint8)
         try:
             self._read_into(positions, out)
         except FileNotFoundError:  # the writer deleted a chunk this reader's index still points into
             self.refresh()
             self._read_into(positions, out)
-        return out
+        return [out]
 
     def _read_into(self, positions: np.ndarray, out: np.ndarray) -> None:
         rows = self._index.lookup(positions)  # type: ignore[union-attr]

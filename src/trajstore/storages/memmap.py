@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from trajstore._lock import WriterLock
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, Space
+from trajstore.storages._selection import Selection
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 DATA_FILE = "data.bin"
@@ -41,11 +43,9 @@ class MemmapStorage(SpaceStorage):
             raise UnsupportedSpaceError(f"MemmapStorage takes one BoxSpace or BinarySpace leaf, got {space!r}")
 
     @classmethod
-    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
-                **kwargs: Any) -> "MemmapStorage":
-        if kwargs:
-            raise TypeError(f"MemmapStorage got unexpected options {sorted(kwargs)}")
-        storage = cls(space, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
+    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, config: dict[str, Any],
+                multiprocessing: bool, lock: WriterLock | None) -> "MemmapStorage":
+        storage = cls(space, capacity=capacity, cache_path=path, multiprocessing=multiprocessing, lock=lock)
         if path is None:
             storage._array = np.zeros((capacity or 16, *space.shape), storage._dtype)
             storage._length = capacity or 0
@@ -57,8 +57,9 @@ class MemmapStorage(SpaceStorage):
 
     @classmethod
     def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
-              multiprocessing: bool) -> "MemmapStorage":
-        storage = cls(space, capacity=capacity, cache_path=path, read_only=read_only, multiprocessing=multiprocessing)
+              multiprocessing: bool, lock: WriterLock | None) -> "MemmapStorage":
+        storage = cls(space, capacity=capacity, cache_path=path, read_only=read_only, multiprocessing=multiprocessing,
+                      lock=lock)
         storage.refresh()
         return storage
 
@@ -81,11 +82,20 @@ class MemmapStorage(SpaceStorage):
     def __len__(self) -> int:
         return self._length
 
-    def _read(self, positions: np.ndarray) -> np.ndarray:
-        return np.asarray(self._array[positions], dtype=self.space.dtype)  # type: ignore[index]
+    def _read(self, sel: Selection) -> list[np.ndarray]:
+        if len(sel.runs) == 1:  # one contiguous run: a slice copy, no gather
+            _, first, n = sel.runs[0]
+            rows = self._array[first:first + n]  # type: ignore[index]
+        else:
+            rows = self._array[sel.slots]  # type: ignore[index]
+        return [np.array(rows, dtype=self.space.dtype)]
 
-    def _write(self, positions: np.ndarray, value: np.ndarray) -> None:
-        self._array[positions] = value  # type: ignore[index]
+    def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        if len(sel.runs) > 2:  # scattered slots: one NumPy scatter
+            self._array[sel.slots] = leaves[0]  # type: ignore[index]
+            return
+        for row, first, n in sel.runs:  # a ring write is at most two runs
+            self._array[first:first + n] = leaves[0][row:row + n]  # type: ignore[index]
 
     def _resize(self, length: int) -> None:
         if self.cache_path is None:

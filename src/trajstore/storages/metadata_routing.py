@@ -11,7 +11,7 @@ and the remaining leaves to one :class:`HDF5Storage`.
 
 Whether a storage can take a leaf is asked of the storage class itself
 (:meth:`SpaceStorage.accepts`), and which metadata keys become keyword arguments is the
-class's ``kwargs_from_metadata`` (``("fps",)`` for video), so a new storage needs no edit here.
+class's declared options marked ``from_metadata`` (``fps`` for video), so a new storage needs no edit here.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def dict_storage_kwargs_from_space(
 
     Keyword arguments of a routed leaf are ``kind_kwargs[kind]`` (when its storage is the one its
     kind maps to) updated by ``key_kwargs[key]``; the default storage gets ``default_kwargs``
-    updated by ``key_kwargs["*"]``. Metadata named by the storage class's ``kwargs_from_metadata``
+    updated by ``key_kwargs["*"]``. Options the storage class declares ``from_metadata``
     (``fps`` for :class:`VideoStorage`) is passed unless the kwargs already give it.
 
     Returns:
@@ -150,7 +150,7 @@ def _leaf_kwargs(cls: type[SpaceStorage], leaf: Space, kind_map: Mapping[str, An
     if kind is not None and kind_map.get(kind) is cls:
         kwargs.update(kind_kwargs.get(kind, {}))
     kwargs.update(key_kwargs or {})
-    for name in cls.kwargs_from_metadata:
+    for name in cls.metadata_options():
         if name in leaf.metadata and name not in kwargs:
             kwargs[name] = leaf.metadata[name]
     return kwargs

@@ -33,7 +33,6 @@ Memory of the writer: up to ``segment_frames * H * W * 3`` bytes of raw pending 
 
 from __future__ import annotations
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,10 +40,12 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.errors import FormatError
+from trajstore._lock import WriterLock
 from trajstore.spaces import Space
-from trajstore.storages._frames import check_rgb_frames
+from trajstore.storages._rgb_space import check_rgb_frames
 from trajstore.storages import _video_codec as vcodec
+from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
+from trajstore.storages._selection import Selection
 from trajstore.storages._slot_index import SlotIndex
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
@@ -60,19 +61,6 @@ DECODE_THREADS = min(4, os.cpu_count() or 1)
 def segment_name(file_id: int) -> str:
     """``segments/<id, 8 digits>.mp4`` relative to the storage folder."""
     return f"{SEGMENT_DIR}/{file_id:08d}.mp4"
-
-
-def _check_fps(fps: Any) -> float | int:
-    if isinstance(fps, bool) or not isinstance(fps, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(fps) or fps <= 0:
-        raise ValueError(f"fps must be a finite number > 0 (Hz), got {fps!r}")
-    return fps.item() if isinstance(fps, np.generic) else fps
-
-
-def _check_segment_frames(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"segment_frames must be an int >= 1, got {n!r}")
-    return int(n)
 
 
 @STORAGE_TYPES.register("video")
@@ -104,7 +92,15 @@ class VideoStorage(SpaceStorage):
 
     requires_cache_path = True
     supports_overwrite = False
-    kwargs_from_metadata = ("fps",)
+    options = (
+        Option("fps", 30, positive_number, "frame rate (Hz)", from_metadata=True),
+        Option("codec", "libx264", one_of(*vcodec.CODECS), "encoder"),
+        Option("crf", 20, int_in(0, 51), "x264 constant rate factor"),
+        Option("preset", "faster", one_of(*vcodec.PRESETS), "x264 speed preset"),
+        Option("gop_size", 8, positive_int, "frames per keyframe interval"),
+        Option("pix_fmt", "yuv420p", one_of(*vcodec.PIX_FMTS), "chroma layout"),
+        Option("segment_frames", DEFAULT_SEGMENT_FRAMES, positive_int, "frames per segment file"),
+    )
 
     def __init__(self, space: Space, *, config: dict[str, Any], **kwargs: Any):
         super().__init__(space, **kwargs)
@@ -116,7 +112,6 @@ class VideoStorage(SpaceStorage):
         self._h, self._w = int(space.shape[0]), int(space.shape[1])
         self._index: SlotIndex | None = None
         self._length = 0  # slots of an unbounded storage (capacity otherwise)
-        self._grown_from: int | None = None  # length before an extend's _resize, to undo on failure
         # The pending segment (writer only).
         self._encoder: vcodec.SegmentEncoder | None = None
         self._pending_id = -1
@@ -133,40 +128,23 @@ class VideoStorage(SpaceStorage):
     def check_space(cls, space: Space) -> None:
         check_rgb_frames(space, "VideoStorage")
 
-    @staticmethod
-    def _config_from(fps: Any = 30, codec: Any = "libx264", crf: Any = 20, preset: Any = "faster",
-                     gop_size: Any = 8, pix_fmt: Any = "yuv420p", segment_frames: Any = DEFAULT_SEGMENT_FRAMES,
-                     **unknown: Any) -> dict[str, Any]:
-        if unknown:
-            raise TypeError(f"VideoStorage got unexpected options {sorted(unknown)} (it takes fps, codec, crf, "
-                            "preset, gop_size, pix_fmt, segment_frames)")
-        settings = vcodec.EncoderSettings(codec=codec, crf=crf, preset=preset, gop_size=gop_size,
-                                          pix_fmt=pix_fmt)  # validates
-        return {"fps": _check_fps(fps), "codec": settings.codec, "crf": int(settings.crf),
-                "preset": settings.preset, "gop_size": int(settings.gop_size), "pix_fmt": settings.pix_fmt,
-                "segment_frames": _check_segment_frames(segment_frames)}
-
     # -- lifecycle -----------------------------------------------------------------------------
     @classmethod
-    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, multiprocessing: bool,
-                **kwargs: Any) -> "VideoStorage":
-        config = cls._config_from(**kwargs)
+    def _create(cls, space: Space, *, capacity: int | None, path: Path | None, config: dict[str, Any],
+                multiprocessing: bool, lock: WriterLock | None) -> "VideoStorage":
         assert path is not None  # requires_cache_path
         (path / SEGMENT_DIR).mkdir()
-        storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing)
+        storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing,
+                      lock=lock)
         storage._index = SlotIndex.create(path, n_slots=capacity or 0)
         storage._length = capacity or 0
         return storage
 
     @classmethod
     def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
-              multiprocessing: bool) -> "VideoStorage":
-        try:
-            config = cls._config_from(**config)
-        except (TypeError, ValueError) as exc:
-            raise FormatError(f"{path}: bad VideoStorage config in storage.json: {exc}") from None
+              multiprocessing: bool, lock: WriterLock | None) -> "VideoStorage":
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
-                      multiprocessing=multiprocessing)
+                      multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only)
         storage._length = storage._index.n_slots
         if not read_only:
@@ -194,18 +172,10 @@ class VideoStorage(SpaceStorage):
 
     # -- writing -------------------------------------------------------------------------------
     def _resize(self, length: int) -> None:
-        self._grown_from = self._length
         self._length = length
 
-    def _write(self, positions: np.ndarray, value: np.ndarray) -> None:
-        try:
-            self._append(positions, value)
-        except BaseException:
-            if self._grown_from is not None:  # a failed extend adds no slots
-                self._length = self._grown_from
-            raise
-        finally:
-            self._grown_from = None
+    def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        self._append(sel.slots, leaves[0])
 
     def _append(self, positions: np.ndarray, frames: np.ndarray) -> None:
         """Add frames to the pending segment, closing it each time it is full."""
@@ -308,7 +278,8 @@ class VideoStorage(SpaceStorage):
                 os.unlink(entry.path)
 
     # -- reading -------------------------------------------------------------------------------
-    def _read(self, positions: np.ndarray) -> np.ndarray:
+    def _read(self, sel: Selection) -> list[np.ndarray]:
+        positions = sel.slots
         out = np.zeros((len(positions), self._h, self._w, 3), np.uint8)
         rows = np.arange(len(positions))
         if self._count:  # written but not flushed: the raw frames, exactly as written
@@ -323,7 +294,7 @@ class VideoStorage(SpaceStorage):
         except FileNotFoundError:  # the writer deleted a segment this reader's index still points into
             self.refresh()
             self._read_segments(positions[rows], out, rows)
-        return out
+        return [out]
 
     def _read_segments(self, slots: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
         index = self._index

@@ -1,0 +1,131 @@
+"""One owner per folder: creation, the writer lock, fork detection and pickling by path.
+
+A replay buffer and a storage opened on its own each own their folder through
+:class:`FolderOwner`; sub-storages inside it (a :class:`DictStorage`'s children, the
+buffer's storage) are *owned*: they share the owner's :class:`~trajstore._lock.WriterLock`
+instead of taking one of their own, so one buffer holds one ``writer.lock``.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from trajstore._lock import WriterLock
+from trajstore.errors import ReadOnlyError
+from trajstore._fs import make_fresh_dir, remove_made
+
+
+@contextmanager
+def fresh_folder(cache_path: str | os.PathLike | None) -> Iterator[tuple[Path | None, WriterLock | None]]:
+    """Make ``cache_path`` a new folder and hold its writer lock; undo both if the body raises.
+
+    Yields ``(None, None)`` for an in-memory object (``cache_path=None``).
+
+    Raises:
+        StorageExistsError: ``cache_path`` is a file or a non-empty folder (nothing is touched).
+    """
+    if cache_path is None:
+        yield None, None
+        return
+    existed = Path(cache_path).exists()
+    path = make_fresh_dir(cache_path)
+    lock = WriterLock(path)
+    try:
+        lock.acquire()
+        yield path, lock
+    except BaseException:
+        lock.release()
+        remove_made(path, existed)
+        raise
+
+
+def lock_for(path: Path, read_only: bool) -> WriterLock | None:
+    """The writer lock of ``path``, acquired, for a writer; ``None`` for a reader.
+
+    Raises:
+        LockedError: another writer holds it.
+    """
+    if read_only:
+        return None
+    lock = WriterLock(path)
+    lock.acquire()
+    return lock
+
+
+class FolderOwner:
+    """What a buffer and a storage share: open/closed state, read-only, the lock, fork detection.
+
+    Attributes:
+        cache_path: the folder, or ``None`` in memory.
+        read_only: writes raise :class:`~trajstore.errors.ReadOnlyError`.
+        multiprocessing: other processes read the folder while this one writes it. Every file
+            trajstore writes is safe for concurrent readers either way; the flag is kept in the
+            folder so that copies sent to other processes (pickling) reopen the same way, and it
+            makes HDF5 readers of a non-SWMR file open in SWMR mode.
+        closed: :meth:`close` was called.
+    """
+
+    cache_path: Path | None
+    read_only: bool
+    multiprocessing: bool
+    closed: bool
+
+    def _init_owner(self, cache_path: Path | None, *, read_only: bool, multiprocessing: bool,
+                    lock: WriterLock | None, owns_lock: bool) -> None:
+        self.cache_path = Path(cache_path) if cache_path is not None else None
+        self.read_only = read_only
+        self.multiprocessing = multiprocessing
+        self.closed = False
+        self._pid = os.getpid()
+        self._lock = lock  # the writer lock of this folder or of the folder that owns it
+        self._owns_lock = owns_lock
+
+    @property
+    def holds_writer_lock(self) -> bool:
+        """True while this object (or the folder that owns it) holds the writer lock, in this process."""
+        return self._lock is not None and self._lock.held and not self.read_only
+
+    def _release_lock(self) -> None:
+        if self._lock is not None and self._owns_lock:
+            self._lock.release()
+        self._lock = None
+
+    def _check_open(self) -> None:
+        """Raise on a closed object; in a forked child, switch to read-only first (:meth:`_after_fork`)."""
+        if self.closed:
+            raise ValueError(f"{type(self).__name__} at {self.cache_path or 'memory'} is closed")
+        if os.getpid() != self._pid:
+            # A forked child never writes through its parent's files and never holds its lock.
+            self._pid = os.getpid()
+            self.read_only = True
+            self._release_lock()
+            self._after_fork()
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyError(f"{type(self).__name__} at {self.cache_path} is read-only; "
+                                "open it with read_only=False to write")
+
+    def _after_fork(self) -> None:
+        """In a forked child: drop handles inherited from the parent and see the folder read-only."""
+
+    def _reopen_args(self) -> tuple[Any, ...]:
+        """What :meth:`__reduce__` passes to the module-level reopen function."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> Any:
+        """Pickle as a reference to the folder; the copy reopens it read-only in the new process."""
+        if self.cache_path is None:
+            raise TypeError(f"an in-memory {type(self).__name__} cannot be pickled or sent to another "
+                            "process; create it with a cache_path")
+        return self._reopen_args()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()  # type: ignore[attr-defined]
