@@ -1,0 +1,166 @@
+"""One pass down: a request is normalised once and validated once at the edge, options are
+checked before the disk is touched, and one buffer holds one writer lock."""
+
+import numpy as np
+import pytest
+
+import trajstore.replay_buffer.replay_buffer as rb_module
+import trajstore.storages.base as base_module
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace, tree
+from trajstore.storages import (DictStorage, HDF5Storage, ImageStorage, VideoStorage,
+                                dict_storage_kwargs_from_space)
+from trajstore.storages import _selection
+
+
+def step_space():
+    return DictSpace({
+        "observation": DictSpace({
+            "pixels": BoxSpace(0, 255, (16, 16, 3), np.uint8, metadata={"kind": "image"}),
+            "state": BoxSpace(-1, 1, (4,), np.float32),
+        }),
+        "action": BoxSpace(-1, 1, (2,), np.float32),
+        "done": BinarySpace(),
+        "task": TextSpace(8),
+    })
+
+
+def make(path, capacity=None, **routing):
+    space = step_space()
+    return ReplayBuffer.create(DictStorage, space, cache_path=path, capacity=capacity,
+                               **dict_storage_kwargs_from_space(space, **routing))
+
+
+@pytest.fixture
+def count_validations(monkeypatch):
+    """Counts validate() calls per leaf space class (a nested value validates each leaf once)."""
+    calls = {}
+    for cls in {type(leaf) for _, leaf in tree.leaves(step_space())} | {DictSpace}:
+        original = cls.validate
+
+        def counting(self, *args, _original=original, _name=cls.__name__, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "validate", counting)
+    return calls
+
+
+@pytest.fixture
+def count_selects(monkeypatch):
+    """Counts user indexes turned into selections, wherever in the package they are made."""
+    calls = []
+    original = _selection.select
+
+    def counting(index, length):
+        calls.append(index)
+        return original(index, length)
+
+    for module in (rb_module, base_module):
+        monkeypatch.setattr(module, "select", counting)
+    return calls
+
+
+@pytest.mark.parametrize("capacity", [None, 5])
+def test_append_and_extend_validate_each_leaf_once(tmp_path, count_validations, capacity):
+    rb = make(tmp_path / "rb", capacity)
+    step = step_space().sample(np.random.default_rng(0))
+    count_validations.clear()
+    rb.append(step)
+    # 1 top dict + 1 nested dict + 5 leaves, once each, although the step crosses two storages.
+    assert count_validations == {"DictSpace": 2, "BoxSpace": 3, "BinarySpace": 1, "TextSpace": 1}
+    count_validations.clear()
+    rb.extend(step_space().sample(np.random.default_rng(1), batch_size=7))  # wraps the ring of 5
+    assert count_validations == {"DictSpace": 2, "BoxSpace": 3, "BinarySpace": 1, "TextSpace": 1}
+    rb.close()
+
+
+@pytest.mark.parametrize("index", [3, -1, slice(None), np.array([5, 1, 5, 0]), np.arange(8) % 2 == 0])
+def test_a_read_normalises_its_index_once(tmp_path, count_selects, index):
+    rb = make(tmp_path / "rb", capacity=8)
+    rb.extend(step_space().sample(np.random.default_rng(0), batch_size=11))  # wrapped: head is 3
+    count_selects.clear()
+    rb[index]
+    assert len(count_selects) == 1
+    rb.close()
+
+
+def test_a_wrapped_full_read_never_sorts(tmp_path, monkeypatch):
+    rb = make(tmp_path / "rb", capacity=8)
+    batch = step_space().sample(np.random.default_rng(0), batch_size=11)
+    rb.extend(batch)
+    monkeypatch.setattr(np, "argsort", lambda *a, **k: pytest.fail("rb[:] sorted its slots"))
+    monkeypatch.setattr(np, "unique", lambda *a, **k: pytest.fail("rb[:] sorted its slots"))
+    got = rb[:]
+    monkeypatch.undo()
+    np.testing.assert_array_equal(got["action"], batch["action"][3:])
+    rb.close()
+
+
+@pytest.mark.parametrize("routing, error", [
+    ({"kind_kwargs": {"image": {"format": "GIF"}}}, ValueError),
+    ({"kind_kwargs": {"image": {"quality": 101}}}, ValueError),
+    ({"kind_kwargs": {"image": {"format": "PNG", "quality": 90}}}, ValueError),
+    ({"kind_kwargs": {"image": {"colour": "yes"}}}, TypeError),
+    ({"default_kwargs": {"compression": "zstd"}}, ValueError),
+    ({"default_kwargs": {"chunk_rows": 0}}, ValueError),
+    ({"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {"image": {"crf": 99}}}, ValueError),
+    ({"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {"image": {"fps": -1}}}, ValueError),
+])
+def test_a_bad_option_leaves_no_folder_behind(tmp_path, routing, error):
+    with pytest.raises(error, match="option|unexpected"):
+        make(tmp_path / "rb", **routing)
+    assert not (tmp_path / "rb").exists()
+    (tmp_path / "empty").mkdir()  # a folder the user made stays, and stays empty
+    with pytest.raises(error):
+        make(tmp_path / "empty", **routing)
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+@pytest.mark.parametrize("cls, options", [(ImageStorage, {"format": "GIF"}), (HDF5Storage, {"compression": 3}),
+                                          (VideoStorage, {"gop_size": 0})])
+def test_a_storage_on_its_own_checks_options_before_the_folder(tmp_path, cls, options):
+    space = BoxSpace(0, 255, (8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match="option"):
+        cls.create(space, capacity=None, cache_path=tmp_path / "s", **options)
+    assert not (tmp_path / "s").exists()
+
+
+def test_one_writer_lock_per_buffer(tmp_path):
+    rb = make(tmp_path / "rb", kind_storage_cls={"image": VideoStorage})
+    rb.extend(step_space().sample(np.random.default_rng(0), batch_size=3))
+    rb.close()
+    locks = sorted(p.relative_to(tmp_path / "rb").as_posix() for p in (tmp_path / "rb").rglob("writer.lock"))
+    assert locks == ["writer.lock"]
+    # A sub-storage opened on its own still takes its own lock.
+    from trajstore.errors import LockedError
+    from trajstore.storages import SpaceStorage
+
+    sub = SpaceStorage.load_from(tmp_path / "rb" / "storage" / "@rest", read_only=False)
+    with pytest.raises(LockedError):
+        SpaceStorage.load_from(tmp_path / "rb" / "storage" / "@rest", read_only=False)
+    sub.close()
+
+
+def test_a_failed_extend_adds_no_hdf5_rows(tmp_path, monkeypatch):
+    space = DictSpace({"a": BoxSpace(0, 1, (3,), np.float32), "b": BoxSpace(0, 1, (), np.float32)})
+    s = HDF5Storage.create(space, capacity=None, cache_path=tmp_path / "s")
+    first = space.sample(np.random.default_rng(0), batch_size=4)
+    s.extend(first)
+
+    def disk_full(self, sel, leaves):
+        self._datasets[0][sel.slots[0]] = leaves[0][0]  # one leaf written, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(HDF5Storage, "_write", disk_full)
+    with pytest.raises(OSError):
+        s.extend(space.sample(np.random.default_rng(1), batch_size=3))
+    monkeypatch.undo()
+    assert len(s) == 4
+    np.testing.assert_array_equal(s[:]["a"], first["a"])
+    more = space.sample(np.random.default_rng(2), batch_size=2)
+    s.extend(more)
+    s.close()
+    with HDF5Storage.load_from(tmp_path / "s") as again:
+        assert len(again) == 6
+        np.testing.assert_array_equal(again[4:]["b"], more["b"])
