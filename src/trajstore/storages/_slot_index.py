@@ -335,11 +335,14 @@ class SlotIndex:
         rec = rec[rec[:, 0] >= 0]  # reservations carry no slot
         if len(rec) == 0:
             return np.zeros(0, dtype=np.int64)
-        # Last record per slot wins: np.unique's return_index is the first occurrence, so
-        # look it up in the reversed records (documented behaviour, no repeated assignment).
-        rev = rec[::-1]
-        slots, first = np.unique(rev[:, 0], return_index=True)
-        new = rev[first, 1:]
+        # Last record per slot wins: a stable sort by slot keeps records of one slot in log
+        # order, so the last of each group is the newest. (Not np.unique: its first call
+        # imports numpy.ma, several ms of every fresh reader's open.)
+        by_slot = np.argsort(rec[:, 0], kind="stable")
+        ordered = rec[by_slot, 0]
+        last = by_slot[np.r_[ordered[1:] != ordered[:-1], True]]
+        slots = rec[last, 0]
+        new = rec[last, 1:]
         new[new[:, 0] < 0] = -1  # an unwritten slot has no offset or length
         self.grow(int(slots[-1]) + 1)
         old_ids = self._table[slots, 0]
@@ -351,5 +354,5 @@ class SlotIndex:
         self._counts -= np.bincount(old_ids[old_ids >= 0], minlength=size)
         self._counts += np.bincount(new_ids[new_ids >= 0], minlength=size)
         self._table[slots] = new
-        touched = np.unique(old_ids[old_ids >= 0])
+        touched = np.flatnonzero(np.bincount(old_ids[old_ids >= 0], minlength=size))
         return touched[(before[touched] > 0) & (self._counts[touched] == 0)]

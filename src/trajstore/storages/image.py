@@ -158,7 +158,7 @@ class ImageStorage(SpaceStorage):
         lengths = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
         file_ids, offsets, retired = self._append(payloads, lengths)
         emptied = self._index.update(sel.slots, file_ids, offsets, lengths)  # type: ignore[union-attr]
-        self._remove_dead(np.union1d(emptied, retired))
+        self._remove_dead(sorted({*emptied.tolist(), *retired}))
 
     def _append(self, payloads: list[bytes], lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Append payloads to chunk files; returns each one's (chunk id, offset) and the chunks rotated out."""
@@ -200,7 +200,7 @@ class ImageStorage(SpaceStorage):
         self._active_id, self._active_size = fid, 0
         self._dir_dirty = True
 
-    def _remove_dead(self, candidates: np.ndarray) -> None:
+    def _remove_dead(self, candidates: list[int]) -> None:
         """Delete chunks no slot points into; the index moving slots away is made durable first."""
         dead = [int(f) for f in candidates if f != self._active_id and self._index.live_count(int(f)) == 0]
         if not dead:
