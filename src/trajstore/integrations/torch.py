@@ -19,6 +19,7 @@ from trajstore.backends import to_torch
 from trajstore.errors import StaleReadError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.replay_buffer import MAX_READ_ATTEMPTS
+from trajstore.spaces import map_leaves
 
 
 class ReplayBufferDataset(Dataset):
@@ -81,12 +82,6 @@ class ReplayBufferDataset(Dataset):
         raise RuntimeError(f"the writer of {self.buffer.cache_path} kept overwriting the steps being read")
 
     def _one(self, batch: Any, i: int) -> Any:
-        step = to_torch(_take(batch, i))
+        step = to_torch(map_leaves(self.buffer.space, batch, lambda v: v[i]))
         return self.transform(step) if self.transform else step
-
-
-def _take(batch: Any, i: int) -> Any:
-    if isinstance(batch, dict):
-        return {k: _take(v, i) for k, v in batch.items()}
-    return batch[i]
 

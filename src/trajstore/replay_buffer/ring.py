@@ -1,4 +1,4 @@
-"""Ring bookkeeping: logical index <-> physical slot. Pure arithmetic, no I/O.
+"""Ring bookkeeping: logical index <-> slot. Pure arithmetic, no I/O.
 
 Logical index 0 is the oldest step still held; ``count - 1`` the newest. With a fixed
 ``capacity`` the steps live in a ring of slots starting at ``head``; unbounded, a step's

@@ -224,17 +224,17 @@ class ImageStorage(SpaceStorage):
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
-        positions = sel.slots
-        out = np.zeros((len(positions), *self._frame_shape), dtype=np.uint8)
+        slots = sel.slots
+        out = np.zeros((len(slots), *self._frame_shape), dtype=np.uint8)
         try:
-            self._read_into(positions, out)
+            self._read_into(slots, out)
         except FileNotFoundError:  # the writer deleted a chunk this reader's index still points into
             self.refresh()
-            self._read_into(positions, out)
+            self._read_into(slots, out)
         return [out]
 
-    def _read_into(self, positions: np.ndarray, out: np.ndarray) -> None:
-        rows = self._index.lookup(positions)  # type: ignore[union-attr]
+    def _read_into(self, slots: np.ndarray, out: np.ndarray) -> None:
+        rows = self._index.lookup(slots)  # type: ignore[union-attr]
         written = np.flatnonzero(rows[:, 0] >= 0)
         if len(written) == 0:
             return
@@ -251,7 +251,7 @@ class ImageStorage(SpaceStorage):
                                   f"needed {total} bytes at offset {first}, got {len(data)}")
             rel = (off[a:b] - first).tolist()
             payloads.extend(data[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
-        if len(written) == len(positions):
+        if len(written) == len(slots):
             codec.decode_batch(payloads, out, self._format)
         else:  # some slots were never written: they stay zero
             frames = np.empty((len(written), *self._frame_shape), dtype=np.uint8)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from trajstore.errors import UnsupportedSpaceError
-from trajstore.spaces import DictSpace, Space
+from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages.base import SpaceStorage
 
 StorageMap = Mapping[str, Optional[type[SpaceStorage]]]
@@ -78,9 +78,6 @@ def dict_storage_kwargs_from_space(
     """
     if not isinstance(space, DictSpace):
         raise TypeError(f"dict_storage_kwargs_from_space needs a DictSpace, got {type(space).__name__}")
-    if "*" in space.spaces:
-        raise ValueError("the key '*' is reserved in a DictStorage layout (it names every leaf not listed); "
-                         "rename that key of the space")
     from trajstore.storages.dict import check_layout_keys
 
     check_layout_keys(space, nested_separator)
@@ -90,22 +87,22 @@ def dict_storage_kwargs_from_space(
     kind_kwargs = kind_kwargs or {}
     key_kwargs = dict(key_kwargs or {})
     for key in [*key_map, *(k for k in key_kwargs if k != "*")]:
-        space.subspace(key, nested_separator)  # KeyError naming the key if it is not in the space
+        tree.subspace(space, tree.parse_name(key, nested_separator))  # KeyError naming the key if it is not there
 
     storage_cls_map: dict[str, type[SpaceStorage]] = {}
     out_kwargs: dict[str, dict[str, Any]] = {}
-    to_default: list[str] = []
-    forced = {k: v for k, v in key_map.items()}
-    claimed: set[str] = set()
+    to_default: list[tuple[str, ...]] = []
+    claimed: set[tuple[str, ...]] = set()
 
     # 1. keys listed by the user (leaves or whole sub-dicts)
-    for key, cls in forced.items():
-        sub = space.subspace(key, nested_separator)
-        leaves = [key] if not isinstance(sub, DictSpace) else [
-            f"{key}{nested_separator}{p}" for p, _ in sub.leaves(nested_separator)]
+    for key, cls in key_map.items():
+        prefix = tree.parse_name(key, nested_separator)
+        sub = tree.subspace(space, prefix)
+        leaves = [p for p in tree.leaf_paths(space) if tree.under(p, prefix)]
         overlap = claimed.intersection(leaves)
         if overlap:
-            raise ValueError(f"key_storage_cls routes {sorted(overlap)} twice (through {key!r})")
+            names = sorted(nested_separator.join(p) for p in overlap)
+            raise ValueError(f"key_storage_cls routes {names} twice (through {key!r})")
         claimed.update(leaves)
         if cls is None:
             to_default.extend(leaves)
@@ -119,13 +116,14 @@ def dict_storage_kwargs_from_space(
         out_kwargs[key] = _leaf_kwargs(cls, sub, kind_map, kind_kwargs, key_kwargs.get(key))
 
     # 2./3. every other leaf by its kind, else the default storage
-    for path, leaf in space.leaves(nested_separator):
+    for path, leaf in tree.leaves(space):
         if path in claimed:
             continue
         cls = kind_map.get(leaf.metadata.get("kind"))
         if cls is not None and cls.accepts(leaf):
-            storage_cls_map[path] = cls
-            out_kwargs[path] = _leaf_kwargs(cls, leaf, kind_map, kind_kwargs, key_kwargs.get(path))
+            name = nested_separator.join(path)  # a key of the layout
+            storage_cls_map[name] = cls
+            out_kwargs[name] = _leaf_kwargs(cls, leaf, kind_map, kind_kwargs, key_kwargs.get(name))
         else:
             to_default.append(path)
 

@@ -177,13 +177,13 @@ class VideoStorage(SpaceStorage):
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
         self._append(sel.slots, leaves[0])
 
-    def _append(self, positions: np.ndarray, frames: np.ndarray) -> None:
+    def _append(self, slots: np.ndarray, frames: np.ndarray) -> None:
         """Add frames to the pending segment, closing it each time it is full."""
         i = 0
-        while i < len(positions):
+        while i < len(slots):
             if self._encoder is None:
                 self._open_segment()
-            k = min(len(positions) - i, self._segment_frames - self._count)
+            k = min(len(slots) - i, self._segment_frames - self._count)
             try:
                 self._encoder.encode(frames[i:i + k])  # type: ignore[union-attr]
             except BaseException:
@@ -192,9 +192,9 @@ class VideoStorage(SpaceStorage):
             start = self._count
             self._grow_raw(start + k)
             self._raw[start:start + k] = frames[i:i + k]
-            self._raw_slots[start:start + k] = positions[i:i + k]
-            self._grow_pending_of(int(positions[i:i + k].max()) + 1)
-            self._pending_of[positions[i:i + k]] = np.arange(start, start + k)
+            self._raw_slots[start:start + k] = slots[i:i + k]
+            self._grow_pending_of(int(slots[i:i + k].max()) + 1)
+            self._pending_of[slots[i:i + k]] = np.arange(start, start + k)
             self._count += k
             i += k
             if self._count == self._segment_frames:
@@ -279,21 +279,21 @@ class VideoStorage(SpaceStorage):
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
-        positions = sel.slots
-        out = np.zeros((len(positions), self._h, self._w, 3), np.uint8)
-        rows = np.arange(len(positions))
+        slots = sel.slots
+        out = np.zeros((len(slots), self._h, self._w, 3), np.uint8)
+        rows = np.arange(len(slots))
         if self._count:  # written but not flushed: the raw frames, exactly as written
-            inside = positions < len(self._pending_of)
-            pending = np.full(len(positions), -1, np.int64)
-            pending[inside] = self._pending_of[positions[inside]]
+            inside = slots < len(self._pending_of)
+            pending = np.full(len(slots), -1, np.int64)
+            pending[inside] = self._pending_of[slots[inside]]
             hit = pending >= 0
             out[hit] = self._raw[pending[hit]]
             rows = np.flatnonzero(~hit)
         try:
-            self._read_segments(positions[rows], out, rows)
+            self._read_segments(slots[rows], out, rows)
         except FileNotFoundError:  # the writer deleted a segment this reader's index still points into
             self.refresh()
-            self._read_segments(positions[rows], out, rows)
+            self._read_segments(slots[rows], out, rows)
         return [out]
 
     def _read_segments(self, slots: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
