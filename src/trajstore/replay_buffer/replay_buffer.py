@@ -30,7 +30,8 @@ from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signa
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space, map_leaves, space_from_json
 from trajstore.storages._selection import Selection, select, span
-from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_step
+from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
+                                     validated_step)
 
 #: A sampler on a live ring redraws when the writer overwrote what it was reading; give up after this many.
 MAX_READ_ATTEMPTS = 16
@@ -262,15 +263,7 @@ class ReplayBuffer(FolderOwner):
         """
         self._check_writable()
         sel = select(index, len(self))
-        if sel.scalar:
-            leaves = validated_step(self.space, value)
-        else:
-            leaves, n = validated_batch(self.space, value)
-            if n != sel.size:
-                from trajstore.errors import InvalidValueError
-
-                raise InvalidValueError(f"index selects {sel.size} steps but the value has a batch of {n}")
-        self.storage.write(self._ring.slots_of(sel), leaves)
+        self.storage.write(self._ring.slots_of(sel), validated_for(self.space, value, sel))
 
     def end_episode(self) -> None:
         """Mark the last appended step as the end of the current episode, then :meth:`flush`.

@@ -367,13 +367,7 @@ class SpaceStorage(FolderOwner, abc.ABC):
         """
         self._check_writable()
         sel = select(index, len(self))
-        if sel.scalar:
-            leaves = validated_step(self.space, value)
-        else:
-            leaves, n = validated_batch(self.space, value)
-            if n != sel.size:
-                raise InvalidValueError(f"index selects {sel.size} slots but the value has a batch of {n}")
-        self.write(sel, leaves)
+        self.write(sel, validated_for(self.space, value, sel))
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self.set(index, value)
@@ -441,6 +435,20 @@ def validated_batch(space: Space, value: Any) -> tuple[list[np.ndarray], int]:
     """
     leaves = tree.flatten(space, space.validate(value, batched=True))
     return leaves, (len(leaves[0]) if leaves else 0)
+
+
+def validated_for(space: Space, value: Any, sel: Selection) -> list[np.ndarray]:
+    """``value`` validated for a write at ``sel``: one value for an int index, else a batch of ``sel.size``.
+
+    Raises:
+        InvalidValueError: names the leaf and what was expected, or the batch and index sizes.
+    """
+    if sel.scalar:
+        return validated_step(space, value)
+    leaves, n = validated_batch(space, value)
+    if n != sel.size:
+        raise InvalidValueError(f"the index selects {sel.size} slots but the value has a batch of {n}")
+    return leaves
 
 
 def _reopen(type_name: str, path: str, multiprocessing: bool) -> SpaceStorage:
