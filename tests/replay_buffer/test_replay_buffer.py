@@ -256,6 +256,7 @@ def test_ring_crash_before_flush_keeps_committed_steps_intact(tmp_path, layout):
     rb.extend(first)
     rb.end_episode()  # committed: steps 0..9
     rb.extend(batch(4, 21))  # overwrites the slots of steps 0..3, not flushed: then the writer "crashes"
+    rb._write_staged()  # the staged steps reach the storage (write-behind done), the metadata is not committed
     rb.storage.flush()  # the worst case: the new data reached the disk, the metadata did not
     reader = ReplayBuffer.load_from(tmp_path / "rb")
     assert len(reader) == 6 and reader.total_steps == 10  # steps 4..9, still whole
@@ -282,8 +283,10 @@ def test_ring_write_failing_midway_stops_serving_the_torn_steps(tmp_path, monkey
 
     assert list(rb.storage.storages)[-1] == "*"  # the HDF5 part is written after the frames
     monkeypatch.setattr(HDF5Storage, "_write", disk_full)
-    with pytest.raises(OSError, match="No space"):
-        rb.extend(batch(1, 31))
+    rb.extend(batch(1, 31))  # staged; written behind
+    with pytest.raises(OSError, match="No space") as failure:
+        rb.flush()  # the background write's error surfaces at the next call
+    assert any("'*'" in note for note in failure.value.__notes__)  # names the storage that failed
     monkeypatch.undo()
     assert len(rb) == 3 and rb.total_steps == 4  # step 0 is no longer served, steps 1..3 are intact
     np.testing.assert_array_equal(rb[:]["action"], old["action"][1:])
@@ -357,7 +360,8 @@ def test_full_ring_crash_loses_at_most_drop_ahead_old_steps(tmp_path):
     rb = make(tmp_path, capacity=40)
     rb.extend(batch(40, 52))
     rb.flush()
-    rb.append(step_space().sample(np.random.default_rng(53)))  # then the writer dies without flushing
+    rb.append(step_space().sample(np.random.default_rng(53)))
+    rb._write_staged()  # the write-behind thread wrote it; then the writer dies without flushing
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
         assert len(reader) == 40 - drop_ahead(40) == 35
     rb.close()

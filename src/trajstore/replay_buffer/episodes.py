@@ -85,6 +85,12 @@ class EpisodeTable:
         self.open_start = None
         return True
 
+    def forget_after(self, appended: int) -> None:
+        """Steps from number ``appended`` on were never written (a failed write): the open
+        episode loses them (closed episodes ended before any unwritten step)."""
+        if self.open_start is not None and self.open_start >= appended:
+            self.open_start = None
+
     def drop_before(self, oldest: int) -> None:
         """Forget closed episodes whose every step is older than global step ``oldest``."""
         self._first += int(np.searchsorted(self.stops, oldest, side="right"))  # stops are increasing

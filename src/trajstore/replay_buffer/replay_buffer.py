@@ -28,7 +28,9 @@ from trajstore.replay_buffer.episodes import Episode, EpisodeTable
 from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
                                               view_before_overwrite, write_meta)
 from trajstore.replay_buffer.ring import RingState
-from trajstore.spaces import Space, map_leaves, space_from_json
+from trajstore.replay_buffer.staging import (MAX_PENDING_BYTES, BackgroundWriter, StagingArea, WriteStats,
+                                             block_steps_for)
+from trajstore.spaces import Space, map_leaves, space_from_json, tree
 from trajstore.storages._selection import Selection, select, span
 from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
                                      validated_step)
@@ -70,6 +72,12 @@ class ReplayBuffer(FolderOwner):
         self._meta_signature: tuple[int, int, int] | None = None
         # What the metadata file says; ring writes shrink it before overwriting (see _drop_before_overwrite).
         self._committed = Committed.of(ring, episodes)
+        # Write-behind (writers only): _ring counts staged steps too; _planned is the ring after the
+        # blocks handed to the background writer; the rest sit in _staging.
+        self._planned = ring
+        self._staging: StagingArea | None = None
+        self._writer: BackgroundWriter | None = None
+        self.write_stats = WriteStats()
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -165,22 +173,37 @@ class ReplayBuffer(FolderOwner):
             self._write_meta(view)
 
     def flush(self) -> None:
-        """Make every step so far durable and visible to readers: storage first, then metadata."""
+        """Make every step so far durable and visible to readers: staged steps are written, the
+        storage is flushed (fsync), then the metadata is replaced atomically.
+
+        Raises:
+            OSError, ...: a background write failed; nothing of it is committed (see :meth:`append`).
+        """
         self._check_writable()
+        self._write_staged()
         self.storage.flush()
         self._write_meta()
 
     def close(self) -> None:
-        """Flush (if writable), close the storage and release the writer lock. Idempotent."""
+        """Flush (if writable), close the storage and release the writer lock. Idempotent.
+
+        Raises:
+            OSError, ValueError, ...: a background write failed (the buffer is closed all the same;
+                the steps of that write and later ones are not committed).
+        """
         if self.closed:
             return
         try:
             if not self.read_only and os.getpid() == self._pid:
                 self.flush()
-            self.storage.close()
         finally:
-            self._release_lock()
-            self.closed = True
+            try:
+                if self._writer is not None:
+                    self._writer.close()
+                self.storage.close()
+            finally:
+                self._release_lock()
+                self.closed = True
 
     def __del__(self) -> None:
         # Losing steps silently is worse than a warning; flushing here is unsafe at interpreter exit.
@@ -198,9 +221,15 @@ class ReplayBuffer(FolderOwner):
     def append(self, step: Any) -> None:
         """Append one step (a value of ``space``).
 
+        The step is validated, copied into a staging block and written behind by a background
+        thread (see :mod:`~trajstore.replay_buffer.staging`); :meth:`flush` or :meth:`end_episode`
+        make it durable. Waits while staging is full (``write_stats.blocked_seconds``).
+
         Raises:
-            InvalidValueError: names the leaf and what was expected; nothing is written.
+            InvalidValueError: names the leaf and what was expected; nothing is staged.
             ReadOnlyError: the buffer was opened read-only.
+            OSError, ...: an earlier background write failed (its note names the leaf); the
+                buffer rolled back to before that write.
         """
         self._check_writable()
         self._extend_leaves(validated_step(self.space, step), 1)
@@ -218,38 +247,84 @@ class ReplayBuffer(FolderOwner):
         self._extend_leaves(*validated_batch(self.space, batch))
 
     def _extend_leaves(self, leaves: list[np.ndarray], n: int) -> None:
+        """Stage ``n`` validated steps; full blocks go to the background writer."""
+        self._raise_background_failure()
         if n == 0:
             return
-        new_ring, runs = self._ring.plan_extend(n)
-        if self._ring.capacity is None:
+        if self._staging is None:
+            self._start_write_behind()
+        for block, rows in self._staging.add(leaves, n):  # type: ignore[union-attr]
+            self._submit(block, rows)
+        self._episodes.on_extend(self._ring.appended)
+        self._ring, _ = self._ring.plan_extend(n)
+        self._episodes.drop_before(self._ring.first_step)
+
+    def _start_write_behind(self) -> None:
+        templates = [(tuple(leaf.shape), np.dtype(leaf.dtype)) for _, leaf in tree.leaves(self.space)]
+        step_bytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in templates)
+        block = block_steps_for(step_bytes)
+        self._staging = StagingArea(templates, block)
+        max_pending = max(1, MAX_PENDING_BYTES // max(1, block * step_bytes))
+        self.write_stats.block_steps, self.write_stats.max_pending_blocks = block, max_pending
+        self._writer = BackgroundWriter(max_pending, self.write_stats)
+
+    def _submit(self, leaves: list[np.ndarray], n: int) -> None:
+        """Hand a block of ``n`` steps (the next after ``_planned``) to the background writer."""
+        before = self._planned
+        after, runs = before.plan_extend(n)
+        if before.capacity is not None and self.cache_path is not None:
+            self._drop_before_overwrite(after.appended)  # metadata first, on this thread
+        self._planned = after
+        self._writer.submit(lambda: self._write_block(leaves, n, before, runs), tag=(before, n))  # type: ignore
+
+    def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> int:
+        """On the background thread: one storage write per leaf (two for a ring that wraps)."""
+        if before.capacity is None:
             # Slots past the committed count (left by a crash) are reused before growing.
-            count = self._ring.count
+            count = before.count
             reuse = max(0, min(n, len(self.storage) - count))
             if reuse:
                 self.storage.write_leaves(span(count, count + reuse), [v[:reuse] for v in leaves])
             if reuse < n:
                 self.storage.extend_leaves([v[reuse:] for v in leaves], n - reuse)
         else:
-            if self.cache_path is not None:
-                self._drop_before_overwrite(new_ring.appended)
-            try:
-                for rows, slots in runs:
-                    self.storage.write_leaves(span(slots.start, slots.stop), [v[rows] for v in leaves])
-            except BaseException:
-                # An I/O error mid-write (disk full) may have overwritten some leaves of the oldest
-                # steps and not others: stop serving them. Nothing newer was touched.
-                self._forget_before(new_ring.appended - self._ring.capacity)
-                raise
-        self._episodes.on_extend(self._ring.appended)
-        self._ring = new_ring
-        self._episodes.drop_before(new_ring.first_step)
+            for rows, slots in runs:
+                self.storage.write_leaves(span(slots.start, slots.stop), [v[rows] for v in leaves])
+        return n
+
+    def _write_staged(self) -> None:
+        """Hand the partial block over and wait until every staged step is written; raise a failure."""
+        if self._writer is None:
+            return
+        partial = self._staging.take()  # type: ignore[union-attr]
+        if partial is not None and self._writer.failure is None:
+            self._submit(*partial)
+        self._writer.drain()
+        self._raise_background_failure()
+
+    def _raise_background_failure(self) -> None:
+        """A background write failed: roll this writer back to before it, then raise its error."""
+        writer = self._writer
+        if writer is None or writer.failure is None:
+            return
+        writer.drain()  # later jobs are skipped; let them pass
+        failure, (before, n) = writer.failure, writer.failed_tag
+        writer.clear_failure()
+        self._staging.clear()  # type: ignore[union-attr]
+        self._ring = self._planned = before  # type: ignore[assignment]
+        self._episodes.forget_after(before.appended)  # type: ignore[union-attr]
+        if before.capacity is not None:  # type: ignore[union-attr]
+            # The failed write may have overwritten some leaves of the oldest steps and not others
+            # (a full disk in the middle): stop serving them. Nothing newer was touched.
+            self._forget_before(before.appended + n - before.capacity)  # type: ignore
+        raise failure
 
     def _forget_before(self, oldest: int) -> None:
         """Drop held steps older than step number ``oldest`` from this writer's view."""
         ring = self._ring
         oldest = min(ring.appended, max(oldest, ring.first_step))
-        self._ring = RingState(ring.capacity, ring.appended - oldest,
-                               oldest % ring.capacity if ring.capacity else 0, ring.appended)
+        self._ring = self._planned = RingState(ring.capacity, ring.appended - oldest,
+                                               oldest % ring.capacity if ring.capacity else 0, ring.appended)
         self._episodes.drop_before(oldest)
 
     def set_at(self, index: Any, value: Any) -> None:
@@ -263,7 +338,9 @@ class ReplayBuffer(FolderOwner):
         """
         self._check_writable()
         sel = select(index, len(self))
-        self.storage.write(self._ring.slots_of(sel), validated_for(self.space, value, sel))
+        leaves = validated_for(self.space, value, sel)
+        self._write_staged()
+        self.storage.write(self._ring.slots_of(sel), leaves)
 
     def end_episode(self) -> None:
         """Mark the last appended step as the end of the current episode, then :meth:`flush`.
@@ -297,6 +374,8 @@ class ReplayBuffer(FolderOwner):
                 oldest requested steps; no torn data is returned, index again.
         """
         self._check_open()
+        if not self.read_only:
+            self._write_staged()  # the writer reads its own staged steps
         view = self._ring
         sel = select(index, view.count)
         data = self.storage.read(view.slots_of(sel))
@@ -394,7 +473,9 @@ class ReplayBuffer(FolderOwner):
         return True
 
     def _after_fork(self) -> None:
-        # A forked child reads what was flushed (FolderOwner made it read-only and let go of the lock).
+        # A forked child reads what was flushed (FolderOwner made it read-only and let go of the lock);
+        # the parent's staged steps and its writer thread are not the child's.
+        self._staging, self._writer = None, None
         if self.cache_path is not None:
             self._meta_signature = None
             self.refresh()

@@ -338,11 +338,13 @@ class SlotIndex:
         # Last record per slot wins: a stable sort by slot keeps records of one slot in log
         # order, so the last of each group is the newest. (Not np.unique: its first call
         # imports numpy.ma, several ms of every fresh reader's open.)
-        by_slot = np.argsort(rec[:, 0], kind="stable")
-        ordered = rec[by_slot, 0]
-        last = by_slot[np.r_[ordered[1:] != ordered[:-1], True]]
-        slots = rec[last, 0]
-        new = rec[last, 1:]
+        if len(rec) < 2 or bool(np.all(rec[1:, 0] > rec[:-1, 0])):  # the usual batch: one record per slot
+            slots, new = rec[:, 0], rec[:, 1:].copy()
+        else:
+            by_slot = np.argsort(rec[:, 0], kind="stable")
+            ordered = rec[by_slot, 0]
+            last = by_slot[np.r_[ordered[1:] != ordered[:-1], True]]
+            slots, new = rec[last, 0], rec[last, 1:]
         new[new[:, 0] < 0] = -1  # an unwritten slot has no offset or length
         self.grow(int(slots[-1]) + 1)
         old_ids = self._table[slots, 0]

@@ -254,7 +254,11 @@ class DictStorage(SpaceStorage):
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
         for key, sub in self.storages.items():
-            sub.write_leaves(sel, [leaves[i] for i in self._leaf_positions[key]])
+            try:
+                sub.write_leaves(sel, [leaves[i] for i in self._leaf_positions[key]])
+            except Exception as exc:
+                exc.add_note(f"while writing {key!r} ({type(sub).__name__} at {sub.cache_path or 'memory'})")
+                raise
 
     def _resize(self, length: int) -> None:
         for sub in self.storages.values():

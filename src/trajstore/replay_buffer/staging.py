@@ -1,0 +1,207 @@
+"""Write-behind: steps are staged in RAM and written to the storage on a background thread.
+
+:class:`StagingArea` copies validated steps into preallocated per-leaf blocks; a full block
+(or the partial one, at a flush) becomes one storage write per leaf. :class:`BackgroundWriter`
+runs those writes in order on one thread, with a bounded queue: when it is full, the caller
+waits (backpressure, never a silent drop) and the time it waited is counted. The first error
+of a write is kept, later writes are skipped, and the caller raises it at its next call.
+
+Codec work (JPEG, PNG, video) and h5py calls then overlap with the caller's control loop;
+libjpeg-turbo, zlib and libav release the GIL. No job runs while the process forks (a fork
+hook waits for the running one), so a child never inherits a half-done write or a held lock.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+#: Target bytes of one block: large enough that a block write costs little per step, small
+#: enough that a flush waits for little. A block holds at least 1 and at most BLOCK_MAX_STEPS steps.
+BLOCK_BYTES = 1 << 20
+BLOCK_MAX_STEPS = 64
+#: Staged bytes allowed beyond the block being filled; ``append`` waits when they are exceeded.
+MAX_PENDING_BYTES = 256 << 20
+
+
+@dataclass
+class WriteStats:
+    """What write-behind has done since the buffer was opened.
+
+    Attributes:
+        blocks_written: storage writes completed by the background thread.
+        steps_written: steps in those writes.
+        blocked_seconds: time ``append``/``extend`` waited for room in the queue (s).
+        flush_wait_seconds: time ``flush``/``end_episode``/reads waited for pending writes (s).
+        block_steps: steps per block for this buffer's space.
+        max_pending_blocks: blocks that may wait in the queue before ``append`` blocks.
+    """
+
+    blocks_written: int = 0
+    steps_written: int = 0
+    blocked_seconds: float = 0.0
+    flush_wait_seconds: float = 0.0
+    block_steps: int = 0
+    max_pending_blocks: int = 0
+
+
+def block_steps_for(step_bytes: int) -> int:
+    """Steps per block for steps of ``step_bytes`` bytes (see :data:`BLOCK_BYTES`)."""
+    return int(min(BLOCK_MAX_STEPS, max(1, BLOCK_BYTES // max(1, step_bytes))))
+
+
+class StagingArea:
+    """Per-leaf blocks of ``block_steps`` rows; rows are copies, so callers may reuse their arrays."""
+
+    def __init__(self, leaf_templates: list[tuple[tuple[int, ...], np.dtype]], block_steps: int):
+        self._templates = leaf_templates
+        self.block_steps = block_steps
+        self._blocks: list[np.ndarray] | None = None
+        self.n = 0  # rows filled in the current block
+
+    def add(self, leaves: list[np.ndarray], n: int) -> list[tuple[list[np.ndarray], int]]:
+        """Stage ``n`` rows per leaf; returns the blocks that became full (leaf arrays, rows)."""
+        full: list[tuple[list[np.ndarray], int]] = []
+        done = 0
+        while done < n:
+            if self.n == 0 and n - done >= self.block_steps:  # a whole block: one copy of the slice
+                k = n - done
+                full.append(([np.array(v[done:done + k]) for v in leaves], k))
+                done += k
+                continue
+            if self._blocks is None:
+                self._blocks = [np.empty((self.block_steps, *shape), dtype) for shape, dtype in self._templates]
+            k = min(n - done, self.block_steps - self.n)
+            for block, v in zip(self._blocks, leaves):
+                block[self.n:self.n + k] = v[done:done + k]
+            self.n += k
+            done += k
+            if self.n == self.block_steps:
+                full.append((self._blocks, self.n))
+                self._blocks, self.n = None, 0
+        return full
+
+    def take(self) -> tuple[list[np.ndarray], int] | None:
+        """The partial block (its filled rows), or None; the area is empty afterwards."""
+        if self.n == 0:
+            return None
+        blocks, n = self._blocks, self.n
+        self._blocks, self.n = None, 0
+        return [b[:n] for b in blocks], n  # type: ignore[union-attr]
+
+    def clear(self) -> None:
+        self._blocks, self.n = None, 0
+
+
+class BackgroundWriter:
+    """Runs jobs in submission order on one daemon thread; keeps the first error."""
+
+    def __init__(self, max_pending: int, stats: WriteStats):
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, max_pending))
+        self._stats = stats
+        self._running = threading.Lock()  # held while a job runs (and across a fork)
+        self.failure: BaseException | None = None
+        self.failed_tag: object = None  # what the failed job was submitted with
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def submit(self, job: Callable[[], int], tag: object = None) -> None:
+        """Queue ``job`` (it returns the steps it wrote); waits while the queue is full."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=_run, args=(self._queue, weakref.ref(self)),
+                                            name="trajstore-writer", daemon=True)
+            self._thread.start()
+            _LIVE.add(self)
+        try:
+            self._queue.put_nowait((job, tag))
+        except queue.Full:
+            start = time.perf_counter()
+            self._queue.put((job, tag))
+            self._stats.blocked_seconds += time.perf_counter() - start
+
+    def drain(self) -> None:
+        """Wait until every queued job has run (or been skipped after a failure)."""
+        if self._thread is None:
+            return
+        start = time.perf_counter()
+        self._queue.join()
+        self._stats.flush_wait_seconds += time.perf_counter() - start
+
+    def clear_failure(self) -> None:
+        self.failure, self.failed_tag = None, None
+
+    def close(self) -> None:
+        """Finish queued jobs and stop the thread. Idempotent."""
+        if self._thread is not None and os.getpid() == self._pid:
+            self._queue.put(None)
+            self._thread.join()
+        self._thread = None
+        _LIVE.discard(self)
+
+    def _execute(self, job: Callable[[], int], tag: object) -> None:
+        if self.failure is not None:
+            return  # after a failure nothing later is written: the caller rolls back to it
+        with self._running:
+            try:
+                steps = job()
+            except BaseException as exc:  # kept for the caller's next call
+                self.failure, self.failed_tag = exc, tag
+                return
+        self._stats.blocks_written += 1
+        self._stats.steps_written += steps
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the thread does not exist here; drop everything queued."""
+        self._thread = None
+        self._queue = queue.Queue(maxsize=self._queue.maxsize)
+        self._pid = os.getpid()
+        _LIVE.discard(self)
+
+
+def _run(jobs: queue.Queue, owner: "weakref.ref[BackgroundWriter]") -> None:
+    while True:
+        item = jobs.get()
+        try:
+            if item is None:
+                return
+            writer = owner()
+            if writer is not None:
+                writer._execute(*item)
+            del writer
+        finally:
+            del item
+            jobs.task_done()
+
+
+#: Writers whose thread runs in this process (see the fork hooks below).
+_LIVE: "weakref.WeakSet[BackgroundWriter]" = weakref.WeakSet()
+_HELD: list[BackgroundWriter] = []
+
+
+def _before_fork() -> None:
+    for writer in list(_LIVE):  # wait for the running job; none starts until after the fork
+        writer._running.acquire()
+        _HELD.append(writer)
+
+
+def _after_fork_in_parent() -> None:
+    while _HELD:
+        _HELD.pop()._running.release()
+
+
+def _after_fork_in_child() -> None:
+    while _HELD:
+        writer = _HELD.pop()
+        writer._running = threading.Lock()
+        writer.forget_after_fork()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)

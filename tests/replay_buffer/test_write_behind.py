@@ -1,0 +1,174 @@
+"""Write-behind: appends are staged and written on a background thread; flush/end_episode are
+the durability points; staging is bounded; a background error surfaces at the next call."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer import staging
+from trajstore.spaces import BoxSpace, DictSpace
+from trajstore.storages import DictStorage, ImageStorage, dict_storage_kwargs_from_space
+
+
+def step_space():
+    return DictSpace({
+        "observation": DictSpace({
+            "pixels": BoxSpace(0, 255, (8, 8, 3), np.uint8, metadata={"kind": "image"}),
+            "state": BoxSpace(-1e9, 1e9, (2,), np.float64),
+        }),
+        "action": BoxSpace(-1e9, 1e9, (), np.float64),
+    })
+
+
+def step(k):
+    """Step number ``k`` as values that encode ``k`` (frames exact through PNG)."""
+    return {"observation": {"pixels": np.full((8, 8, 3), k % 251, np.uint8), "state": np.array([k, -k], float)},
+            "action": np.float64(k)}
+
+
+def make(path, capacity=None):
+    space = step_space()
+    return ReplayBuffer.create(DictStorage, space, cache_path=path, capacity=capacity,
+                               **dict_storage_kwargs_from_space(space, kind_kwargs={"image": {"format": "PNG"}}))
+
+
+def numbers(data):
+    """The step number each read step encodes, checked across all leaves (no torn steps)."""
+    k = data["action"].astype(np.int64)
+    np.testing.assert_array_equal(data["observation"]["state"][:, 0], k)
+    np.testing.assert_array_equal(data["observation"]["pixels"][:, 0, 0, 0], k % 251)
+    return k.tolist()
+
+
+READ = """
+import json, sys
+from trajstore.replay_buffer import ReplayBuffer
+with ReplayBuffer.load_from(sys.argv[1]) as rb:
+    print(json.dumps({"n": len(rb), "actions": rb[:]["action"].tolist() if len(rb) else [],
+                      "episodes": [[e.start, e.stop] for e in rb.episodes]}))
+"""
+
+
+def read_elsewhere(path):
+    out = subprocess.run([sys.executable, "-c", READ, str(path)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("capacity", [None, 6])
+def test_the_writer_reads_its_staged_steps_and_others_see_them_at_flush(tmp_path, capacity):
+    rb = make(tmp_path / "rb", capacity)
+    for k in range(9):
+        rb.append(step(k))
+    assert len(rb) == (9 if capacity is None else 6)
+    assert numbers(rb[:]) == list(range(9))[-len(rb):]  # staged steps, read by the writer
+    assert read_elsewhere(tmp_path / "rb")["n"] == 0  # nothing committed yet
+    rb.flush()
+    seen = read_elsewhere(tmp_path / "rb")
+    assert seen["actions"] == [float(k) for k in range(9)][-len(rb):]
+    rb.close()
+
+
+def test_end_episode_is_a_durability_point(tmp_path):
+    rb = make(tmp_path / "rb")
+    for k in range(5):
+        rb.append(step(k))
+    rb.end_episode()
+    assert read_elsewhere(tmp_path / "rb") == {"n": 5, "actions": [0.0, 1.0, 2.0, 3.0, 4.0], "episodes": [[0, 5]]}
+    rb.close()
+
+
+KILLED = """
+import os, signal, sys, numpy as np
+sys.path.insert(0, {tests!r})
+from test_write_behind import make, step
+rb = make(sys.argv[1], capacity=None if sys.argv[2] == "none" else int(sys.argv[2]))
+k = 0
+for episode in range(3):
+    for _ in range(7):
+        rb.append(step(k)); k += 1
+    rb.end_episode()
+for _ in range(int(sys.argv[3])):  # staged, some maybe written behind: never committed
+    rb.append(step(k)); k += 1
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("capacity, staged", [("none", 5), ("none", 150), ("12", 5), ("12", 40)])
+def test_kill_9_with_staged_steps_keeps_exactly_the_committed_ones(tmp_path, capacity, staged):
+    script = KILLED.format(tests=os.path.dirname(__file__))
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "rb"), capacity, str(staged)],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        got = numbers(rb[:])
+    if capacity == "none":
+        assert got == list(range(21))
+    else:  # a ring of 12 holds the newest committed steps; a crash may drop up to capacity/8 more
+        assert got == list(range(21 - len(got), 21)) and len(got) >= 12 - max(1, 12 // 8)
+    with ReplayBuffer.load_from(tmp_path / "rb", read_only=False) as rb:  # and it goes on
+        rb.append(step(1000))
+        rb.end_episode()
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        assert numbers(rb[-1:]) == [1000]
+
+
+def test_a_background_error_surfaces_at_the_next_call_and_commits_nothing_of_it(tmp_path, monkeypatch):
+    rb = make(tmp_path / "rb")
+    for k in range(4):
+        rb.append(step(k))
+    rb.end_episode()
+    original = ImageStorage._write
+
+    def disk_full(self, sel, leaves):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ImageStorage, "_write", disk_full)
+    for k in range(4, 7):
+        rb.append(step(k))
+    with pytest.raises(OSError, match="No space") as failure:
+        rb.flush()
+    assert any("observation/pixels" in note for note in failure.value.__notes__)  # names the leaf
+    monkeypatch.setattr(ImageStorage, "_write", original)
+    assert len(rb) == 4 and numbers(rb[:]) == [0, 1, 2, 3]  # the failed steps are gone, the rest intact
+    assert [(e.start, e.stop, e.done) for e in rb.episodes] == [(0, 4, True)]
+    rb.append(step(7))
+    rb.end_episode()
+    rb.close()
+    assert read_elsewhere(tmp_path / "rb")["actions"] == [0.0, 1.0, 2.0, 3.0, 7.0]
+
+
+def test_staging_is_bounded_append_waits_for_room(tmp_path, monkeypatch):
+    monkeypatch.setattr(staging, "BLOCK_BYTES", 1)  # one step per block
+    monkeypatch.setattr(staging, "MAX_PENDING_BYTES", 1)  # one block may wait
+    monkeypatch.setattr("trajstore.replay_buffer.replay_buffer.MAX_PENDING_BYTES", 1)
+    rb = make(tmp_path / "rb")
+    gate, entered = threading.Event(), threading.Event()
+    original = ImageStorage._write
+
+    def held(self, sel, leaves):
+        entered.set()
+        gate.wait(30)
+        original(self, sel, leaves)
+
+    monkeypatch.setattr(ImageStorage, "_write", held)
+    rb.append(step(0))  # block 0: taken by the writer thread, which waits at the gate
+    assert entered.wait(30)
+    rb.append(step(1))  # block 1: waits in the queue (its one place)
+    appender = threading.Thread(target=rb.append, args=(step(2),))
+    appender.start()
+    appender.join(0.5)
+    assert appender.is_alive()  # no room: append waits rather than growing the queue or dropping
+    gate.set()
+    appender.join(30)
+    assert not appender.is_alive()
+    rb.flush()
+    assert numbers(rb[:]) == [0, 1, 2]
+    assert rb.write_stats.blocked_seconds > 0 and rb.write_stats.steps_written == 3
+    rb.close()
