@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.storages.conformance import StorageConformance
+from trajstore.testing.storage import StorageTests
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace
 from trajstore.storages.base import SpaceStorage
@@ -20,7 +20,7 @@ def nested_space():
     })
 
 
-class TestDictStorage(StorageConformance):
+class TestDictStorage(StorageTests):
     storage_cls = DictStorage
 
     def make_space(self):

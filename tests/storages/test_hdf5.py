@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import trajstore.storages.hdf5 as hdf5_module
-from tests.storages.conformance import StorageConformance
+from trajstore.testing.storage import StorageTests
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
@@ -76,14 +76,14 @@ def robot_batch(n, seed):
     return batch
 
 
-class TestHDF5Leaf(StorageConformance):
+class TestHDF5Leaf(StorageTests):
     storage_cls = HDF5Storage
 
     def back_door_read(self, storage, positions):
         return raw_read(storage, ["data"], positions)["data"]
 
 
-class TestHDF5Dict(StorageConformance):
+class TestHDF5Dict(StorageTests):
     storage_cls = HDF5Storage
 
     def make_space(self):

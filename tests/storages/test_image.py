@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.storages.conformance import StorageConformance
+from trajstore.testing.storage import StorageTests
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import BoxSpace, TextSpace
 from trajstore.storages import ImageStorage, SpaceStorage
@@ -59,7 +59,7 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-class ImageConformance(StorageConformance):
+class ImageTests(StorageTests):
     storage_cls = ImageStorage
     supports_memory = False
 
@@ -82,7 +82,7 @@ class ImageConformance(StorageConformance):
         return np.stack(frames)
 
 
-class TestImageStorageJPEG(ImageConformance):
+class TestImageStorageJPEG(ImageTests):
     """JPEG at quality 95 (4:4:4) on smooth frames: mean |error| <= 2 and max |error| <= 16 levels.
 
     Measured over 100 seeds of these 24x32 frames: mean error <= 0.96, max error <= 8 levels;
@@ -100,7 +100,7 @@ class TestImageStorageJPEG(ImageConformance):
             assert err.mean() <= 2 and err.max() <= 16, (err.mean(), err.max())
 
 
-class TestImageStoragePNG(ImageConformance):
+class TestImageStoragePNG(ImageTests):
     """PNG is lossless: the suite's exact equality holds."""
 
     def create_kwargs(self):

@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from tests.storages.conformance import StorageConformance
+from trajstore.testing.storage import StorageTests
 from trajstore.spaces import BoxSpace
 from trajstore.storages.memmap import DATA_FILE, MemmapStorage
 
 
-class TestMemmapStorage(StorageConformance):
+class TestMemmapStorage(StorageTests):
     storage_cls = MemmapStorage
 
     def make_space(self):

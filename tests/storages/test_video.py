@@ -21,7 +21,7 @@ import pytest
 
 av = pytest.importorskip("av")
 
-from tests.storages.conformance import StorageConformance  # noqa: E402
+from trajstore.testing.storage import StorageTests  # noqa: E402
 from trajstore.errors import UnsupportedSpaceError  # noqa: E402
 from trajstore.spaces import BoxSpace, DictSpace  # noqa: E402
 from trajstore.storages import SpaceStorage, VideoStorage, dict_storage_kwargs_from_space  # noqa: E402
@@ -70,7 +70,7 @@ def segment_files(folder: Path, pattern: str = "*.mp4") -> list[Path]:
     return sorted((folder / SEGMENT_DIR).glob(pattern))
 
 
-class VideoConformance(StorageConformance):
+class VideoTests(StorageTests):
     storage_cls = VideoStorage
     supports_memory = False
 
@@ -95,11 +95,11 @@ class VideoConformance(StorageConformance):
         return np.stack(out)
 
 
-class TestVideoStorage(VideoConformance):
+class TestVideoStorage(VideoTests):
     """Defaults: the suite's 12 frames stay pending until a flush (the raw path, then the file path)."""
 
 
-class TestVideoStorageSmallSegments(VideoConformance):
+class TestVideoStorageSmallSegments(VideoTests):
     """Segments of 5 frames and a keyframe every 2: reads mix closed segments and pending frames."""
 
     def create_kwargs(self):

@@ -1,6 +1,6 @@
 """The ``SpaceStorage`` conformance suite, shared by every storage's test module.
 
-A storage's test module subclasses :class:`StorageConformance`, sets ``storage_cls``
+A storage's test module subclasses :class:`StorageTests`, sets ``storage_cls``
 and overrides ``make_space`` / ``create_kwargs`` / ``back_door_read`` / ``assert_close``
 as needed. NumPy is the oracle: every index kind is checked against the same index
 applied to a NumPy copy of what was written. ``back_door_read`` reads what reached the
@@ -28,7 +28,7 @@ def stack(space: Space, values: list[Any]) -> dict[str, np.ndarray]:
     return {p: np.stack([np.asarray(flatten_value(space, v)[p]) for v in values]) for p, _ in leaves_of(space)}
 
 
-class StorageConformance:
+class StorageTests:
     storage_cls: type[SpaceStorage]
     #: The storage keeps data in memory when ``cache_path`` is None.
     supports_memory = True
