@@ -31,11 +31,12 @@ class TestDictStorage(StorageTests):
                                     "*": _MemmapDict}}
 
     def back_door_read(self, storage, positions):
-        joints = np.fromfile(storage.cache_path / "observation.joints" / DATA_FILE, "<f4").reshape(-1, 3)
-        action = np.fromfile(storage.cache_path / "action" / DATA_FILE, "<f4").reshape(-1, 2)
-        rest = storage.storages["*"].get(positions)
-        return {"observation": {"joints": joints[positions], "gripper": rest["observation"]["gripper"]},
-                "action": action[positions], "done": rest["done"]}
+        def leaf(folder, dtype, shape=()):
+            return np.fromfile(storage.cache_path / folder / DATA_FILE, dtype).reshape(-1, *shape)[positions]
+
+        return {"observation": {"joints": leaf("observation.joints", "<f4", (3,)),
+                                "gripper": leaf("@rest/observation.gripper", "<f4")},
+                "action": leaf("action", "<f4", (2,)), "done": leaf("@rest/done", "?")}
 
 
 from trajstore.storages.base import STORAGE_TYPES  # noqa: E402

@@ -61,7 +61,6 @@ def folder_bytes(folder: Path) -> int:
 
 class ImageTests(StorageTests):
     storage_cls = ImageStorage
-    supports_memory = False
 
     def make_space(self):
         return SPACE

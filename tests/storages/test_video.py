@@ -72,7 +72,6 @@ def segment_files(folder: Path, pattern: str = "*.mp4") -> list[Path]:
 
 class VideoTests(StorageTests):
     storage_cls = VideoStorage
-    supports_memory = False
 
     def make_space(self):
         return SPACE

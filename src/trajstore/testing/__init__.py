@@ -3,6 +3,11 @@
 
 - :func:`moving_scene` and :func:`psnr`: synthetic camera frames and their PSNR, so camera
   storages are measured on the same scene the same way.
+- :mod:`trajstore.testing.storage`: :class:`~trajstore.testing.storage.StorageTests`, the
+  ``SpaceStorage`` conformance suite that every storage's test module subclasses, yours too.
+  It needs pytest, so it is imported on its own
+  (``from trajstore.testing.storage import StorageTests``); importing :mod:`trajstore.testing`
+  does not import pytest.
 """
 
 from trajstore.testing._frames import moving_scene, psnr

@@ -1,15 +1,53 @@
-"""The ``SpaceStorage`` conformance suite, shared by every storage's test module.
+"""``StorageTests``: the ``SpaceStorage`` conformance suite, for trajstore's storages and yours.
 
-A storage's test module subclasses :class:`StorageTests`, sets ``storage_cls``
-and overrides ``make_space`` / ``create_kwargs`` / ``back_door_read`` / ``assert_close``
-as needed. NumPy is the oracle: every index kind is checked against the same index
-applied to a NumPy copy of what was written. ``back_door_read`` reads what reached the
-disk without the storage's own read path (h5py, PIL, av, np.fromfile).
+Every storage's test module subclasses :class:`StorageTests`, so one suite states the
+contract and a new storage gets every check without anyone editing a list. NumPy is the oracle:
+every index kind is checked against the same index applied to a NumPy copy of what was
+written, and a *back door* reads what reached the disk without the storage's own read path.
+This module imports pytest (``pip install trajstore[testing]``); :mod:`trajstore.testing`
+does not.
+
+Wiring, in the tests of a package that adds a storage (``RawStorage``, keeping rows of
+``float32`` in ``rows.bin`` and registered with ``@STORAGE_TYPES.register("raw")``, since
+the suite reopens folders and unpickles storages by their registered name)::
+
+    import numpy as np
+    from trajstore.testing.storage import StorageTests
+    from my_package import RawStorage
+
+    class TestRawStorage(StorageTests):
+        storage_cls = RawStorage
+
+        def create_kwargs(self):  # options for RawStorage.create, if it has any
+            return {"block_rows": 4}
+
+        def back_door_read(self, storage, positions):  # around RawStorage's own reads
+            rows = np.fromfile(storage.cache_path / "rows.bin", "<f4").reshape(-1, 3, 2)
+            return rows[positions]
+
+pytest then runs every ``test_*`` method below against ``RawStorage``. Other hooks:
+``make_space`` (default ``BoxSpace(-10, 10, (3, 2), float32)``), ``sample_batch`` (values
+to write) and ``assert_close`` (the bound of a lossy storage).
+
+What the suite reads from the storage instead of being told:
+
+- ``requires_cache_path``: a storage that writes files must refuse ``cache_path=None``;
+  the others must work in memory (and refuse to pickle there).
+- ``lossless`` (read on each instance, since it may depend on options such as PNG vs
+  JPEG): a lossless storage's values are compared exactly, and overriding ``assert_close``
+  for it is an error rather than a silent loosening. A lossy storage must override
+  ``assert_close`` with its stated bound; without one its value checks fail.
+
+The back door is required: implement ``back_door_read``, or, for a storage that has no
+raw form to read around it, set ``back_door_read = NoBackDoor("the reason")``; the
+back-door test then reports a skip with that reason.
 """
 
 from __future__ import annotations
 
+import abc
 import pickle
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,40 +58,94 @@ from trajstore.errors import InvalidValueError, LockedError, ReadOnlyError, Stor
 from trajstore.spaces import BoxSpace, Space, flatten_value, leaves_of, map_leaves, unflatten_value
 from trajstore.storages.base import SpaceStorage
 
+#: Slots of the storages the suite fills.
 CAPACITY = 12
 
 
+@dataclass(frozen=True)
+class NoBackDoor:
+    """Stands for ``back_door_read`` in a storage's tests when it has no raw form to read.
+
+    Raises:
+        ValueError: an empty reason.
+    """
+
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise ValueError("NoBackDoor needs a reason: say why the storage cannot be read around its own reads")
+
+
 def stack(space: Space, values: list[Any]) -> dict[str, np.ndarray]:
-    """Oracle form: ``{leaf path: array of shape (N, ...)}``."""
+    """Oracle form of single values: ``{leaf path: array of shape (N, ...)}``."""
     return {p: np.stack([np.asarray(flatten_value(space, v)[p]) for v in values]) for p, _ in leaves_of(space)}
 
 
-class StorageTests:
+def assert_same_values(space: Space, actual: Any, expected: Any) -> None:
+    """Every leaf equal in shape, dtype and value.
+
+    Raises:
+        AssertionError: naming the first leaf that differs.
+    """
+    got, want = flatten_value(space, actual), flatten_value(space, expected)
+    for path, _ in leaves_of(space):
+        np.testing.assert_array_equal(got[path], want[path], err_msg=f"leaf {path!r}", strict=True)
+
+
+class StorageTests(abc.ABC):
+    """The contract of :class:`~trajstore.storages.base.SpaceStorage`; see the module docstring.
+
+    Attributes:
+        storage_cls: the storage under test (set by the subclass).
+    """
+
     storage_cls: type[SpaceStorage]
-    #: The storage keeps data in memory when ``cache_path`` is None.
-    supports_memory = True
 
     # -- hooks for subclasses ------------------------------------------------------------------
     def make_space(self) -> Space:
+        """The space of one slot."""
         return BoxSpace(-10, 10, (3, 2), np.float32)
 
     def create_kwargs(self) -> dict[str, Any]:
+        """Storage-specific options passed to ``storage_cls.create``."""
         return {}
 
     def sample_batch(self, space: Space, n: int, seed: int) -> Any:
+        """``n`` values of ``space`` with a leading axis ``N``, the same for the same seed."""
         return space.sample(np.random.default_rng(seed), batch_size=n)
 
     def assert_close(self, actual: Any, expected: Any, space: Space) -> None:
-        """Exact equality by default; lossy storages override with their stated bound."""
-        for path, _ in leaves_of(space):
-            np.testing.assert_array_equal(flatten_value(space, actual)[path], flatten_value(space, expected)[path],
-                                          err_msg=f"leaf {path!r}")
+        """A lossy storage's bound: raise ``AssertionError`` if ``actual`` is too far from ``expected``.
 
+        Called only for storages whose ``lossless`` is False, which must override it.
+        """
+        raise NotImplementedError(f"{self.storage_cls.__name__} is lossy (lossless is False): override "
+                                  f"{type(self).__name__}.assert_close with the bound it guarantees")
+
+    @abc.abstractmethod
     def back_door_read(self, storage: SpaceStorage, positions: np.ndarray) -> Any:
-        """Read slots around the storage's own read path; ``None`` skips the back-door test."""
-        return None
+        """A batch of the values at slots ``positions`` (sorted, unique, int64 ``(M,)``), read from
+        the flushed files without the storage's own read path (h5py, PIL, av, ``np.fromfile``)."""
 
     # -- helpers ---------------------------------------------------------------------------
+    def check_values(self, storage: SpaceStorage, actual: Any, expected: Any) -> None:
+        """Exact for a lossless storage, ``assert_close`` for a lossy one.
+
+        Raises:
+            TypeError: the storage is lossless but ``assert_close`` is overridden.
+        """
+        if not storage.lossless:
+            self.assert_close(actual, expected, storage.space)
+            return
+        if type(self).assert_close is not StorageTests.assert_close:
+            raise TypeError(f"{type(storage).__name__} says it is lossless, so its values are checked exactly: "
+                            f"remove {type(self).__name__}.assert_close, or make its `lossless` False")
+        assert_same_values(storage.space, actual, expected)
+
+    def has_back_door(self) -> bool:
+        return not isinstance(self.back_door_read, NoBackDoor)
+
     def create(self, tmp_path: Path, capacity: int | None = CAPACITY, name: str = "s", **extra: Any) -> SpaceStorage:
         return self.storage_cls.create(self.make_space(), capacity=capacity, cache_path=tmp_path / name,
                                        **{**self.create_kwargs(), **extra})
@@ -82,7 +174,7 @@ class StorageTests:
     def test_get_matches_numpy(self, tmp_path: Path, index: Any) -> None:
         storage, batch = self.filled(tmp_path)
         expected = self.take(storage.space, batch, index)
-        self.assert_close(storage.get(index), expected, storage.space)
+        self.check_values(storage, storage.get(index), expected)
         storage.close()
 
     @pytest.mark.parametrize("index", [3, -2, slice(1, 10, 2), np.array([9, 2, 5]), np.arange(CAPACITY) % 3 == 1],
@@ -98,14 +190,14 @@ class StorageTests:
         for p in oracle:
             oracle[p][index] = flatten_value(storage.space, value)[p]
         got = storage.get(slice(None))
-        self.assert_close(got, unflatten_value(storage.space, oracle), storage.space)
+        self.check_values(storage, got, unflatten_value(storage.space, oracle))
         storage.close()
 
     def test_repeated_set_index_last_wins(self, tmp_path: Path) -> None:
         storage, _ = self.filled(tmp_path)
         new = self.sample_batch(storage.space, 3, seed=3)
         storage.set(np.array([4, 4, 4]), new)
-        self.assert_close(storage.get(4), self.take(storage.space, new, 2), storage.space)
+        self.check_values(storage, storage.get(4), self.take(storage.space, new, 2))
         storage.close()
 
     def test_unbounded_extend_grows(self, tmp_path: Path) -> None:
@@ -116,8 +208,8 @@ class StorageTests:
         assert storage.extend(a) == slice(0, 5)
         assert storage.extend(b) == slice(5, 8)
         assert len(storage) == 8
-        self.assert_close(storage.get(slice(5, 8)), b, storage.space)
-        self.assert_close(storage.get(np.array([4, 0])), self.take(storage.space, a, np.array([4, 0])), storage.space)
+        self.check_values(storage, storage.get(slice(5, 8)), b)
+        self.check_values(storage, storage.get(np.array([4, 0])), self.take(storage.space, a, np.array([4, 0])))
         storage.close()
 
     @pytest.mark.parametrize("capacity", [CAPACITY, None])
@@ -127,7 +219,7 @@ class StorageTests:
         again = SpaceStorage.load_from(tmp_path / "s")  # dispatch by the registered type name
         assert type(again) is self.storage_cls
         assert len(again) == CAPACITY and again.space == storage.space and again.capacity == capacity
-        self.assert_close(again.get(slice(None)), batch, storage.space)
+        self.check_values(again, again.get(slice(None)), batch)
         again.close()
 
     def test_read_only_refuses_writes(self, tmp_path: Path) -> None:
@@ -136,7 +228,7 @@ class StorageTests:
         ro = self.storage_cls.load_from(tmp_path / "s", read_only=True)
         with pytest.raises(ReadOnlyError):
             ro.set(0, self.take(ro.space, batch, 1))
-        self.assert_close(ro.get(0), self.take(ro.space, batch, 0), ro.space)
+        self.check_values(ro, ro.get(0), self.take(ro.space, batch, 0))
         ro.close()
 
     def test_one_writer_per_folder(self, tmp_path: Path) -> None:
@@ -155,19 +247,17 @@ class StorageTests:
         storage.flush()
         copy = pickle.loads(pickle.dumps(storage))
         assert copy.read_only
-        self.assert_close(copy.get(np.array([7, 1])), self.take(storage.space, batch, np.array([7, 1])),
-                          storage.space)
+        self.check_values(copy, copy.get(np.array([7, 1])), self.take(storage.space, batch, np.array([7, 1])))
         copy.close()
         storage.close()
 
     def test_back_door_sees_writes(self, tmp_path: Path) -> None:
+        if not self.has_back_door():
+            pytest.skip(self.back_door_read.reason)  # type: ignore[attr-defined]
         storage, batch = self.filled(tmp_path)
         storage.flush()
         positions = np.array([0, 6, 11])
-        raw = self.back_door_read(storage, positions)
-        if raw is None:
-            pytest.skip("no back door for this storage")
-        self.assert_close(raw, self.take(storage.space, batch, positions), storage.space)
+        self.check_values(storage, self.back_door_read(storage, positions), self.take(storage.space, batch, positions))
         storage.close()
 
     def test_bad_value_writes_nothing(self, tmp_path: Path) -> None:
@@ -180,7 +270,7 @@ class StorageTests:
                 storage.set(slice(0, 2), unflatten_value(storage.space, flat))
         with pytest.raises(InvalidValueError):
             storage.set(slice(0, 3), good)  # batch of 2 for 3 slots
-        self.assert_close(storage.get(slice(None)), batch, storage.space)
+        self.check_values(storage, storage.get(slice(None)), batch)
         storage.close()
 
     @pytest.mark.parametrize("capacity", [0, -3, 2.5, True])
@@ -216,14 +306,14 @@ class StorageTests:
             storage.get(0)
 
     def test_in_memory(self) -> None:
-        if not self.supports_memory:
+        if self.storage_cls.requires_cache_path:
             with pytest.raises(ValueError, match="cache_path"):
                 self.storage_cls.create(self.make_space(), capacity=4, **self.create_kwargs())
             return
         storage = self.storage_cls.create(self.make_space(), capacity=None, **self.create_kwargs())
         batch = self.sample_batch(storage.space, 4, seed=6)
         storage.extend(batch)
-        self.assert_close(storage.get(slice(None)), batch, storage.space)
+        self.check_values(storage, storage.get(slice(None)), batch)
         with pytest.raises(TypeError, match="cache_path"):
             pickle.dumps(storage)
         storage.close()
