@@ -38,6 +38,12 @@ class TestDictStorage(StorageTests):
                                 "gripper": leaf("@rest/observation.gripper", "<f4")},
                 "action": leaf("action", "<f4", (2,)), "done": leaf("@rest/done", "?")}
 
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "DictStorage grows every sub-storage in _resize before _write and nothing shrinks them "
+        "when _write fails: the failed batch's slots stay, as zeros"))
+    def test_failed_extend_adds_no_slots(self, tmp_path, monkeypatch):
+        super().test_failed_extend_adds_no_slots(tmp_path, monkeypatch)
+
 
 from trajstore.storages.base import STORAGE_TYPES  # noqa: E402
 

