@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from trajstore.testing.storage import StorageTests
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace
 from trajstore.storages.base import SpaceStorage
 from trajstore.storages.dict import DictStorage
 from trajstore.storages.memmap import DATA_FILE, MemmapStorage
+from trajstore.testing.storage import StorageTests
 
 
 def nested_space():

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 import trajstore.storages.hdf5 as hdf5_module
-from trajstore.testing.storage import StorageTests
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
 from trajstore.storages.hdf5 import DATA_FILE
+from trajstore.testing.storage import StorageTests
 
 _READER = r"""
 import io, json, sys

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trajstore.testing.storage import StorageTests
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import BoxSpace, TextSpace
 from trajstore.storages import ImageStorage, SpaceStorage
 from trajstore.storages import _image_codec as codec
 from trajstore.storages._slot_index import HEADER_BYTES, LOG_FILE
 from trajstore.storages.image import CHUNK_DIR, chunk_name
+from trajstore.testing.storage import StorageTests
 
 H, W = 24, 32
 SPACE = BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"kind": "image", "layout": "HWC"})

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from trajstore.testing.storage import StorageTests
 from trajstore.spaces import BoxSpace
 from trajstore.storages.memmap import DATA_FILE, MemmapStorage
+from trajstore.testing.storage import StorageTests
 
 
 class TestMemmapStorage(StorageTests):
