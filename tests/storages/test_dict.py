@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from tests.storages.conformance import StorageConformance
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace
 from trajstore.storages.base import SpaceStorage
 from trajstore.storages.dict import DictStorage
 from trajstore.storages.memmap import DATA_FILE, MemmapStorage
+from trajstore.testing.storage import StorageTests
 
 
 def nested_space():
@@ -20,7 +20,7 @@ def nested_space():
     })
 
 
-class TestDictStorage(StorageConformance):
+class TestDictStorage(StorageTests):
     storage_cls = DictStorage
 
     def make_space(self):
@@ -31,11 +31,13 @@ class TestDictStorage(StorageConformance):
                                     "*": _MemmapDict}}
 
     def back_door_read(self, storage, positions):
-        joints = np.fromfile(storage.cache_path / "observation.joints" / DATA_FILE, "<f4").reshape(-1, 3)
-        action = np.fromfile(storage.cache_path / "action" / DATA_FILE, "<f4").reshape(-1, 2)
-        rest = storage.storages["*"].get(positions)
-        return {"observation": {"joints": joints[positions], "gripper": rest["observation"]["gripper"]},
-                "action": action[positions], "done": rest["done"]}
+        def leaf(folder, dtype, shape=()):
+            return np.fromfile(storage.cache_path / folder / DATA_FILE, dtype).reshape(-1, *shape)[positions]
+
+        return {"observation": {"joints": leaf("observation.joints", "<f4", (3,)),
+                                "gripper": leaf("@rest/observation.gripper", "<f4")},
+                "action": leaf("action", "<f4", (2,)), "done": leaf("@rest/done", "?")}
+
 
 
 from trajstore.storages.base import STORAGE_TYPES  # noqa: E402

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 import trajstore.storages.hdf5 as hdf5_module
-from tests.storages.conformance import StorageConformance
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
 from trajstore.storages.hdf5 import DATA_FILE
+from trajstore.testing.storage import StorageTests
 
 _READER = r"""
 import io, json, sys
@@ -76,14 +76,15 @@ def robot_batch(n, seed):
     return batch
 
 
-class TestHDF5Leaf(StorageConformance):
+class TestHDF5Leaf(StorageTests):
     storage_cls = HDF5Storage
 
     def back_door_read(self, storage, positions):
         return raw_read(storage, ["data"], positions)["data"]
 
 
-class TestHDF5Dict(StorageConformance):
+
+class TestHDF5Dict(StorageTests):
     storage_cls = HDF5Storage
 
     def make_space(self):
@@ -99,6 +100,7 @@ class TestHDF5Dict(StorageConformance):
         for name, keys in ROBOT_DATASETS.items():
             (out["obs"] if keys[0] == "obs" else out)[keys[-1]] = raw[name]
         return out
+
 
 
 class TestHDF5Gzip(TestHDF5Dict):

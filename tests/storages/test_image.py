@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.storages.conformance import StorageConformance
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import BoxSpace, TextSpace
 from trajstore.storages import ImageStorage, SpaceStorage
 from trajstore.storages import _image_codec as codec
 from trajstore.storages._slot_index import HEADER_BYTES, LOG_FILE
 from trajstore.storages.image import CHUNK_DIR, chunk_name
+from trajstore.testing.storage import StorageTests
 
 H, W = 24, 32
 SPACE = BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"kind": "image", "layout": "HWC"})
@@ -59,9 +59,8 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-class ImageConformance(StorageConformance):
+class ImageTests(StorageTests):
     storage_cls = ImageStorage
-    supports_memory = False
 
     def make_space(self):
         return SPACE
@@ -82,7 +81,8 @@ class ImageConformance(StorageConformance):
         return np.stack(frames)
 
 
-class TestImageStorageJPEG(ImageConformance):
+
+class TestImageStorageJPEG(ImageTests):
     """JPEG at quality 95 (4:4:4) on smooth frames: mean |error| <= 2 and max |error| <= 16 levels.
 
     Measured over 100 seeds of these 24x32 frames: mean error <= 0.96, max error <= 8 levels;
@@ -100,7 +100,7 @@ class TestImageStorageJPEG(ImageConformance):
             assert err.mean() <= 2 and err.max() <= 16, (err.mean(), err.max())
 
 
-class TestImageStoragePNG(ImageConformance):
+class TestImageStoragePNG(ImageTests):
     """PNG is lossless: the suite's exact equality holds."""
 
     def create_kwargs(self):

@@ -1,13 +1,14 @@
 """MemmapStorage against the shared conformance suite, with np.fromfile as the back door."""
 
 import numpy as np
+import pytest
 
-from tests.storages.conformance import StorageConformance
 from trajstore.spaces import BoxSpace
 from trajstore.storages.memmap import DATA_FILE, MemmapStorage
+from trajstore.testing.storage import StorageTests
 
 
-class TestMemmapStorage(StorageConformance):
+class TestMemmapStorage(StorageTests):
     storage_cls = MemmapStorage
 
     def make_space(self):
@@ -16,3 +17,4 @@ class TestMemmapStorage(StorageConformance):
     def back_door_read(self, storage, positions):
         raw = np.fromfile(storage.cache_path / DATA_FILE, dtype="<i2").reshape(-1, 3, 2)
         return raw[positions]
+

@@ -21,7 +21,6 @@ import pytest
 
 av = pytest.importorskip("av")
 
-from tests.storages.conformance import StorageConformance  # noqa: E402
 from trajstore.errors import UnsupportedSpaceError  # noqa: E402
 from trajstore.spaces import BoxSpace, DictSpace  # noqa: E402
 from trajstore.storages import SpaceStorage, VideoStorage, dict_storage_kwargs_from_space  # noqa: E402
@@ -29,6 +28,7 @@ from trajstore.storages import _video_codec as vcodec  # noqa: E402
 from trajstore.storages._slot_index import HEADER_BYTES, LOG_FILE  # noqa: E402
 from trajstore.storages.video import SEGMENT_DIR, segment_name  # noqa: E402
 from trajstore.testing import moving_scene as _scene, psnr  # noqa: E402
+from trajstore.testing.storage import StorageTests  # noqa: E402
 
 H, W = 96, 128
 SPACE = BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"kind": "image", "layout": "HWC", "fps": 15})
@@ -70,9 +70,8 @@ def segment_files(folder: Path, pattern: str = "*.mp4") -> list[Path]:
     return sorted((folder / SEGMENT_DIR).glob(pattern))
 
 
-class VideoConformance(StorageConformance):
+class VideoTests(StorageTests):
     storage_cls = VideoStorage
-    supports_memory = False
 
     def make_space(self):
         return SPACE
@@ -95,11 +94,12 @@ class VideoConformance(StorageConformance):
         return np.stack(out)
 
 
-class TestVideoStorage(VideoConformance):
+
+class TestVideoStorage(VideoTests):
     """Defaults: the suite's 12 frames stay pending until a flush (the raw path, then the file path)."""
 
 
-class TestVideoStorageSmallSegments(VideoConformance):
+class TestVideoStorageSmallSegments(VideoTests):
     """Segments of 5 frames and a keyframe every 2: reads mix closed segments and pending frames."""
 
     def create_kwargs(self):

@@ -1,7 +1,6 @@
-"""Helpers for tests and benchmarks of camera storages: synthetic frames and PSNR.
+"""Synthetic camera frames and PSNR, for tests and benchmarks of camera storages.
 
-Kept in the package (like ``zarr.testing``) so that tests, benchmarks and users'
-own checks measure the same scene the same way.
+Re-exported by :mod:`trajstore.testing`; import them from there.
 """
 
 from __future__ import annotations
