@@ -2,8 +2,9 @@
 
 The workload (``benchmarks/peers/_workload.py``): 2048 steps in 16 episodes of 128, one step a
 128x128x3 uint8 camera frame (``kind="image"``) and four low-dim leaves. Each contender first
-records it into a folder of its own, episode by episode (``extend`` + its end-of-episode call),
-and reads it all back once to check it. Then, ``--processes`` times (at least 7), each
+records it into a folder of its own as ``benchmarks/append.py`` does (``--record append``: step
+by step, its end-of-episode call every 128 steps; ``extend``: one batch per episode), and reads
+it all back once to check it. Then, ``--processes`` times (at least 7), each
 contender in turn (the order rotates every round) runs two fresh processes:
 
 * ``reopen``: start python, import the library, then, timed inside the process, open the
@@ -50,6 +51,8 @@ def main() -> None:
     hx.add_arguments(ap)
     ap.add_argument("--processes", type=int, default=9, help="fresh processes per contender (>= 7; default 9)")
     ap.add_argument("--index", type=int, default=1234, help="the step read after opening (default 1234)")
+    ap.add_argument("--record", choices=["append", "extend"], default="append",
+                    help="how the buffers are recorded before the rounds (default: append, step by step)")
     args = ap.parse_args()
     if args.processes < 7:
         ap.error("--processes must be at least 7")
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace, cons: list[hx.Contender], work: Path) -> None:
             continue
         folders[c.label] = work / f"buffer{i}"
         try:
-            _, res = c.run("write", "--workload", str(workload), "--out", str(folders[c.label]), "--mode", "extend",
+            _, res = c.run("write", "--workload", str(workload), "--out", str(folders[c.label]), "--mode", args.record,
                            "--check")
             checks[c.label] = res
             _, res = c.run("reopen", "--path", str(folders[c.label]), "--index", str(args.index),
@@ -126,7 +129,7 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], samples: dict, ch
         rows.append([c.label, m["both"], m["open"], m["read"], m["wall"], m["imp"], m["diff"],
                      hx.ratio(m["both"], base.get("both")), hx.ratio(m["wall"], base.get("wall"))])
     print(f"\nReopen a {wl.STEPS}-step buffer ({wl.STEPS // wl.EPISODE_LEN} episodes of {wl.EPISODE_LEN}; "
-          f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves) in a fresh process and read step {args.index}; "
+          f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves; recorded with {args.record}) in a fresh process and read step {args.index}; "
           f"medians of {args.processes} processes per contender, alternating; ratios vs {base_label}")
     print(hx.table(["contender", "open+read ms", "open ms", "read ms", "process ms", "import ms",
                     "process-import ms", "ratio open+read", "ratio process"], rows))
