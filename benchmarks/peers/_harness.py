@@ -3,7 +3,9 @@
 A contender is one script in this folder, ``run_<library>.py``, run by a python of its own:
 
 * ``trajstore`` once per ``--src LABEL=DIR``, with the project's python (the one running the
-  benchmark) and ``PYTHONPATH=DIR``, so that each source tree is measured in a process of its own;
+  benchmark, or ``--python``) and ``PYTHONPATH=DIR``, so that each source tree is measured in
+  processes of its own (a tree that fails to import or run is reported as failed, and the
+  others go on);
 * every peer (``unienv``, ``torchrl``) with its venv's python (see ``_venvs``); a peer whose
   venv cannot be built is listed with the reason and skipped.
 
@@ -93,6 +95,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--src", action="append", type=parse_src, metavar="LABEL=DIR",
                     help="a trajstore source tree to measure (repeatable; the first is the baseline of the ratios; "
                          f"default: this checkout's {REPO_SRC})")
+    ap.add_argument("--python", type=Path, default=Path(sys.executable),
+                    help="the python that runs trajstore (default: the one running this script; it needs the "
+                         "project's dependencies)")
     ap.add_argument("--peers", default=",".join(PEER_NAMES),
                     help=f"comma-separated peers to compare with (default: {','.join(PEER_NAMES)}; '' for none)")
     ap.add_argument("--no-install", action="store_true", help="use peer venvs that exist; never build one")
@@ -118,7 +123,7 @@ def contenders(args: argparse.Namespace) -> list[Contender]:
     base = _base_env()
     for label, src in args.src or [("this", REPO_SRC)]:
         env = dict(base, PYTHONPATH=str(src), TRAJSTORE_SRC=str(src))
-        out.append(Contender(f"trajstore {label}", HERE / "run_trajstore.py", Path(sys.executable), env))
+        out.append(Contender(f"trajstore {label}", HERE / "run_trajstore.py", args.python, env))
     for name in [p.strip() for p in args.peers.split(",") if p.strip()]:
         print(f"peer {name}: preparing its venv ...", file=sys.stderr, flush=True)
         py, reason = _venvs.peer_python(name, create=not args.no_install)
@@ -135,7 +140,8 @@ def median(values: Sequence[float]) -> float:
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table; the first column is left-aligned, the others right-aligned."""
     cells = [[str(c) for c in header]] + [[c if isinstance(c, str) else fmt(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(len(header))]
+    full = [r for r in cells if len(r) == len(header)]
+    widths = [max([len(r[i]) for r in full] + [len(r[0]) for r in cells if i == 0]) for i in range(len(header))]
     lines = []
     for k, r in enumerate(cells):
         if len(r) < len(header):  # a contender that did not run: its status spans the row

@@ -200,7 +200,10 @@ def run_contender(write: Callable[..., dict[str, Any]], reopen: Callable[..., di
     * ``import``: nothing; the harness times the whole process to know what starting and
       importing cost.
     * ``write --workload W --out DIR --mode append|extend [--check]``: ``write(out, data,
-      episode_len, mode)`` times the recording and returns its figures; with ``--check`` the
+      episode_len, mode)`` records the workload into the new folder ``out`` and returns
+      ``steps``, ``total_s`` (from creating the buffer to closing it), ``end_episode_s`` (the
+      end-of-episode calls alone), ``create_s``, ``record_s``, ``close_s`` and a ``camera``
+      label; the folder's ``bytes`` and ``bytes_allocated`` are added; with ``--check`` the
       folder is then reopened, ``read_all(out)`` reads every step back (and the number of
       episodes, or None) and :func:`check` compares them with the workload.
     * ``reopen --path DIR --index I [--workload W]``: ``reopen(path, index)`` opens an existing
