@@ -16,7 +16,9 @@ contender in turn (the order rotates every round) runs two fresh processes:
 Reported, as medians over the processes:
 
 * ``open+read ms``: open plus first read, timed in the process after its imports (what a
-  worker pays for the folder itself; modules the library imports lazily while opening count);
+  worker pays for the folder itself). The imports include the storage modules and codecs of
+  the layout that a library would otherwise import lazily while opening (UniEnv's HDF5 and
+  image storages with h5py and Pillow, trajstore's JPEG codec);
 * ``open ms`` and ``read ms``: the two parts;
 * ``process ms``: wall time of the whole ``reopen`` process, as the benchmark sees it
   (interpreter start, imports, open, read, exit);
@@ -44,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
 import _harness as hx  # noqa: E402
 import _workload as wl  # noqa: E402
+
+MIN_FRAME_PSNR = 25.0  # dB; the frame read must also match its own step better than the neighbouring ones
 
 
 def main() -> None:
@@ -79,8 +83,11 @@ def run(args: argparse.Namespace, cons: list[hx.Contender], work: Path) -> None:
             checks[c.label] = res
             _, res = c.run("reopen", "--path", str(folders[c.label]), "--index", str(args.index),
                            "--workload", str(workload))  # warms bytecode and page cache; checks the step
-            if not res.get("step_ok"):
-                raise hx.ContenderError(f"step {args.index} read after reopening differs from the one written")
+            q, q_near = res.get("frame_psnr") or 0.0, res.get("frame_psnr_neighbours") or 0.0
+            if not res.get("step_ok") or not (q >= MIN_FRAME_PSNR and q > q_near):
+                raise hx.ContenderError(f"step {args.index} read after reopening differs from the one written "
+                                        f"(low-dim equal: {res.get('step_ok')}, frame PSNR {q:.1f} dB, "
+                                        f"{q_near:.1f} dB against the neighbouring steps' frames)")
             c.run("import")
         except hx.ContenderError as exc:
             c.failed = str(exc)
@@ -129,8 +136,9 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], samples: dict, ch
         rows.append([c.label, m["both"], m["open"], m["read"], m["wall"], m["imp"], m["diff"],
                      hx.ratio(m["both"], base.get("both")), hx.ratio(m["wall"], base.get("wall"))])
     print(f"\nReopen a {wl.STEPS}-step buffer ({wl.STEPS // wl.EPISODE_LEN} episodes of {wl.EPISODE_LEN}; "
-          f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves; recorded with {args.record}) in a fresh process and read step {args.index}; "
-          f"medians of {args.processes} processes per contender, alternating; ratios vs {base_label}")
+          f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves; recorded with {args.record}) in a fresh process and "
+          f"read step {args.index}; medians of {args.processes} processes per contender, alternating; "
+          f"ratios vs {base_label}")
     print(hx.table(["contender", "open+read ms", "open ms", "read ms", "process ms", "import ms",
                     "process-import ms", "ratio open+read", "ratio process"], rows))
     print("\nbuffers as recorded (checked by reading every step back):")

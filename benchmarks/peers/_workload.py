@@ -192,7 +192,8 @@ def check(read: dict[str, np.ndarray], data: dict[str, np.ndarray], episodes: in
 # ---- the command line every contender script offers -------------------------------------------
 
 def run_contender(write: Callable[..., dict[str, Any]], reopen: Callable[..., dict[str, Any]],
-                  read_all: Callable[[str], tuple[dict[str, np.ndarray], int | None]], info: Callable[[], dict[str, Any]]) -> None:
+                  read_all: Callable[[str], tuple[dict[str, np.ndarray], int | None]],
+                  info: Callable[[], dict[str, Any]]) -> None:
     """Parse a contender script's command line, run the command and print one JSON line.
 
     Commands (the script's module-level imports are done before any of them starts):
@@ -208,7 +209,9 @@ def run_contender(write: Callable[..., dict[str, Any]], reopen: Callable[..., di
       episodes, or None) and :func:`check` compares them with the workload.
     * ``reopen --path DIR --index I [--workload W]``: ``reopen(path, index)`` opens an existing
       folder and reads one step, returning ``{"open_ms", "read_ms", "step"}``; with
-      ``--workload`` the step's low-dim leaves are compared with the workload.
+      ``--workload`` the step is compared with the workload (``step_ok``: low-dim leaves equal;
+      ``frame_psnr`` against the frame written at ``I``, ``frame_psnr_neighbours`` the best
+      against the frames at ``I - 1`` and ``I + 1``).
     """
     ap = argparse.ArgumentParser()
     ap.add_argument("command", choices=["import", "write", "reopen"])
@@ -236,6 +239,11 @@ def run_contender(write: Callable[..., dict[str, Any]], reopen: Callable[..., di
         if args.workload:
             data, _ = load(args.workload, LOW_DIM_KEYS)
             result["step_ok"] = all(np.array_equal(np.asarray(step[k]), data[k][args.index]) for k in LOW_DIM_KEYS)
-            result["frame_shape"] = list(np.shape(step[FRAME_KEY]))
+            frames = np.load(Path(args.workload) / (FRAME_KEY.replace("/", ".") + ".npy"), mmap_mode="r")
+            frame = np.asarray(step[FRAME_KEY])
+            if frame.shape == frames.shape[1:]:
+                near = [i for i in (args.index - 1, args.index + 1) if 0 <= i < len(frames)]
+                result["frame_psnr"] = float(psnr(frame[None], frames[args.index][None])[0])
+                result["frame_psnr_neighbours"] = float(psnr(np.repeat(frame[None], len(near), 0), frames[near]).max())
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()

