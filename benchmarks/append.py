@@ -17,7 +17,8 @@ are built before the clock starts (nested dicts of NumPy arrays; TensorDicts for
 Measured per contender and mode, medians of ``--rounds`` (3) rounds, the contenders alternating
 (the order rotates every round), each run a fresh process:
 
-* ``us/step``: from creating the buffer to closing it, over the 2048 steps;
+* ``us/step``: from creating the buffer to closing it, over the 2048 steps; ``range``: max - min
+  of the rounds over their median (other load on the machine widens it);
 * ``episode end ms``: the end-of-episode call alone, per episode (part of ``us/step``);
 * ``MB``: bytes of all files in the folder; ``MB alloc``: what the file system allocated;
 * correctness (first round): the folder is reopened and every step read back; low-dim leaves
@@ -106,7 +107,8 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str],
         for c in cons:
             rs = runs[(c.label, mode)]
             if rs:
-                med[c.label] = {"us": hx.median([x["total_s"] / x["steps"] * 1e6 for x in rs]),
+                us = [x["total_s"] / x["steps"] * 1e6 for x in rs]
+                med[c.label] = {"us": hx.median(us), "spread": hx.spread(us),
                                 "end": hx.median([x["end_episode_s"] / (x["steps"] / wl.EPISODE_LEN) * 1e3
                                                   for x in rs]),
                                 "mb": rs[0]["bytes"] / 1e6, "alloc": rs[0]["bytes_allocated"] / 1e6,
@@ -121,9 +123,9 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str],
             m, ck = med[c.label], med[c.label]["check"]
             psnr = f"{hx.fmt(ck.get('psnr_min'))} / {hx.fmt(ck.get('psnr_mean'))}" if ck else "-"
             exact = "-" if not ck else ("exact" if ck.get("low_dim_exact") and not ck.get("problems") else "WRONG")
-            rows.append([c.label, m["us"], m["end"], m["mb"], m["alloc"], psnr, exact,
+            rows.append([c.label, m["us"], m["spread"], m["end"], m["mb"], m["alloc"], psnr, exact,
                          hx.ratio(m["us"], base.get("us")), hx.ratio(m["mb"], base.get("mb")), m["camera"]])
-        print(hx.table(["contender", "us/step", "episode end ms", "MB", "MB alloc", "PSNR min / mean dB",
+        print(hx.table(["contender", "us/step", "range", "episode end ms", "MB", "MB alloc", "PSNR min / mean dB",
                         "low-dim", "ratio time", "ratio MB", "camera"], rows))
         for c in cons:
             ck = med.get(c.label, {}).get("check", {})

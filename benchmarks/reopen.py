@@ -24,6 +24,8 @@ Reported, as medians over the processes:
   (interpreter start, imports, open, read, exit);
 * ``import ms``: wall time of the ``import`` process; ``process - import``: the difference,
   another estimate of what opening and reading cost;
+* ``range``: max - min of the processes over their median, for the column before it (other
+  load on the machine widens it);
 * ratios: contender / the first trajstore ``--src`` (> 1: slower than it).
 
 All files are in the page cache (the folder was just written and read): this measures CPU,
@@ -122,8 +124,10 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], samples: dict, ch
         s = samples[c.label]
         if c.ok and s["open"]:
             both = [o + r for o, r in zip(s["open"], s["read"])]
-            med[c.label] = {"both": hx.median(both), "open": hx.median(s["open"]), "read": hx.median(s["read"]),
-                            "wall": hx.median(s["wall"]), "imp": hx.median(s["imp"]),
+            med[c.label] = {"both": hx.median(both), "both_spread": hx.spread(both),
+                            "open": hx.median(s["open"]), "read": hx.median(s["read"]),
+                            "wall": hx.median(s["wall"]), "wall_spread": hx.spread(s["wall"]),
+                            "imp": hx.median(s["imp"]),
                             "diff": hx.median([w - i for w, i in zip(s["wall"], s["imp"])])}
     base_label = cons[0].label
     base = med.get(base_label, {})
@@ -133,13 +137,14 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], samples: dict, ch
             rows.append([c.label, c.status])
             continue
         m = med[c.label]
-        rows.append([c.label, m["both"], m["open"], m["read"], m["wall"], m["imp"], m["diff"],
+        rows.append([c.label, m["both"], m["both_spread"], m["open"], m["read"], m["wall"], m["wall_spread"],
+                     m["imp"], m["diff"],
                      hx.ratio(m["both"], base.get("both")), hx.ratio(m["wall"], base.get("wall"))])
     print(f"\nReopen a {wl.STEPS}-step buffer ({wl.STEPS // wl.EPISODE_LEN} episodes of {wl.EPISODE_LEN}; "
           f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves; recorded with {args.record}) in a fresh process and "
           f"read step {args.index}; medians of {args.processes} processes per contender, alternating; "
           f"ratios vs {base_label}")
-    print(hx.table(["contender", "open+read ms", "open ms", "read ms", "process ms", "import ms",
+    print(hx.table(["contender", "open+read ms", "range", "open ms", "read ms", "process ms", "range", "import ms",
                     "process-import ms", "ratio open+read", "ratio process"], rows))
     print("\nbuffers as recorded (checked by reading every step back):")
     for c in cons:

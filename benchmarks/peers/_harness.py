@@ -137,6 +137,14 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def spread(values: Sequence[float]) -> str:
+    """The range of ``values`` around their median, in percent: how much to trust the median."""
+    if len(values) < 2:
+        return "-"
+    m = statistics.median(values)
+    return f"{(max(values) - min(values)) / m * 100:.0f}%" if m else "-"
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table; the first column is left-aligned, the others right-aligned."""
     cells = [[str(c) for c in header]] + [[c if isinstance(c, str) else fmt(c) for c in r] for r in rows]
