@@ -98,7 +98,7 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str],
     runs, failed = results["runs"], results["failed"]
     base_label = cons[0].label
     print(f"\nRecord {wl.STEPS} steps ({wl.STEPS // wl.EPISODE_LEN} episodes of {wl.EPISODE_LEN}; "
-          f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves); medians of {args.rounds} rounds, alternating; "
+          f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves); medians of {args.rounds} round(s), alternating; "
           f"ratios vs {base_label}")
     for mode in modes:
         what = "append per step" if mode == "append" else f"extend per episode ({wl.EPISODE_LEN} steps)"
