@@ -32,7 +32,7 @@ cache; only trajstore asks for fsync at its commit points. No timing is asserted
 
 Run (the project's python; peers get venvs of their own under ``~/.cache/trajstore-peers``)::
 
-    python benchmarks/append.py --src before=/work/before/src --src after=src [--rounds 3]
+    python benchmarks/append.py --src before=OLD_CHECKOUT/src --src after=src [--rounds 3]
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ trees before the timed rounds (see ``peers/_harness.py``). No timing is asserted
 
 Run (the project's python; peers get venvs of their own under ``~/.cache/trajstore-peers``)::
 
-    python benchmarks/reopen.py --src before=/work/before/src --src after=src [--processes 9]
+    python benchmarks/reopen.py --src before=OLD_CHECKOUT/src --src after=src [--processes 9]
 """
 
 from __future__ import annotations
