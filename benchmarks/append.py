@@ -1,0 +1,139 @@
+"""Recording cost: trajstore sources side by side with the peers, step by step and episode by episode.
+
+The workload (``benchmarks/peers/_workload.py``): 2048 steps in 16 episodes of 128, one step a
+128x128x3 uint8 camera frame (``kind="image"``) and four low-dim leaves (joint positions and
+velocities, action, reward). Every contender records it into a new folder, in a fresh process
+of its own, in two modes:
+
+* ``append``: one call per step, and the contender's end-of-episode call every 128 steps;
+* ``extend``: one call per episode with its 128 steps as a batch, then the end-of-episode call.
+
+The end of an episode is the point where the episode is on disk and the folder reopens with it:
+trajstore ``end_episode()`` (flushes and commits); UniEnv ``mark_segment_end()`` (after appends)
+and ``dumps()`` into the buffer's own folder; TorchRL ``dumps()`` (no copy: its memory-mapped
+storage lives in that folder). See each ``peers/run_<library>.py`` for the exact calls. Steps
+are built before the clock starts (nested dicts of NumPy arrays; TensorDicts for TorchRL).
+
+Measured per contender and mode, medians of ``--rounds`` (3) rounds, the contenders alternating
+(the order rotates every round), each run a fresh process:
+
+* ``us/step``: from creating the buffer to closing it, over the 2048 steps; ``range``: max - min
+  of the rounds over their median (other load on the machine widens it);
+* ``episode end ms``: the end-of-episode call alone, per episode (part of ``us/step``);
+* ``MB``: bytes of all files in the folder; ``MB alloc``: what the file system allocated;
+* correctness (first round): the folder is reopened and every step read back; low-dim leaves
+  must be exact (``low-dim``), frames are compared by PSNR (min / mean dB; ``inf`` = exact);
+  trajstore must also record 16 episodes;
+* ratios: contender / the first trajstore ``--src`` (> 1: slower or larger than it).
+
+Camera storage: trajstore JPEG quality 75 (if the source takes the option) in chunk files;
+UniEnv JPEG quality 75 (Pillow, one file per frame); TorchRL raw frames. Files stay in the page
+cache; only trajstore asks for fsync at its commit points. No timing is asserted anywhere.
+
+Run (the project's python; peers get venvs of their own under ``~/.cache/trajstore-peers``)::
+
+    python benchmarks/append.py --src before=OLD_CHECKOUT/src --src after=src [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+
+import _harness as hx  # noqa: E402
+import _workload as wl  # noqa: E402
+
+MODES = ("append", "extend")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    hx.add_arguments(ap)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of every contender and mode (default 3)")
+    ap.add_argument("--modes", default=",".join(MODES), help="append, extend or both (default)")
+    args = ap.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        ap.error(f"--modes takes {', '.join(MODES)}")
+    cons = hx.contenders(args)
+    work = hx.workdir(args, "append-")
+    try:
+        results = run(args, cons, modes, work)
+        report(args, cons, modes, results)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str], work: Path) -> dict:
+    workload = wl.generate(work / "workload")
+    results: dict[tuple[str, str], list[dict]] = {(c.label, m): [] for c in cons for m in modes}
+    failed: dict[tuple[str, str], str] = {}
+    live = [c for c in cons if c.ok]
+    for r in range(args.rounds):
+        k = r % max(1, len(live))
+        for c in live[k:] + live[:k]:
+            for mode in modes:
+                if (c.label, mode) in failed:
+                    continue
+                out = work / f"{cons.index(c)}-{mode}-{r}"
+                extra = ["--check"] if r == 0 else []
+                try:
+                    _, res = c.run("write", "--workload", str(workload), "--out", str(out), "--mode", mode, *extra)
+                except hx.ContenderError as exc:
+                    failed[(c.label, mode)] = str(exc)
+                    continue
+                finally:
+                    shutil.rmtree(out, ignore_errors=True)
+                results[(c.label, mode)].append(res)
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    return {"runs": results, "failed": failed}
+
+
+def report(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str], results: dict) -> None:
+    runs, failed = results["runs"], results["failed"]
+    base_label = cons[0].label
+    print(f"\nRecord {wl.STEPS} steps ({wl.STEPS // wl.EPISODE_LEN} episodes of {wl.EPISODE_LEN}; "
+          f"{wl.H}x{wl.W}x3 camera + 4 low-dim leaves); medians of {args.rounds} round(s), alternating; "
+          f"ratios vs {base_label}")
+    for mode in modes:
+        what = "append per step" if mode == "append" else f"extend per episode ({wl.EPISODE_LEN} steps)"
+        print(f"\n== {what}, plus the end-of-episode call every {wl.EPISODE_LEN} steps")
+        med = {}
+        for c in cons:
+            rs = runs[(c.label, mode)]
+            if rs:
+                us = [x["total_s"] / x["steps"] * 1e6 for x in rs]
+                med[c.label] = {"us": hx.median(us), "spread": hx.spread(us),
+                                "end": hx.median([x["end_episode_s"] / (x["steps"] / wl.EPISODE_LEN) * 1e3
+                                                  for x in rs]),
+                                "mb": rs[0]["bytes"] / 1e6, "alloc": rs[0]["bytes_allocated"] / 1e6,
+                                "check": rs[0].get("check", {}), "camera": rs[0].get("camera", "")}
+        base = med.get(base_label, {})
+        rows = []
+        for c in cons:
+            if c.label not in med:
+                status = f"failed: {failed[(c.label, mode)]}" if (c.label, mode) in failed else c.status
+                rows.append([c.label, status])
+                continue
+            m, ck = med[c.label], med[c.label]["check"]
+            psnr = f"{hx.fmt(ck.get('psnr_min'))} / {hx.fmt(ck.get('psnr_mean'))}" if ck else "-"
+            exact = "-" if not ck else ("exact" if ck.get("low_dim_exact") and not ck.get("problems") else "WRONG")
+            rows.append([c.label, m["us"], m["spread"], m["end"], m["mb"], m["alloc"], psnr, exact,
+                         hx.ratio(m["us"], base.get("us")), hx.ratio(m["mb"], base.get("mb")), m["camera"]])
+        print(hx.table(["contender", "us/step", "range", "episode end ms", "MB", "MB alloc", "PSNR min / mean dB",
+                        "low-dim", "ratio time", "ratio MB", "camera"], rows))
+        for c in cons:
+            ck = med.get(c.label, {}).get("check", {})
+            if ck.get("problems"):
+                print(f"  {c.label}: {'; '.join(ck['problems'])}")
+            if (c.label, mode) in failed and c.label in med:
+                print(f"  {c.label}: a later round failed: {failed[(c.label, mode)]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""trajstore as a contender of the peer benchmarks (see ``_workload.run_contender`` for the commands).
+
+Runs with the project's python; ``PYTHONPATH`` picks which trajstore source is measured, and
+the script refuses to run if ``trajstore`` was imported from anywhere else (``TRAJSTORE_SRC``).
+
+Layout: what ``dict_storage_kwargs_from_space`` derives from the leaves' metadata: the camera
+in an ``ImageStorage`` (JPEG, quality 75 if the source takes a ``quality`` option, else its
+default), every other leaf in one ``HDF5Storage``.
+
+* write, ``append``: ``rb.append(step)`` per step, ``rb.end_episode()`` (a flush: the episode
+  is on disk and committed) after every 128 steps, ``rb.close()`` at the end.
+* write, ``extend``: ``rb.extend(episode)`` with the 128 steps of an episode as one batch,
+  then ``rb.end_episode()``; ``rb.close()`` at the end.
+* reopen: ``ReplayBuffer.load_from(path)`` (read-only), then ``rb[index]``; every leaf is
+  copied into an owned NumPy array so that the step is really read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import _workload as wl
+
+import trajstore
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.spaces import BoxSpace, DictSpace
+from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+
+# Opening imports the JPEG codec lazily; it is imported here, before any clock, like the peers' storage modules.
+try:
+    importlib.import_module("simplejpeg")
+except ImportError:
+    pass
+
+_src = os.environ.get("TRAJSTORE_SRC")
+if _src and Path(_src).resolve() not in Path(trajstore.__file__).resolve().parents:
+    raise SystemExit(f"trajstore was imported from {trajstore.__file__}, not from {_src}")
+
+
+def make_space() -> DictSpace:
+    leaves = {key: BoxSpace(low, high, shape, np.dtype(dtype), metadata=meta or None)
+              for key, shape, dtype, low, high, meta in wl.LEAVES}
+
+    def build(d: dict[str, Any]) -> DictSpace:
+        return DictSpace({k: build(v) if isinstance(v, dict) else v for k, v in d.items()})
+    return build(wl.nest(leaves))
+
+
+def storage_kwargs(space: DictSpace) -> tuple[dict[str, Any], str]:
+    try:
+        return dict_storage_kwargs_from_space(space, kind_kwargs={"image": {"quality": wl.JPEG_QUALITY}}), \
+            f"JPEG q{wl.JPEG_QUALITY}"
+    except (TypeError, ValueError):
+        return dict_storage_kwargs_from_space(space), "JPEG (default quality)"
+
+
+def info() -> dict[str, Any]:
+    return {"library": "trajstore", "source": str(Path(trajstore.__file__).resolve().parents[1])}
+
+
+def write(out: str, data: dict[str, np.ndarray], episode_len: int, mode: str) -> dict[str, Any]:
+    space = make_space()
+    kwargs, camera = storage_kwargs(space)
+    n = len(data[wl.FRAME_KEY])
+    items = wl.steps_of(data) if mode == "append" else wl.episodes_of(data, episode_len)
+    per_episode = episode_len if mode == "append" else 1
+    t_create = time.perf_counter()
+    rb = ReplayBuffer.create(DictStorage, space, cache_path=out, capacity=None, **kwargs)
+    t0 = time.perf_counter()
+    t_end = 0.0
+    for i, item in enumerate(items):
+        if mode == "append":
+            rb.append(item)
+        else:
+            rb.extend(item)
+        if (i + 1) % per_episode == 0:
+            t = time.perf_counter()
+            rb.end_episode()
+            t_end += time.perf_counter() - t
+    t_close = time.perf_counter()
+    rb.close()
+    t1 = time.perf_counter()
+    return {"steps": n, "create_s": t0 - t_create, "record_s": t_close - t0, "end_episode_s": t_end,
+            "close_s": t1 - t_close, "total_s": t1 - t_create, "camera": camera}
+
+
+def reopen(path: str, index: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    rb = ReplayBuffer.load_from(path)
+    t1 = time.perf_counter()
+    step = wl.nest({k: np.array(v) for k, v in wl.flatten(rb[index]).items()})
+    t2 = time.perf_counter()
+    rb.close()
+    return {"open_ms": (t1 - t0) * 1e3, "read_ms": (t2 - t1) * 1e3, "step": step}
+
+
+def read_all(path: str) -> tuple[dict[str, np.ndarray], int | None]:
+    rb = ReplayBuffer.load_from(path)
+    try:
+        batch = wl.flatten(rb[np.arange(len(rb))])
+        return {k: np.asarray(v) for k, v in batch.items()}, len(rb.episodes)
+    finally:
+        rb.close()
+
+
+if __name__ == "__main__":
+    wl.run_contender(write, reopen, read_all, info)
