@@ -48,3 +48,12 @@ def run_episode(env: Any, policy: Policy, *, seed: int, rng: np.random.Generator
         if terminated or truncated:
             return
         obs = next_obs
+
+
+def __getattr__(name: str) -> Any:
+    # The recorders import gymnasium at import time; this module does not.
+    if name in ("RecordEpisodes", "RecordVectorEpisodes"):
+        from trajstore.integrations import record_episodes
+
+        return getattr(record_episodes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
