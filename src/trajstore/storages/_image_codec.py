@@ -32,6 +32,9 @@ FORMATS = ("JPEG", "PNG")
 JPEG_QUALITY = 95
 #: Chroma subsampling of JPEG frames (libjpeg-turbo notation): full-resolution colour.
 JPEG_SUBSAMPLING = "444"
+#: Chroma subsamplings offered, in libjpeg-turbo's notation: "444" keeps colour at full
+#: resolution, "422" halves it horizontally, "420" halves it both ways (one colour per 2x2 pixels).
+SUBSAMPLINGS = ("444", "422", "420")
 #: zlib level of PNG frames: 1 trades a few percent of size for much faster encoding than 6.
 PNG_COMPRESS_LEVEL = 1
 #: Threads of the shared codec pool.
@@ -66,13 +69,28 @@ def check_quality(quality: object) -> int:
     return int(quality)
 
 
+def check_subsampling(subsampling: object) -> str:
+    """A JPEG chroma subsampling: one of :data:`SUBSAMPLINGS` (strings, as libjpeg-turbo names them).
+
+    Raises:
+        ValueError: anything else (``420`` as an int, ``"4:2:0"``...); the message lists the accepted ones.
+    """
+    if not isinstance(subsampling, str) or subsampling not in SUBSAMPLINGS:
+        raise ValueError(f"JPEG chroma subsampling must be one of {list(SUBSAMPLINGS)}, got {subsampling!r}")
+    return subsampling
+
+
 # -- one frame ---------------------------------------------------------------------------------
-def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY) -> bytes:
-    """Encode one C-contiguous uint8 frame ``(H, W, 3)`` (``fmt`` is ``"JPEG"`` or ``"PNG"``)."""
+def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
+           subsampling: str = JPEG_SUBSAMPLING) -> bytes:
+    """Encode one C-contiguous uint8 frame ``(H, W, 3)`` (``fmt`` is ``"JPEG"`` or ``"PNG"``).
+
+    ``quality`` and ``subsampling`` apply to JPEG only and are trusted (checked by the caller).
+    """
     if fmt == "JPEG":
         import simplejpeg
 
-        return simplejpeg.encode_jpeg(frame, quality=quality, colorspace="RGB", colorsubsampling=JPEG_SUBSAMPLING)
+        return simplejpeg.encode_jpeg(frame, quality=quality, colorspace="RGB", colorsubsampling=subsampling)
     from PIL import Image
 
     buf = io.BytesIO()
@@ -132,14 +150,15 @@ def _run_split(n: int, work: Callable[[int, int], None]) -> None:
         f.result()  # re-raises a worker's exception here
 
 
-def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY) -> list[bytes]:
-    """Encode uint8 frames ``(N, H, W, 3)`` -> ``N`` payloads (bytes), on the shared pool."""
+def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
+                 subsampling: str = JPEG_SUBSAMPLING) -> list[bytes]:
+    """Encode uint8 frames ``(N, H, W, 3)`` -> ``N`` payloads (bytes), on the shared pool (see :func:`encode`)."""
     frames = np.ascontiguousarray(frames, dtype=np.uint8)
     out: list[bytes] = [b""] * len(frames)
 
     def work(a: int, b: int) -> None:
         for i in range(a, b):
-            out[i] = encode(frames[i], fmt, quality)
+            out[i] = encode(frames[i], fmt, quality, subsampling)
 
     _run_split(len(frames), work)
     return out
