@@ -85,10 +85,11 @@ class ImageConformance(StorageConformance):
 
 
 class TestImageStorageJPEG(ImageConformance):
-    """JPEG at quality 95 (4:4:4) on smooth frames: mean |error| <= 2 and max |error| <= 16 levels.
+    """JPEG at the defaults (quality 90, 4:4:4) on smooth frames: mean |error| <= 2 and max |error| <= 16 levels.
 
-    Measured over 100 seeds of these 24x32 frames: mean error <= 0.96, max error <= 8 levels;
-    the bound leaves a factor 2 for other libjpeg-turbo builds.
+    Measured over 100 seeds of 8 of these 24x32 frames: mean error <= 1.16, max error <= 10 levels
+    (at quality 95, the default before: <= 0.99 and <= 8); the bound leaves a factor 1.6 for other
+    libjpeg-turbo builds.
     """
 
     def create_kwargs(self):

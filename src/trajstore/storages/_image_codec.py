@@ -1,12 +1,12 @@
 """Encode and decode RGB camera frames, shape ``(H, W, 3)``, dtype uint8, as JPEG or PNG.
 
-Choices (numbers from ``benchmarks/image_codecs.py``, run on the development machine):
+Choices (numbers from ``benchmarks/image_codecs.py`` and ``benchmarks/jpeg_settings.py``, run on
+the development machine):
 
-* **JPEG** through simplejpeg (libjpeg-turbo), quality :data:`JPEG_QUALITY` = 95, RGB input,
-  4:4:4 chroma (no subsampling). simplejpeg encodes and decodes faster than Pillow's JPEG
-  at the same settings and can decode straight into a preallocated array. 4:4:4 keeps
-  colour edges at full resolution, which matters at 96x96 where a 2-pixel chroma block
-  is a visible part of an object; 4:2:0 would save about a third of the bytes.
+* **JPEG** through simplejpeg (libjpeg-turbo), RGB input. simplejpeg encodes and decodes faster
+  than Pillow's JPEG at the same settings and can decode straight into a preallocated array.
+  Defaults: quality :data:`JPEG_QUALITY` = 90 and chroma :data:`JPEG_SUBSAMPLING` = 4:4:4,
+  chosen from ``jpeg_settings.py`` (see :data:`JPEG_QUALITY` and :data:`JPEG_SUBSAMPLING`).
 * **PNG** through Pillow (lossless), zlib ``compress_level`` :data:`PNG_COMPRESS_LEVEL` = 1:
   several times faster to encode than Pillow's default of 6 for frames only slightly larger
   (see the benchmark for the ratios).
@@ -28,9 +28,30 @@ from trajstore.errors import FormatError
 
 #: Formats by canonical (upper-case) name.
 FORMATS = ("JPEG", "PNG")
-#: JPEG quality (1..100) when none is given; 95 keeps smooth frames within ~1-2 levels on average.
-JPEG_QUALITY = 95
-#: Chroma subsampling of JPEG frames (libjpeg-turbo notation): full-resolution colour.
+#: JPEG quality (1..100) when none is given.
+#:
+#: 90, from ``benchmarks/jpeg_settings.py`` (96x96 frames, 200 per set; 4:4:4): against quality 95
+#: a frame takes 0.80x the bytes on PushT (2388 vs 2972 bytes), 0.77x on MuJoCo Pusher (2527 vs
+#: 3284), 0.75x on MuJoCo HalfCheetah (6309 vs 8365) and 0.72x on scikit-image photos shrunk to
+#: 96x96, for a mean PSNR of 41.8 / 41.3 / 37.5 / 35.8 dB instead of 46.5 / 45.4 / 39.6 / 39.1
+#: (worst PushT frame 41.1 dB) and a worst pixel error of 33-44 levels instead of 21-25.
+#: Encode time hardly depends on quality (about 50 us per 96x96 PushT frame from 75 to 95).
+#: Quality 85 would save another 11-19% of the bytes for 2-3 dB less and a worst pixel error of
+#: 45-79 levels (79 on PushT): ringing around the small objects that matter at 96x96.
+JPEG_QUALITY = 90
+#: Chroma subsampling of JPEG frames (libjpeg-turbo notation) when none is given.
+#:
+#: "444" (colour at full resolution), from ``benchmarks/jpeg_settings.py``. Subsampling at
+#: quality 90-95 loses to 4:4:4 one quality step down, which takes fewer bytes for a higher
+#: PSNR on every set: q95 4:2:0 vs q90 4:4:4 is 2470 vs 2388 bytes and 39.1 vs 41.8 dB on PushT,
+#: 3082 vs 2527 and 39.8 vs 41.3 on Pusher, 7001 vs 6309 and 36.3 vs 37.5 on HalfCheetah,
+#: 6089 vs 5683 and 34.3 vs 35.8 on the 96x96 photos (only at quality 75-85 do the two lie on
+#: about one bytes/PSNR curve). At equal quality 4:2:0 more than doubles the worst pixel error
+#: on PushT and Pusher (q90: 101 vs 44 and 114 vs 37 levels): one colour per 2x2 pixels smears
+#: PushT's 5-pixel agent and Pusher's red goal. What 4:2:0 buys is CPU time: encoding takes
+#: 0.60-0.67x as long at equal quality (31 vs 50 us per 96x96 PushT frame at q90), decoding
+#: 0.7-0.8x. At 96x96 the whole encode is 0.05% of a 10 Hz control step; for large frames,
+#: where encoding costs about 1.5 ms (the photos, q90), ``subsampling="420"`` is the option.
 JPEG_SUBSAMPLING = "444"
 #: Chroma subsamplings offered, in libjpeg-turbo's notation: "444" keeps colour at full
 #: resolution, "422" halves it horizontally, "420" halves it both ways (one colour per 2x2 pixels).

@@ -66,16 +66,18 @@ class ImageStorage(SpaceStorage):
     Options of :meth:`create`:
 
     * ``format``: ``"JPEG"`` (default) or ``"PNG"``, case-insensitive.
-    * ``quality``: JPEG quality 1..100 (default 95, see :mod:`trajstore.storages._image_codec`);
-      not accepted with PNG.
-    * ``subsampling``: JPEG chroma subsampling, ``"444"`` (colour at full resolution),
-      ``"422"`` (halved horizontally) or ``"420"`` (halved both ways); default ``"444"``, see
-      :mod:`trajstore.storages._image_codec`. Not accepted with PNG. A folder written before
-      this option existed reopens as ``"444"``, which is how its frames were encoded.
+    * ``quality``: JPEG quality 1..100 (default 90); not accepted with PNG.
+    * ``subsampling``: JPEG chroma subsampling, ``"444"`` (colour at full resolution, the
+      default), ``"422"`` (halved horizontally) or ``"420"`` (halved both ways: one colour per
+      2x2 pixels); not accepted with PNG. A folder written before this option existed
+      reopens as ``"444"``, which is how its frames were encoded.
+
+    Both defaults were chosen with ``benchmarks/jpeg_settings.py``; the figures are in
+    :data:`~trajstore.storages._image_codec.JPEG_QUALITY` and ``JPEG_SUBSAMPLING``.
     * ``chunk_bytes``: target size of one chunk file in bytes (default 64 MiB).
 
-    A JPEG round trip is not exact: on smooth frames at quality 95 the mean absolute error
-    is about 1 level (tests hold it to <= 2). PNG is exact.
+    A JPEG round trip is not exact: at the defaults the mean absolute error is about 1 level
+    on smooth frames (tests hold it to <= 2) and PSNR >= 41 dB on PushT frames. PNG is exact.
 
     Raises (at create): ``ValueError`` for a bad option, ``UnsupportedSpaceError`` for a space
     other than ``(H, W, 3)`` uint8 with layout ``"HWC"`` or none.
