@@ -30,10 +30,10 @@ from trajstore.errors import FormatError
 FORMATS = ("JPEG", "PNG")
 #: JPEG quality (1..100) when none is given.
 #:
-#: 90, from ``benchmarks/jpeg_settings.py`` (96x96 frames, 200 per set; 4:4:4): against quality 95
+#: 90, from ``benchmarks/jpeg_settings.py`` (96x96, 4:4:4; 200 frames per simulator): against quality 95
 #: a frame takes 0.80x the bytes on PushT (2388 vs 2972 bytes), 0.77x on MuJoCo Pusher (2527 vs
-#: 3284), 0.75x on MuJoCo HalfCheetah (6309 vs 8365) and 0.72x on scikit-image photos shrunk to
-#: 96x96, for a mean PSNR of 41.8 / 41.3 / 37.5 / 35.8 dB instead of 46.5 / 45.4 / 39.6 / 39.1
+#: 3284), 0.75x on MuJoCo HalfCheetah (6309 vs 8365) and 0.72x on five scikit-image photos shrunk
+#: to 96x96, for a mean PSNR of 41.8 / 41.3 / 37.5 / 35.8 dB instead of 46.5 / 45.4 / 39.6 / 39.1
 #: (worst PushT frame 41.1 dB) and a worst pixel error of 33-44 levels instead of 21-25.
 #: Encode time hardly depends on quality (about 50 us per 96x96 PushT frame from 75 to 95).
 #: Quality 85 would save another 11-19% of the bytes for 2-3 dB less and a worst pixel error of
@@ -47,11 +47,12 @@ JPEG_QUALITY = 90
 #: 3082 vs 2527 and 39.8 vs 41.3 on Pusher, 7001 vs 6309 and 36.3 vs 37.5 on HalfCheetah,
 #: 6089 vs 5683 and 34.3 vs 35.8 on the 96x96 photos (only at quality 75-85 do the two lie on
 #: about one bytes/PSNR curve). At equal quality 4:2:0 more than doubles the worst pixel error
-#: on PushT and Pusher (q90: 101 vs 44 and 114 vs 37 levels): one colour per 2x2 pixels smears
-#: PushT's 5-pixel agent and Pusher's red goal. What 4:2:0 buys is CPU time: encoding takes
-#: 0.60-0.67x as long at equal quality (31 vs 50 us per 96x96 PushT frame at q90), decoding
-#: 0.7-0.8x. At 96x96 the whole encode is 0.05% of a 10 Hz control step; for large frames,
-#: where encoding costs about 1.5 ms (the photos, q90), ``subsampling="420"`` is the option.
+#: on PushT and Pusher (q90: 101 vs 44 and 114 vs 37 levels), at the edge of PushT's 5-pixel blue
+#: agent (a pixel (65, 105, 225) read back (56, 126, 124)) and of Pusher's red goal: one colour
+#: per 2x2 pixels smears small coloured objects. What 4:2:0 buys is CPU time: encoding takes
+#: 0.6-0.7x as long at equal quality (31 vs 50 us per 96x96 PushT frame at q90), decoding
+#: 0.7-0.85x (two runs). At 96x96 the whole encode is 0.05% of a 10 Hz control step; for large
+#: frames, where encoding costs 1.5-1.7 ms (the photos, q90), ``subsampling="420"`` is the option.
 JPEG_SUBSAMPLING = "444"
 #: Chroma subsamplings offered, in libjpeg-turbo's notation: "444" keeps colour at full
 #: resolution, "422" halves it horizontally, "420" halves it both ways (one colour per 2x2 pixels).
