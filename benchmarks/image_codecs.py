@@ -2,7 +2,8 @@
 
 Compares, at 96x96 and 224x224 RGB uint8:
 
-* simplejpeg JPEG (what ``ImageStorage`` uses) vs Pillow JPEG, both quality 95, 4:4:4 chroma;
+* simplejpeg JPEG (what ``ImageStorage`` uses) vs Pillow JPEG, both at ``ImageStorage``'s default
+  quality, 4:4:4 chroma;
 * Pillow PNG at ``compress_level`` 1 (what ``ImageStorage`` uses) vs Pillow's default 6.
 
 Frames are synthetic camera-like images: a smooth background (gradients plus low-frequency
@@ -92,9 +93,9 @@ def main() -> None:
         rng = np.random.default_rng(size)
         frames = [camera_frame(size, size, rng) for _ in range(args.frames)]
         out = np.empty((size, size, 3), np.uint8)
-        ours_jpeg = measure("simplejpeg JPEG q95 4:4:4", frames,
+        ours_jpeg = measure(f"simplejpeg JPEG q{codec.JPEG_QUALITY} 4:4:4", frames,
                             lambda f: codec.encode(f, "JPEG", codec.JPEG_QUALITY), sj_decode(out), args.repeat)
-        peer_jpeg = measure("Pillow JPEG q95 4:4:4", frames, pil_jpeg, pil_decode, args.repeat)
+        peer_jpeg = measure(f"Pillow JPEG q{codec.JPEG_QUALITY} 4:4:4", frames, pil_jpeg, pil_decode, args.repeat)
         ours_png = measure(f"Pillow PNG level {codec.PNG_COMPRESS_LEVEL}", frames, pil_png(codec.PNG_COMPRESS_LEVEL),
                            pil_decode, args.repeat)
         peer_png = measure("Pillow PNG level 6 (default)", frames, pil_png(6), pil_decode, args.repeat)

@@ -3,7 +3,7 @@
 Frames: ``--frames`` (600) frames of a smooth moving 128x128 scene (drifting colour gradients,
 a scrolling soft grey texture and a soft blob; the scene of tests/storages/test_video.py).
 Each storage is written with its defaults (video: H.264 crf 20, preset faster, keyframe
-every 8 frames, 128-frame segments; JPEG quality 95; PNG), flushed, closed and reopened
+every 8 frames, 128-frame segments; JPEG quality 90, 4:4:4; PNG), flushed, closed and reopened
 read-only, so every read goes through the files (no pending frames, no OS-level tricks
 beyond the page cache, which holds every file after the write).
 
@@ -39,6 +39,7 @@ import numpy as np
 from trajstore.spaces import BoxSpace
 from trajstore.storages import ImageStorage, SpaceStorage, VideoStorage
 from trajstore.storages import video as video_module
+from trajstore.storages._image_codec import JPEG_QUALITY
 from trajstore.testing import moving_scene, psnr
 
 H = W = 128
@@ -91,7 +92,7 @@ def main() -> None:
     batches = [rng.integers(0, args.frames, 32) for _ in range(args.batches)]
     root = Path(tempfile.mkdtemp(prefix="trajstore-bench-"))
     threads = video_module.DECODE_THREADS
-    setups = [("video (H.264)", VideoStorage, {}, threads), ("JPEG q95", ImageStorage, {"format": "JPEG"}, threads),
+    setups = [("video (H.264)", VideoStorage, {}, threads), (f"JPEG q{JPEG_QUALITY}", ImageStorage, {"format": "JPEG"}, threads),
               ("PNG", ImageStorage, {"format": "PNG"}, threads),
               ("video, gop_size 4", VideoStorage, {"gop_size": 4}, threads),
               ("video, gop_size 16", VideoStorage, {"gop_size": 16}, threads),

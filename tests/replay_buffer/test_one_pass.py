@@ -102,6 +102,8 @@ def test_a_wrapped_full_read_never_sorts(tmp_path, monkeypatch):
     ({"kind_kwargs": {"image": {"format": "GIF"}}}, ValueError),
     ({"kind_kwargs": {"image": {"quality": 101}}}, ValueError),
     ({"kind_kwargs": {"image": {"format": "PNG", "quality": 90}}}, ValueError),
+    ({"kind_kwargs": {"image": {"subsampling": "411"}}}, ValueError),
+    ({"kind_kwargs": {"image": {"format": "PNG", "subsampling": "420"}}}, ValueError),
     ({"kind_kwargs": {"image": {"colour": "yes"}}}, TypeError),
     ({"default_kwargs": {"compression": "zstd"}}, ValueError),
     ({"default_kwargs": {"chunk_rows": 0}}, ValueError),

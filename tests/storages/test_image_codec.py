@@ -42,6 +42,19 @@ def test_options() -> None:
     for bad in (0, 101, True, "95"):
         with pytest.raises(ValueError, match="1..100"):
             codec.check_quality(bad)
+    assert [codec.check_subsampling(s) for s in ("444", "422", "420")] == ["444", "422", "420"]
+    for bad in ("411", "4:2:0", 420, None):
+        with pytest.raises(ValueError, match="subsampling must be one of"):
+            codec.check_subsampling(bad)
+
+
+@pytest.mark.parametrize("subsampling", codec.SUBSAMPLINGS)
+def test_jpeg_frames_carry_the_subsampling_asked_for(subsampling: str) -> None:
+    import simplejpeg
+
+    frames = smooth_frames(2, seed=1)
+    for data in codec.encode_batch(frames, "JPEG", 90, subsampling):
+        assert simplejpeg.decode_jpeg_header(data)[3] == subsampling
 
 
 def test_pool_is_recreated_in_another_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,8 +17,10 @@ import numpy as np
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import tree
 
-#: Lossy leaves must match the reference to within these bounds (JPEG quality 95 / default
-#: video settings on PushT's flat-shaded 96x96 frames; see tests/storages for the codecs' bounds).
+#: Lossy leaves must match the reference to within these bounds (ImageStorage's default JPEG,
+#: quality 90 4:4:4, or default video settings, on PushT's flat-shaded 96x96 frames; see
+#: tests/storages for the codecs' bounds). Measured on ``make demo`` (10 episodes, 3000 frames)
+#: with JPEG: worst frame 40.9 dB, mean absolute error 0.64 levels (45.6 dB and 0.35 at quality 95).
 MIN_PSNR_DB = 30.0
 MAX_MEAN_ABS_ERROR = 3.0
 

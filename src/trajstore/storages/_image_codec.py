@@ -1,12 +1,12 @@
 """Encode and decode RGB camera frames, shape ``(H, W, 3)``, dtype uint8, as JPEG or PNG.
 
-Choices (numbers from ``benchmarks/image_codecs.py``, run on the development machine):
+Choices (numbers from ``benchmarks/image_codecs.py`` and ``benchmarks/jpeg_settings.py``, run on
+the development machine):
 
-* **JPEG** through simplejpeg (libjpeg-turbo), quality :data:`JPEG_QUALITY` = 95, RGB input,
-  4:4:4 chroma (no subsampling). simplejpeg encodes and decodes faster than Pillow's JPEG
-  at the same settings and can decode straight into a preallocated array. 4:4:4 keeps
-  colour edges at full resolution, which matters at 96x96 where a 2-pixel chroma block
-  is a visible part of an object; 4:2:0 would save about a third of the bytes.
+* **JPEG** through simplejpeg (libjpeg-turbo), RGB input. simplejpeg encodes and decodes faster
+  than Pillow's JPEG at the same settings and can decode straight into a preallocated array.
+  Defaults: quality :data:`JPEG_QUALITY` = 90 and chroma :data:`JPEG_SUBSAMPLING` = 4:4:4,
+  chosen from ``jpeg_settings.py`` (see :data:`JPEG_QUALITY` and :data:`JPEG_SUBSAMPLING`).
 * **PNG** through Pillow (lossless), zlib ``compress_level`` :data:`PNG_COMPRESS_LEVEL` = 1:
   several times faster to encode than Pillow's default of 6 for frames only slightly larger
   (see the benchmark for the ratios).
@@ -28,10 +28,35 @@ from trajstore.errors import FormatError
 
 #: Formats by canonical (upper-case) name.
 FORMATS = ("JPEG", "PNG")
-#: JPEG quality (1..100) when none is given; 95 keeps smooth frames within ~1-2 levels on average.
-JPEG_QUALITY = 95
-#: Chroma subsampling of JPEG frames (libjpeg-turbo notation): full-resolution colour.
+#: JPEG quality (1..100) when none is given.
+#:
+#: 90, from ``benchmarks/jpeg_settings.py`` (96x96, 4:4:4; 200 frames per simulator): against quality 95
+#: a frame takes 0.80x the bytes on PushT (2388 vs 2972 bytes), 0.77x on MuJoCo Pusher (2527 vs
+#: 3284), 0.75x on MuJoCo HalfCheetah (6309 vs 8365) and 0.72x on five scikit-image photos shrunk
+#: to 96x96, for a mean PSNR of 41.8 / 41.3 / 37.5 / 35.8 dB instead of 46.5 / 45.4 / 39.6 / 39.1
+#: (worst PushT frame 41.1 dB) and a worst pixel error of 33-44 levels instead of 21-25.
+#: Encode time hardly depends on quality (about 50 us per 96x96 PushT frame from 75 to 95).
+#: Quality 85 would save another 11-19% of the bytes for 2-3 dB less and a worst pixel error of
+#: 45-79 levels (79 on PushT): ringing around the small objects that matter at 96x96.
+JPEG_QUALITY = 90
+#: Chroma subsampling of JPEG frames (libjpeg-turbo notation) when none is given.
+#:
+#: "444" (colour at full resolution), from ``benchmarks/jpeg_settings.py``. Subsampling at
+#: quality 90-95 loses to 4:4:4 one quality step down, which takes fewer bytes for a higher
+#: PSNR on every set: q95 4:2:0 vs q90 4:4:4 is 2470 vs 2388 bytes and 39.1 vs 41.8 dB on PushT,
+#: 3082 vs 2527 and 39.8 vs 41.3 on Pusher, 7001 vs 6309 and 36.3 vs 37.5 on HalfCheetah,
+#: 6089 vs 5683 and 34.3 vs 35.8 on the 96x96 photos (only at quality 75-85 do the two lie on
+#: about one bytes/PSNR curve). At equal quality 4:2:0 more than doubles the worst pixel error
+#: on PushT and Pusher (q90: 101 vs 44 and 114 vs 37 levels), at the edge of PushT's 5-pixel blue
+#: agent (a pixel (65, 105, 225) read back (56, 126, 124)) and of Pusher's red goal: one colour
+#: per 2x2 pixels smears small coloured objects. What 4:2:0 buys is CPU time: encoding takes
+#: 0.6-0.7x as long at equal quality (31 vs 50 us per 96x96 PushT frame at q90), decoding
+#: 0.7-0.85x (two runs). At 96x96 the whole encode is 0.05% of a 10 Hz control step; for large
+#: frames, where encoding costs 1.5-1.7 ms (the photos, q90), ``subsampling="420"`` is the option.
 JPEG_SUBSAMPLING = "444"
+#: Chroma subsamplings offered, in libjpeg-turbo's notation: "444" keeps colour at full
+#: resolution, "422" halves it horizontally, "420" halves it both ways (one colour per 2x2 pixels).
+SUBSAMPLINGS = ("444", "422", "420")
 #: zlib level of PNG frames: 1 trades a few percent of size for much faster encoding than 6.
 PNG_COMPRESS_LEVEL = 1
 #: Threads of the shared codec pool.
@@ -66,13 +91,28 @@ def check_quality(quality: object) -> int:
     return int(quality)
 
 
+def check_subsampling(subsampling: object) -> str:
+    """A JPEG chroma subsampling: one of :data:`SUBSAMPLINGS` (strings, as libjpeg-turbo names them).
+
+    Raises:
+        ValueError: anything else (``420`` as an int, ``"4:2:0"``...); the message lists the accepted ones.
+    """
+    if not isinstance(subsampling, str) or subsampling not in SUBSAMPLINGS:
+        raise ValueError(f"JPEG chroma subsampling must be one of {list(SUBSAMPLINGS)}, got {subsampling!r}")
+    return subsampling
+
+
 # -- one frame ---------------------------------------------------------------------------------
-def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY) -> bytes:
-    """Encode one C-contiguous uint8 frame ``(H, W, 3)`` (``fmt`` is ``"JPEG"`` or ``"PNG"``)."""
+def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
+           subsampling: str = JPEG_SUBSAMPLING) -> bytes:
+    """Encode one C-contiguous uint8 frame ``(H, W, 3)`` (``fmt`` is ``"JPEG"`` or ``"PNG"``).
+
+    ``quality`` and ``subsampling`` apply to JPEG only and are trusted (checked by the caller).
+    """
     if fmt == "JPEG":
         import simplejpeg
 
-        return simplejpeg.encode_jpeg(frame, quality=quality, colorspace="RGB", colorsubsampling=JPEG_SUBSAMPLING)
+        return simplejpeg.encode_jpeg(frame, quality=quality, colorspace="RGB", colorsubsampling=subsampling)
     from PIL import Image
 
     buf = io.BytesIO()
@@ -132,14 +172,15 @@ def _run_split(n: int, work: Callable[[int, int], None]) -> None:
         f.result()  # re-raises a worker's exception here
 
 
-def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY) -> list[bytes]:
-    """Encode uint8 frames ``(N, H, W, 3)`` -> ``N`` payloads (bytes), on the shared pool."""
+def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
+                 subsampling: str = JPEG_SUBSAMPLING) -> list[bytes]:
+    """Encode uint8 frames ``(N, H, W, 3)`` -> ``N`` payloads (bytes), on the shared pool (see :func:`encode`)."""
     frames = np.ascontiguousarray(frames, dtype=np.uint8)
     out: list[bytes] = [b""] * len(frames)
 
     def work(a: int, b: int) -> None:
         for i in range(a, b):
-            out[i] = encode(frames[i], fmt, quality)
+            out[i] = encode(frames[i], fmt, quality, subsampling)
 
     _run_split(len(frames), work)
     return out

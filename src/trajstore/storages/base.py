@@ -272,7 +272,7 @@ class SpaceStorage(FolderOwner, abc.ABC):
 
     @abc.abstractmethod
     def get_config(self) -> dict[str, Any]:
-        """JSON-only options needed to reopen the storage (e.g. ``{"format": "JPEG", "quality": 95}``)."""
+        """JSON-only options needed to reopen the storage (e.g. ``{"format": "JPEG", "quality": 90}``)."""
 
     @property
     def lossless(self) -> bool:
