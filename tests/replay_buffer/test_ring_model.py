@@ -128,7 +128,7 @@ class RingMachine(RuleBasedStateMachine):
         expected = [(max(s, oldest) - oldest, e - oldest, s < oldest) for s, e in self.episode_ends if e > oldest]
         if self.open_start is not None and self.total > self.open_start:
             expected.append((max(self.open_start, oldest) - oldest, self.total - oldest, self.open_start < oldest))
-        assert [(e.start, e.stop, e.truncated) for e in self.rb.episodes] == expected
+        assert [(e.start, e.stop, e.overwritten) for e in self.rb.episodes] == expected
         for ep in self.rb.episodes:  # each episode's steps are consecutive step ids
             steps = self.rb[ep.start:ep.stop]["step"]
             assert np.all(np.diff(steps) == 1)

@@ -2,7 +2,7 @@
 
 Episodes are kept in *global* step numbers (see :mod:`trajstore.replay_buffer.ring`), so
 a ring overwrite only has to drop the episodes that ended before the oldest held step;
-an episode whose start was overwritten is kept, marked truncated.
+an episode whose start was overwritten is kept, marked ``overwritten``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ class Episode:
     Attributes:
         id: episode number, counting from 0 since the buffer was created (stable across overwrites).
         start, stop: logical step range ``[start, stop)`` in the buffer.
-        truncated: its first steps have been overwritten by the ring.
+        overwritten: its first steps have been overwritten by the ring (not gymnasium's
+            ``truncated`` flag: that one is a leaf of the step, if you record it).
         done: ``end_episode`` was called for it (False for the episode being recorded).
     """
 
     id: int
     start: int
     stop: int
-    truncated: bool
+    overwritten: bool
     done: bool
 
     def __len__(self) -> int:
@@ -61,7 +62,7 @@ class EpisodeTable:
         return self._table[2, self._first:self._n]
 
     def __len__(self) -> int:
-        """Closed episodes kept (some may be truncated by the ring)."""
+        """Closed episodes kept (some may have lost their first steps to the ring)."""
         return self._n - self._first
 
     def on_extend(self, total_before: int) -> None:

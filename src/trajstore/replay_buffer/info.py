@@ -50,7 +50,7 @@ def describe(path: str | os.PathLike) -> BufferInfo:
     with ReplayBuffer.load_from(path, read_only=True) as rb:
         eps = rb.episodes
         info = BufferInfo(str(path), len(rb), rb.capacity, rb.total_steps, len(eps),
-                          sum(1 for e in eps if e.done and not e.truncated))
+                          sum(1 for e in eps if e.done and not e.overwritten))
         children = getattr(rb.storage, "storages", None) or {"": rb.storage}
         sep = getattr(rb.storage, "nested_separator", "/")
         holder = {}  # leaf path -> the storage holding it
