@@ -24,6 +24,7 @@ from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer import samplers
+from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.replay_buffer.episodes import Episode, EpisodeTable
 from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
                                               view_before_overwrite, write_meta)
@@ -265,13 +266,29 @@ class ReplayBuffer(FolderOwner):
         sel = select(index, len(self))
         self.storage.write(self._ring.slots_of(sel), validated_for(self.space, value, sel))
 
-    def end_episode(self) -> None:
-        """Mark the last appended step as the end of the current episode, then :meth:`flush`.
+    def end_episode(self, **data: Any) -> None:
+        """Mark the last appended step as the end of the current episode, then :meth:`flush`:
+        its steps and its data are committed together.
 
         Steps appended afterwards start a new episode. Calling it twice in a row does nothing more.
+
+        Args:
+            **data: JSON values kept with the episode in ``trajstore.json`` (``task="push"``,
+                ``success=True``, ``seed=3``, lists and dicts of them); read back as
+                ``episode(k).data``. NumPy scalars become Python values and tuples lists.
+
+        Raises:
+            InvalidValueError: a value is not JSON (an array, NaN, an object, ...); names the key.
+            ValueError: ``data`` was given but no step was appended since the last episode ended.
+            ReadOnlyError: the buffer was opened read-only.
+            Nothing changes when one of these is raised.
         """
         self._check_writable()
-        self._episodes.end_episode(self._ring.appended)
+        checked = episode_data(data)
+        if data and not self._episodes.is_open(self._ring.appended):
+            raise ValueError(f"end_episode got data {sorted(data)} but there is no episode to end: no step was "
+                             "appended since the last end_episode")
+        self._episodes.end_episode(self._ring.appended, data=checked)
         self.flush()
 
     # -- reading ---------------------------------------------------------------------------
