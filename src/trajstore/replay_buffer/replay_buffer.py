@@ -114,6 +114,11 @@ class ReplayBuffer(FolderOwner):
                   multiprocessing: bool = False) -> "ReplayBuffer":
         """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
 
+        A writer (``read_only=False``) ends an episode that the last writer left open (it crashed,
+        or closed without ``end_episode``) as *interrupted* and commits that at once, so the
+        fragment is never merged into the next episode (``Episode.interrupted``, ``done=False``).
+        A reader sees such a fragment as the open episode.
+
         Raises:
             FormatError: not a trajstore buffer folder, or a newer format version.
             UnknownTypeError: the folder names a storage type this trajstore does not know.
@@ -138,6 +143,8 @@ class ReplayBuffer(FolderOwner):
                 storage.close()
                 raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
                                   f"{len(storage)}")
+            if not read_only:
+                rb._end_interrupted_episode()
         except (OSError, KeyError, TypeError, ValueError) as exc:
             if lock is not None:
                 lock.release()
@@ -157,6 +164,12 @@ class ReplayBuffer(FolderOwner):
         committed = committed or Committed.of(self._ring, self._episodes)
         write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes)
         self._committed = committed
+
+    def _end_interrupted_episode(self) -> None:
+        """Close (and commit) the episode a dead writer left open, as interrupted."""
+        if self._episodes.end_episode(self._ring.appended, interrupted=True):
+            self._episodes.drop_before(self._ring.first_step)
+            self._write_meta()
 
     def _drop_before_overwrite(self, appended_after: int) -> None:
         """Before the ring overwrites slots, drop their steps from the committed metadata
