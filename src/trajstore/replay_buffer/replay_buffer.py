@@ -29,6 +29,7 @@ from trajstore.replay_buffer.episodes import Episode, EpisodeTable
 from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
                                               view_before_overwrite, write_meta)
 from trajstore.replay_buffer.ring import RingState
+from trajstore.replay_buffer.stale_reads import read_may_be_stale
 from trajstore.spaces import Space, map_leaves, space_from_json
 from trajstore.storages._selection import Selection, select, span
 from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
@@ -49,9 +50,10 @@ class ReplayBuffer(FolderOwner):
     Build one with :meth:`create` or :meth:`load_from`; use it as a context manager to close it.
 
     Other processes: open with ``load_from(path, read_only=True, multiprocessing=True)`` and call
-    :meth:`refresh` to see what the writer has flushed since. A reader of a ring that is being
-    written never gets a torn step: the writer drops steps from the metadata before overwriting
-    their slots, and a read that raced such an overwrite raises
+    :meth:`refresh` to see what the writer has flushed since. A reader of a buffer that is being
+    written never gets a torn step: the writer drops steps from the metadata before reusing their
+    slots (a ring overwriting its oldest steps, :meth:`discard_episode`), and a read that raced such
+    a reuse raises
     :class:`~trajstore.errors.StaleReadError` (:meth:`sample`, :meth:`sample_windows` and the
     torch dataset draw again by themselves).
 
@@ -304,6 +306,30 @@ class ReplayBuffer(FolderOwner):
         self._episodes.end_episode(self._ring.appended, data=checked)
         self.flush()
 
+    def discard_episode(self) -> int:
+        """Drop the steps of the episode being recorded; returns how many (0 when none is open).
+
+        The next appends reuse their step numbers and slots: an unbounded buffer's length goes back,
+        a ring writes the freed slots next (steps it overwrote to make room for them stay lost). The
+        discarded episode's id goes to the next episode. Steps before it are untouched.
+
+        Its steps that were already flushed were visible to readers. The discard is committed at
+        once (no data needs flushing: the new view names only steps committed before), so when it
+        returns no reader that refreshes sees them, and a crash cannot bring them back as an
+        interrupted episode. A reader that still holds a view with them and reads them after the
+        writer reused their slots gets :class:`~trajstore.errors.StaleReadError` (index again), as
+        for a ring overwrite.
+
+        Raises:
+            ReadOnlyError: the buffer was opened read-only.
+        """
+        self._check_writable()
+        n = self._episodes.discard_open(self._ring.appended)
+        if n:
+            self._ring = self._ring.rewind(n)
+            self._write_meta()
+        return n
+
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
         self._check_open()
@@ -323,29 +349,31 @@ class ReplayBuffer(FolderOwner):
 
         Raises:
             IndexError, TypeError, ValueError: a bad index.
-            StaleReadError: (an ``IndexError``) a reader of a ring raced the writer overwriting the
-                oldest requested steps; no torn data is returned, index again.
+            StaleReadError: (an ``IndexError``) a reader raced the writer reusing the slots of requested
+                steps (a ring overwriting its oldest steps, or ``discard_episode``); no torn data is
+                returned, index again.
         """
         self._check_open()
-        view = self._ring
+        view, view_episodes = self._ring, self._episodes
         sel = select(index, view.count)
         data = self.storage.read(view.slots_of(sel))
         if not self._reads_race_a_writer() or not self.refresh() or len(sel.slots) == 0:
             return data
-        # The writer committed while we read. It drops steps from the metadata *before* it
-        # overwrites their slots, so what we read is whole if our oldest step is still held.
-        if view.first_step + int(sel.slots[0]) >= self._ring.first_step:
+        # The writer committed while we read. It commits a view without steps *before* it reuses
+        # their slots, so what we read is whole unless one of its steps left the view (stale_reads).
+        if not read_may_be_stale(view, view_episodes, self._ring, self._episodes, int(sel.slots[0]),
+                                 int(sel.slots[-1])):
             return data
-        raise StaleReadError(f"the writer of {self.cache_path} overwrote steps while they were read; the view "
-                             f"is refreshed (now {self._ring.count} steps from step number "
+        raise StaleReadError(f"the writer of {self.cache_path} overwrote or discarded steps while they were read; "
+                             f"the view is refreshed (now {self._ring.count} steps from step number "
                              f"{self._ring.first_step}): index again")
 
     def __getitem__(self, index: Any) -> Any:
         return self.get_at(index)
 
     def _reads_race_a_writer(self) -> bool:
-        """A reader of a ring folder: another process may overwrite slots while we read them."""
-        return self.read_only and self._ring.capacity is not None and self.cache_path is not None
+        """A reader of a folder: the writer may reuse slots while we read them (a ring's overwrite, a discard)."""
+        return self.read_only and self.cache_path is not None
 
     @property
     def episodes(self) -> list[Episode]:
