@@ -11,11 +11,13 @@ import pytest
 from tests.replay_buffer.test_replay_buffer import batch, make
 from tests.storages.test_hdf5_crash import kill_and_collect
 from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.info import describe
 
 WRITER = """
 import sys, time
 import numpy as np
 from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.info import describe
 from tests.replay_buffer.test_replay_buffer import batch
 
 rb = ReplayBuffer.load_from(sys.argv[1], read_only=False)
@@ -31,6 +33,7 @@ time.sleep(600)
 READ = """
 import sys, json
 from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.info import describe
 with ReplayBuffer.load_from(sys.argv[1]) as rb:
     print(json.dumps([[e.id, e.start, e.stop, e.done, e.interrupted, e.data] for e in rb.episodes]))
 """
@@ -84,6 +87,8 @@ def test_close_without_end_episode_leaves_an_interrupted_episode(tmp_path):
                                                                                   (3, 5, True, False)]
     with ReplayBuffer.load_from(tmp_path / "rb", read_only=False) as rb:  # nothing open: nothing to end
         assert rb.num_episodes == 2
+    info = describe(tmp_path / "rb")
+    assert (info.episodes, info.complete_episodes, info.interrupted_episodes) == (2, 1, 1)
 
 
 def test_a_ring_fragment_whose_start_was_overwritten_is_interrupted_and_overwritten(tmp_path):

@@ -24,8 +24,9 @@ from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer import samplers
-from trajstore.replay_buffer.episode_data import episode_data
-from trajstore.replay_buffer.episodes import Episode, EpisodeTable
+from trajstore.replay_buffer.episode_api import EpisodeMethods
+from trajstore.replay_buffer.episodes import EpisodeTable
+from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
                                               view_before_overwrite, write_meta)
 from trajstore.replay_buffer.ring import RingState
@@ -39,7 +40,7 @@ from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity
 MAX_READ_ATTEMPTS = 16
 
 
-class ReplayBuffer(FolderOwner):
+class ReplayBuffer(EpisodeMethods, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
@@ -68,6 +69,8 @@ class ReplayBuffer(FolderOwner):
         self.space: Space = storage.space
         self._ring = ring
         self._episodes = episodes
+        self._finals = FinalObservations(self.space, folder=cache_path, capacity=ring.capacity, read_only=read_only,
+                                         multiprocessing=multiprocessing)
         self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock,
                          owns_lock=True)
         self._meta_signature: tuple[int, int, int] | None = None
@@ -145,8 +148,14 @@ class ReplayBuffer(FolderOwner):
                 storage.close()
                 raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
                                   f"{len(storage)}")
-            if not read_only:
-                rb._end_interrupted_episode()
+            try:
+                rb._finals.open(meta, lock, rb._episodes.final_count)
+                if not read_only:
+                    rb._end_interrupted_episode()
+            except BaseException:
+                storage.close()
+                rb._finals.close()
+                raise
         except (OSError, KeyError, TypeError, ValueError) as exc:
             if lock is not None:
                 lock.release()
@@ -164,14 +173,9 @@ class ReplayBuffer(FolderOwner):
         if self.cache_path is None:
             return
         committed = committed or Committed.of(self._ring, self._episodes)
-        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes)
+        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes,
+                   self._finals.descriptor())
         self._committed = committed
-
-    def _end_interrupted_episode(self) -> None:
-        """Close (and commit) the episode a dead writer left open, as interrupted."""
-        if self._episodes.end_episode(self._ring.appended, interrupted=True):
-            self._episodes.drop_before(self._ring.first_step)
-            self._write_meta()
 
     def _drop_before_overwrite(self, appended_after: int) -> None:
         """Before the ring overwrites slots, drop their steps from the committed metadata
@@ -194,6 +198,7 @@ class ReplayBuffer(FolderOwner):
             if not self.read_only and os.getpid() == self._pid:
                 self.flush()
             self.storage.close()
+            self._finals.close()
         finally:
             self._release_lock()
             self.closed = True
@@ -281,55 +286,6 @@ class ReplayBuffer(FolderOwner):
         sel = select(index, len(self))
         self.storage.write(self._ring.slots_of(sel), validated_for(self.space, value, sel))
 
-    def end_episode(self, **data: Any) -> None:
-        """Mark the last appended step as the end of the current episode, then :meth:`flush`:
-        its steps and its data are committed together.
-
-        Steps appended afterwards start a new episode. Calling it twice in a row does nothing more.
-
-        Args:
-            **data: JSON values kept with the episode in ``trajstore.json`` (``task="push"``,
-                ``success=True``, ``seed=3``, lists and dicts of them); read back as
-                ``episode(k).data``. NumPy scalars become Python values and tuples lists.
-
-        Raises:
-            InvalidValueError: a value is not JSON (an array, NaN, an object, ...); names the key.
-            ValueError: ``data`` was given but no step was appended since the last episode ended.
-            ReadOnlyError: the buffer was opened read-only.
-            Nothing changes when one of these is raised.
-        """
-        self._check_writable()
-        checked = episode_data(data)
-        if data and not self._episodes.is_open(self._ring.appended):
-            raise ValueError(f"end_episode got data {sorted(data)} but there is no episode to end: no step was "
-                             "appended since the last end_episode")
-        self._episodes.end_episode(self._ring.appended, data=checked)
-        self.flush()
-
-    def discard_episode(self) -> int:
-        """Drop the steps of the episode being recorded; returns how many (0 when none is open).
-
-        The next appends reuse their step numbers and slots: an unbounded buffer's length goes back,
-        a ring writes the freed slots next (steps it overwrote to make room for them stay lost). The
-        discarded episode's id goes to the next episode. Steps before it are untouched.
-
-        Its steps that were already flushed were visible to readers. The discard is committed at
-        once (no data needs flushing: the new view names only steps committed before), so when it
-        returns no reader that refreshes sees them, and a crash cannot bring them back as an
-        interrupted episode. A reader that still holds a view with them and reads them after the
-        writer reused their slots gets :class:`~trajstore.errors.StaleReadError` (index again), as
-        for a ring overwrite.
-
-        Raises:
-            ReadOnlyError: the buffer was opened read-only.
-        """
-        self._check_writable()
-        n = self._episodes.discard_open(self._ring.appended)
-        if n:
-            self._ring = self._ring.rewind(n)
-            self._write_meta()
-        return n
-
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
         self._check_open()
@@ -374,32 +330,6 @@ class ReplayBuffer(FolderOwner):
     def _reads_race_a_writer(self) -> bool:
         """A reader of a folder: the writer may reuse slots while we read them (a ring's overwrite, a discard)."""
         return self.read_only and self.cache_path is not None
-
-    @property
-    def episodes(self) -> list[Episode]:
-        """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
-        self._check_open()
-        return self._episodes.episodes(self._ring.first_step, self._ring.appended)
-
-    @property
-    def num_episodes(self) -> int:
-        """Number of :attr:`episodes` (O(1))."""
-        self._check_open()
-        return self._episodes.count(self._ring.appended)
-
-    def episode(self, k: int) -> Episode:
-        """``episodes[k]`` in O(1); ``k`` is a position (negative from the newest), not an ``Episode.id``.
-
-        Raises:
-            IndexError: ``k`` is out of range (the message says how many episodes there are).
-        """
-        self._check_open()
-        return self._episodes.episode_at(k, self._ring.first_step, self._ring.appended)
-
-    def get_episode(self, k: int) -> Any:
-        """All held steps of :meth:`episode` ``(k)`` as a batch (leading axis = its length)."""
-        ep = self.episode(k)
-        return self.get_at(slice(ep.start, ep.stop))
 
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
@@ -448,6 +378,7 @@ class ReplayBuffer(FolderOwner):
         self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
         self._ring = RingState.from_json(meta["ring"])
         self._episodes = EpisodeTable.from_json(meta["episodes"])
+        self._finals.refresh(meta, self._episodes.final_count)
         self._meta_signature = now
         return True
 
