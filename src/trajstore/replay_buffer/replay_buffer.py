@@ -5,10 +5,14 @@ The folder at ``cache_path`` describes itself::
     trajstore.json   format version, space, storage type and folder, ring state, episode table
     writer.lock      held by the one writer process
     storage/         the storage (for the usual DictStorage: one sub-folder per sub-storage)
+    final_observations/   the episodes' final observations, once one was stored (final_observations.py)
 
 Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, then replaces
 ``trajstore.json`` atomically, so a crash leaves the last flushed state. Readers see what
 was flushed; steps appended after the last flush are not visible to other processes.
+
+The episode methods (``end_episode``, ``discard_episode``, ``episodes``, ``final_observation``,
+...) are in :mod:`~trajstore.replay_buffer.episode_api`.
 """
 
 from __future__ import annotations
