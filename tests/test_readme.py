@@ -18,6 +18,8 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
     rb = namespace["rb"]
     assert len(rb) == 32 and rb.episodes[0].stop == 32
+    assert namespace["ep"].data == {"task": "push the T", "success": True} and namespace["ep"].has_final_observation
+    assert namespace["final"]["pixels"].shape == (96, 96, 3) and namespace["final"]["pixels"].dtype == "uint8"
     assert namespace["windows"]["action"].shape == (64, 16, 2)
     batch = next(iter(namespace["loader"]))
     assert tuple(batch["observation"]["pixels"].shape) == (32, 96, 96, 3)

@@ -47,8 +47,9 @@ class LockedError(TrajstoreError, BlockingIOError):
 
 
 class StaleReadError(TrajstoreError, IndexError):
-    """A reader of a ring buffer asked for steps that the writer overwrote while they were read.
+    """A reader asked for steps whose slots the writer reused while they were read (a ring
+    overwriting its oldest steps, or a discarded episode's slots written again).
 
-    The reader has refreshed its view by the time this is raised: index again (the oldest
-    steps are gone). Samplers and the torch dataset redraw on their own.
+    The reader has refreshed its view by the time this is raised: index again (those steps are
+    gone). Samplers and the torch dataset redraw on their own.
     """

@@ -4,6 +4,10 @@ Run once per new format version (``python tests/format_fixtures/make_fixtures.py
 never regenerate an existing version: later trajstore releases must still open it.
 Every value is a function of its global step number (see ``expected_step``), so the test
 can check what it reads without a second copy of the data.
+
+Since format version 2 (:data:`EPISODE_FEATURES_SINCE`) each episode ``k`` ends with
+``expected_episode_data(k)`` and the final observation ``expected_step(stop)["observation"]``,
+and :data:`INTERRUPTED_TAIL` more steps are left open and ended as interrupted by a writable reopen.
 """
 
 from __future__ import annotations
@@ -43,6 +47,22 @@ def expected_step(g: int) -> dict:
             "done": g % 5 == 4, "task": f"task {g % 3}"}
 
 
+#: First format version whose fixtures hold episode data, final observations and an interrupted episode.
+EPISODE_FEATURES_SINCE = 2
+#: Steps of the episode left open at the end of those fixtures (then ended as interrupted).
+INTERRUPTED_TAIL = 2
+
+
+def expected_episode_data(k: int) -> dict:
+    """The JSON data of episode ``k``."""
+    return {"task": f"task {k % 3}", "success": k % 2 == 0, "seed": 100 + k, "scores": [k, k / 4, None]}
+
+
+def has_episode_features(version: str) -> bool:
+    """Whether the fixtures of ``version`` (``"v2"``) were written with episode data, finals and a tail."""
+    return int(version.lstrip("v")) >= EPISODE_FEATURES_SINCE
+
+
 LAYOUTS = {
     # name: (capacity, routing kwargs, steps per episode)
     "jpeg_hdf5": (None, {}, [5, 5, 3]),
@@ -63,12 +83,16 @@ def write(root: Path, name: str) -> None:
     rb = ReplayBuffer.create(DictStorage, space, cache_path=root / name, capacity=capacity,
                              **dict_storage_kwargs_from_space(space, **routing))
     g = 0
-    for n in episodes:
+    for k, n in enumerate(episodes):
         for _ in range(n):
             rb.append(expected_step(g))
             g += 1
-        rb.end_episode()
-    rb.close()
+        rb.end_episode(final_observation=expected_step(g)["observation"], **expected_episode_data(k))
+    for _ in range(INTERRUPTED_TAIL):
+        rb.append(expected_step(g))
+        g += 1
+    rb.close()  # without end_episode: the tail stays open...
+    ReplayBuffer.load_from(root / name, read_only=False).close()  # ...until a writer reopens the folder
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.format_fixtures.make_fixtures import LAYOUTS, expected_step
+from tests.format_fixtures.make_fixtures import (INTERRUPTED_TAIL, LAYOUTS, expected_episode_data, expected_step,
+                                                 has_episode_features)
 from trajstore.replay_buffer import ReplayBuffer
 
 HERE = Path(__file__).parent
@@ -33,7 +34,8 @@ def test_fixture_reads_back(tmp_path, version, layout):
     folder = tmp_path / layout
     shutil.copytree(HERE / version / layout, folder)  # reading must work without touching the original
     capacity, _, episodes = LAYOUTS[layout]
-    total = sum(episodes)
+    features = has_episode_features(version)
+    total = sum(episodes) + (INTERRUPTED_TAIL if features else 0)
     with ReplayBuffer.load_from(folder) as rb:
         assert rb.capacity == capacity and rb.total_steps == total
         assert len(rb) == (min(total, capacity) if capacity else total)
@@ -50,12 +52,33 @@ def test_fixture_reads_back(tmp_path, version, layout):
                 np.testing.assert_array_equal(frame, want["observation"]["camera"])
             else:
                 assert psnr(frame, want["observation"]["camera"]) >= 30
-        stops = np.cumsum(episodes)
-        expected_eps = [(max(s - e, first) - first, s - first) for s, e in zip(stops, episodes) if s > first]
-        assert [(e.start, e.stop) for e in rb.episodes] == expected_eps
+        lengths = episodes + ([INTERRUPTED_TAIL] if features else [])
+        stops = np.cumsum(lengths)
+        expected_eps = [(k, max(s - e, first) - first, s - first) for k, (s, e) in enumerate(zip(stops, lengths))
+                        if s > first]
+        assert [(e.id, e.start, e.stop) for e in rb.episodes] == expected_eps
+        for k, ep in zip([k for k, _, _ in expected_eps], rb.episodes):
+            ended = features and k < len(episodes)
+            assert ep.data == (expected_episode_data(k) if ended else {})
+            assert (ep.done, ep.interrupted, ep.has_final_observation) == (ended or not features, not ended and features,
+                                                                         ended)
+            final = rb.final_observation(rb.episodes.index(ep))
+            if not ended:
+                assert final is None
+                continue
+            want = expected_step(int(stops[k]))["observation"]
+            np.testing.assert_array_equal(final["joints"], want["joints"])
+            assert final["camera"].dtype == np.uint8 and final["camera"].shape == want["camera"].shape
+            if layout.startswith("png"):
+                np.testing.assert_array_equal(final["camera"], want["camera"])
+            else:
+                assert psnr(final["camera"], want["camera"]) >= 30
     # a writer can reopen an old folder and go on appending
     with ReplayBuffer.load_from(folder, read_only=False) as rb:
         rb.append(expected_step(total))
-        rb.end_episode()
+        rb.end_episode(final_observation=expected_step(total + 1)["observation"], task="appended")
     with ReplayBuffer.load_from(folder) as rb:
         np.testing.assert_array_equal(rb[-1]["observation"]["joints"], expected_step(total)["observation"]["joints"])
+        assert rb.episode(-1).data == {"task": "appended"} and rb.episode(-2).interrupted == features
+        np.testing.assert_array_equal(rb.final_observation(-1)["joints"],
+                                      expected_step(total + 1)["observation"]["joints"])

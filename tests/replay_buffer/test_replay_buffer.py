@@ -263,7 +263,7 @@ def test_ring_crash_before_flush_keeps_committed_steps_intact(tmp_path, layout):
     got = reader[:]
     np.testing.assert_array_equal(got["action"], first["action"][4:])
     np.testing.assert_array_equal(got["observation"]["state"], first["observation"]["state"][4:])
-    assert [(e.start, e.stop, e.truncated) for e in reader.episodes] == [(0, 6, True)]
+    assert [(e.start, e.stop, e.overwritten) for e in reader.episodes] == [(0, 6, True)]
     reader.close()
     rb.close()
     with ReplayBuffer.load_from(tmp_path / "rb") as after:  # after a clean close, everything is there

@@ -62,7 +62,9 @@ def test_plan_extend_matches_list(capacity, sizes):
 
 
 class RingMachine(RuleBasedStateMachine):
-    """ReplayBuffer (in memory) vs a list of step ids; episodes vs a list of (start, stop) ranges."""
+    """ReplayBuffer (in memory) vs a list of step ids; episodes vs a list of (start, stop) ranges.
+
+    A discarded episode's step ids are given to the next steps, as its step numbers are."""
 
     def __init__(self):
         super().__init__()
@@ -93,9 +95,23 @@ class RingMachine(RuleBasedStateMachine):
     @rule()
     @precondition(lambda self: self.rb is not None)
     def end_episode(self):
-        self.rb.end_episode()
         if self.open_start is not None and self.open_start < self.total:
+            self.rb.end_episode(ends_at=self.total)
             self.episode_ends.append((self.open_start, self.total))
+        else:
+            self.rb.end_episode()
+        self.open_start = None
+
+    @rule()
+    @precondition(lambda self: self.rb is not None)
+    def discard_episode(self):
+        dropped = self.rb.discard_episode()
+        if self.open_start is not None:
+            assert dropped == self.total - self.open_start
+            self.model = [g for g in self.model if g < self.open_start]
+            self.total = self.open_start
+        else:
+            assert dropped == 0
         self.open_start = None
 
     @rule(data=st.data())
@@ -128,7 +144,9 @@ class RingMachine(RuleBasedStateMachine):
         expected = [(max(s, oldest) - oldest, e - oldest, s < oldest) for s, e in self.episode_ends if e > oldest]
         if self.open_start is not None and self.total > self.open_start:
             expected.append((max(self.open_start, oldest) - oldest, self.total - oldest, self.open_start < oldest))
-        assert [(e.start, e.stop, e.truncated) for e in self.rb.episodes] == expected
+        assert [(e.start, e.stop, e.overwritten) for e in self.rb.episodes] == expected
+        assert [e.data for e in self.rb.episodes if e.done] == [{"ends_at": e} for s, e in self.episode_ends
+                                                                if e > oldest]
         for ep in self.rb.episodes:  # each episode's steps are consecutive step ids
             steps = self.rb[ep.start:ep.stop]["step"]
             assert np.all(np.diff(steps) == 1)

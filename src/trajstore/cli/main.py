@@ -69,7 +69,8 @@ def info(path: Path = typer.Argument(..., help="Buffer folder.")) -> None:
     except (TrajstoreError, OSError) as exc:
         raise fail(exc)
     console.print(f"[bold]{d.path}[/bold]: {d.steps} steps (capacity {d.capacity or 'unbounded'}, "
-                  f"{d.total_steps} appended), {d.episodes} episodes ({d.complete_episodes} complete)")
+                  f"{d.total_steps} appended), {d.episodes} episodes ({d.complete_episodes} complete, "
+                  f"{d.interrupted_episodes} interrupted)")
     leaves = Table("leaf", "storage", "dtype", "shape", "metadata", title="leaves")
     for leaf in d.leaves:
         meta = ", ".join(f"{k}={v}" for k, v in leaf.metadata.items())
@@ -81,6 +82,9 @@ def info(path: Path = typer.Argument(..., help="Buffer folder.")) -> None:
         options = ", ".join(f"{k}={v}" for k, v in s.config.items() if v is not None)
         storages.add_row(s.key or "(root)", s.storage, options, f"{s.nbytes:,}", per_step)
     console.print(storages)
+    if d.final_observation_storages:
+        finals = sum(s.nbytes for s in d.final_observation_storages)
+        console.print(f"final observations: {d.final_observations} held, {finals:,} bytes on disk")
     console.print(f"total: {d.nbytes:,} bytes")
 
 

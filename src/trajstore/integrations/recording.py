@@ -33,7 +33,8 @@ def record_pusht(out: str | os.PathLike, episodes: int, *, video: bool = False, 
     Args:
         video: store the camera with :class:`VideoStorage` (at the env's 10 fps) instead of images.
         capacity: ring capacity in steps, or ``None`` (unbounded).
-        seed: episode ``k`` resets the env with ``seed + k``; the policy noise uses ``seed`` too.
+        seed: episode ``k`` resets the env with ``seed + k`` (kept as its ``data["seed"]``); the policy
+            noise uses ``seed`` too.
         max_steps: cap on steps per episode (default: the env's 300).
         image_format: ``"JPEG"`` or ``"PNG"`` for the image storage.
         reference: also save the raw steps to this ``.npz`` for :func:`verify_buffer`.
@@ -70,7 +71,7 @@ def record_pusht(out: str | os.PathLike, episodes: int, *, video: bool = False, 
                 batch = {key: _stack([s[key] for s in steps]) for key in ("observation", "action", "reward",
                                                                            "terminated", "truncated")}
                 rb.extend(batch)
-                rb.end_episode()
+                rb.end_episode(seed=seed + k)
                 if reference is not None:
                     kept.append(batch)
                 bar.set_postfix(steps=rb.total_steps)

@@ -2,15 +2,24 @@
 
 Episodes are kept in *global* step numbers (see :mod:`trajstore.replay_buffer.ring`), so
 a ring overwrite only has to drop the episodes that ended before the oldest held step;
-an episode whose start was overwritten is kept, marked truncated.
+an episode whose start was overwritten is kept, marked ``overwritten``.
+
+Each closed episode also has its JSON data (``end_episode(**data)``), whether it was
+interrupted (left open by a writer that stopped, closed when the folder was reopened for
+writing), and the number of its final observation, if it has one: final observations are
+numbered 0, 1, 2, ... in the order they were stored (see
+:mod:`trajstore.replay_buffer.final_observations` for where number ``n`` lives).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
+
+_ROWS = 5  # ids, starts, stops, final observation number (-1: none), interrupted (0/1)
 
 
 @dataclass(frozen=True)
@@ -18,20 +27,40 @@ class Episode:
     """One episode as seen in the buffer now.
 
     Attributes:
-        id: episode number, counting from 0 since the buffer was created (stable across overwrites).
+        id: episode number, counting from 0 since the buffer was created (stable across overwrites;
+            the number of a discarded episode goes to the next one).
         start, stop: logical step range ``[start, stop)`` in the buffer.
-        truncated: its first steps have been overwritten by the ring.
-        done: ``end_episode`` was called for it (False for the episode being recorded).
+        overwritten: its first steps have been overwritten by the ring (not gymnasium's
+            ``truncated`` flag: that one is a leaf of the step, if you record it).
+        done: ``end_episode`` was called for it (False for the episode being recorded and for an
+            interrupted one).
+        interrupted: the writer stopped (a crash, or ``close()`` without ``end_episode``) while it
+            was being recorded; it was closed when the folder was next opened for writing.
+        has_final_observation: ``end_episode(final_observation=...)`` stored the observation after
+            its last step (read it with ``ReplayBuffer.final_observation``).
+        data: the JSON data given to ``end_episode(**data)``, as a new dict (``{}`` when none).
     """
 
     id: int
     start: int
     stop: int
-    truncated: bool
+    overwritten: bool
     done: bool
+    interrupted: bool = False
+    has_final_observation: bool = False
+    _data: Mapping[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self._data)) if self._data else {}
 
     def __len__(self) -> int:
         return self.stop - self.start
+
+    def __repr__(self) -> str:
+        return (f"Episode(id={self.id}, start={self.start}, stop={self.stop}, overwritten={self.overwritten}, "
+                f"done={self.done}, interrupted={self.interrupted}, "
+                f"has_final_observation={self.has_final_observation}, data={self.data!r})")
 
 
 class EpisodeTable:
@@ -39,14 +68,24 @@ class EpisodeTable:
 
     Appending an episode and dropping old ones are amortised O(1): the arrays grow by doubling
     and dropped episodes are a prefix that is skipped (and compacted when the arrays grow).
+
+    Attributes:
+        open_start: global step where the episode being recorded began, or ``None``.
+        next_id: id of the next episode to be closed.
+        final_count: final observations stored since the buffer was created (the next one's number).
+        discards: episodes discarded since the buffer was created (readers compare it, see
+            :mod:`trajstore.replay_buffer.stale_reads`).
     """
 
     def __init__(self) -> None:
-        self._table = np.zeros((3, 16), np.int64)  # rows: ids, starts, stops
+        self._table = np.zeros((_ROWS, 16), np.int64)
+        self._data: list[dict[str, Any] | None] = []  # one per column in use, from column 0
         self._first = 0  # episodes before this column were dropped
         self._n = 0  # columns in use
-        self.open_start: int | None = None  # global step where the episode being recorded began
+        self.open_start: int | None = None
         self.next_id = 0
+        self.final_count = 0
+        self.discards = 0
 
     @property
     def ids(self) -> np.ndarray:
@@ -61,7 +100,7 @@ class EpisodeTable:
         return self._table[2, self._first:self._n]
 
     def __len__(self) -> int:
-        """Closed episodes kept (some may be truncated by the ring)."""
+        """Closed episodes kept (some may have lost their first steps to the ring)."""
         return self._n - self._first
 
     def on_extend(self, total_before: int) -> None:
@@ -69,19 +108,32 @@ class EpisodeTable:
         if self.open_start is None:
             self.open_start = total_before
 
-    def end_episode(self, appended: int) -> bool:
-        """Close the open episode at step number ``appended``; False if there was none (or it was empty)."""
-        if self.open_start is None or self.open_start >= appended:
+    def is_open(self, appended: int) -> bool:
+        """An episode with at least one step is being recorded."""
+        return self.open_start is not None and appended > self.open_start
+
+    def end_episode(self, appended: int, *, data: dict[str, Any] | None = None, with_final: bool = False,
+                    interrupted: bool = False) -> bool:
+        """Close the open episode at step number ``appended``; False if there was none (or it was empty).
+
+        ``data`` must already be checked JSON (:func:`~trajstore.replay_buffer.episode_data.episode_data`);
+        ``with_final`` gives the episode final observation number :attr:`final_count`.
+        """
+        if not self.is_open(appended):
             self.open_start = None
             return False
         if self._n == self._table.shape[1]:
             kept = self._table[:, self._first:self._n]
-            self._table = np.zeros((3, max(16, 2 * kept.shape[1])), np.int64)
+            self._table = np.zeros((_ROWS, max(16, 2 * kept.shape[1])), np.int64)
             self._table[:, :kept.shape[1]] = kept
+            self._data = self._data[self._first:]
             self._first, self._n = 0, kept.shape[1]
-        self._table[:, self._n] = (self.next_id, self.open_start, appended)
+        final = self.final_count if with_final else -1
+        self._table[:, self._n] = (self.next_id, self.open_start, appended, final, int(interrupted))
+        self._data.append(data or None)
         self._n += 1
         self.next_id += 1
+        self.final_count += int(with_final)
         self.open_start = None
         return True
 
@@ -91,13 +143,20 @@ class EpisodeTable:
         if self.open_start is not None and self.open_start >= appended:
             self.open_start = None
 
+    def discard_open(self, appended: int) -> int:
+        """Forget the open episode; returns how many steps it had (0 if none)."""
+        n = appended - self.open_start if self.is_open(appended) else 0  # type: ignore[operator]
+        self.open_start = None
+        self.discards += int(n > 0)
+        return n
+
     def drop_before(self, oldest: int) -> None:
         """Forget closed episodes whose every step is older than global step ``oldest``."""
         self._first += int(np.searchsorted(self.stops, oldest, side="right"))  # stops are increasing
 
     def count(self, appended: int) -> int:
         """Episodes overlapping the held steps, the open one included."""
-        return len(self) + int(self.open_start is not None and appended > self.open_start)
+        return len(self) + int(self.is_open(appended))
 
     def episode_at(self, k: int, oldest: int, appended: int) -> Episode:
         """The ``k``-th episode (negative counts from the newest) of :meth:`episodes`, in O(1).
@@ -110,8 +169,10 @@ class EpisodeTable:
             raise IndexError(f"episode {k} is out of range: the buffer holds {n} episodes")
         k %= n
         if k < len(self):
-            i, s, e = (int(v) for v in self._table[:, self._first + k])
-            return Episode(i, max(s, oldest) - oldest, e - oldest, s < oldest, True)
+            col = self._first + k
+            i, s, e, final, interrupted = (int(v) for v in self._table[:, col])
+            return Episode(i, max(s, oldest) - oldest, e - oldest, s < oldest, not interrupted, bool(interrupted),
+                           final >= 0, self._data[col])
         s = int(self.open_start)  # type: ignore[arg-type]
         return Episode(self.next_id, max(s, oldest) - oldest, appended - oldest, s < oldest, False)
 
@@ -119,19 +180,50 @@ class EpisodeTable:
         """Episodes overlapping the held steps, in logical coordinates, oldest first."""
         return [self.episode_at(k, oldest, appended) for k in range(self.count(appended))]
 
+    def final_number(self, episode_id: int) -> int | None:
+        """The final observation number of the closed, kept episode ``episode_id``, or ``None``."""
+        col = self._first + int(np.searchsorted(self.ids, episode_id))  # ids are increasing
+        if col >= self._n or self._table[0, col] != episode_id or self._table[3, col] < 0:
+            return None
+        return int(self._table[3, col])
+
     def to_json(self) -> dict[str, Any]:
+        cols = slice(self._first, self._n)
         return {"ids": self.ids.tolist(), "starts": self.starts.tolist(), "stops": self.stops.tolist(),
-                "open_start": self.open_start, "next_id": self.next_id}
+                "final": self._table[3, cols].tolist(), "interrupted": self._table[4, cols].astype(bool).tolist(),
+                "data": [d or {} for d in self._data[cols]], "open_start": self.open_start, "next_id": self.next_id,
+                "final_count": self.final_count, "discards": self.discards}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "EpisodeTable":
+        """The table of :meth:`to_json`; a format-1 table (no data, finals or interrupted flags) is accepted.
+
+        Raises:
+            ValueError: inconsistent arrays (lengths, order, final numbers, data that is not a dict).
+        """
         table = cls()
         rows = np.asarray([data["ids"], data["starts"], data["stops"]], np.int64).reshape(3, -1)
-        if np.any(rows[2] <= rows[1]) or np.any(np.diff(rows[2]) <= 0):
+        n = rows.shape[1]
+        final = np.asarray(data.get("final", [-1] * n), np.int64).reshape(-1)
+        interrupted = np.asarray(data.get("interrupted", [False] * n), bool).reshape(-1)
+        episode_data = data.get("data", [{}] * n)
+        table.final_count = int(data.get("final_count", 0))
+        if len(final) != n or len(interrupted) != n or len(episode_data) != n:
+            raise ValueError("inconsistent episode table: its lists differ in length")
+        if np.any(rows[2] <= rows[1]) or np.any(np.diff(rows[2]) <= 0) or np.any(np.diff(rows[0]) <= 0):
             raise ValueError("inconsistent episode table")
-        table._table = np.zeros((3, max(16, rows.shape[1])), np.int64)
-        table._table[:, :rows.shape[1]] = rows
-        table._n = rows.shape[1]
+        numbered = final[final >= 0]
+        if np.any(final < -1) or np.any(np.diff(numbered) <= 0) or np.any(numbered >= table.final_count):
+            raise ValueError("inconsistent episode table: bad final observation numbers")
+        if not all(isinstance(d, dict) for d in episode_data):
+            raise ValueError("inconsistent episode table: episode data must be JSON objects")
+        table._table = np.zeros((_ROWS, max(16, n)), np.int64)
+        table._table[:3, :n] = rows
+        table._table[3, :n] = final
+        table._table[4, :n] = interrupted
+        table._data = [d or None for d in episode_data]
+        table._n = n
         table.open_start = data.get("open_start")
-        table.next_id = int(data.get("next_id", rows.shape[1]))
+        table.next_id = int(data.get("next_id", n))
+        table.discards = int(data.get("discards", 0))
         return table

@@ -36,13 +36,16 @@ class BufferInfo:
     capacity: int | None
     total_steps: int
     episodes: int
-    complete_episodes: int
+    complete_episodes: int  # ended with end_episode and whole (none of their steps overwritten)
+    interrupted_episodes: int = 0
+    final_observations: int = 0  # held episodes with a final observation
     leaves: list[LeafInfo] = field(default_factory=list)
     storages: list[StorageInfo] = field(default_factory=list)
+    final_observation_storages: list[StorageInfo] = field(default_factory=list)  # keys inside "observation"
 
     @property
     def nbytes(self) -> int:
-        return sum(s.nbytes for s in self.storages)
+        return sum(s.nbytes for s in self.storages) + sum(s.nbytes for s in self.final_observation_storages)
 
 
 def describe(path: str | os.PathLike) -> BufferInfo:
@@ -50,7 +53,13 @@ def describe(path: str | os.PathLike) -> BufferInfo:
     with ReplayBuffer.load_from(path, read_only=True) as rb:
         eps = rb.episodes
         info = BufferInfo(str(path), len(rb), rb.capacity, rb.total_steps, len(eps),
-                          sum(1 for e in eps if e.done and not e.truncated))
+                          sum(1 for e in eps if e.done and not e.overwritten), sum(1 for e in eps if e.interrupted),
+                          sum(1 for e in eps if e.has_final_observation))
+        finals = rb._finals.storage
+        if finals is not None:
+            for key, sub in (getattr(finals, "storages", None) or {"": finals}).items():
+                info.final_observation_storages.append(StorageInfo(key, type(sub).__name__, sub.get_config(),
+                                                                   _folder_bytes(sub.cache_path)))
         children = getattr(rb.storage, "storages", None) or {"": rb.storage}
         sep = getattr(rb.storage, "nested_separator", "/")
         holder = {}  # leaf path -> the storage holding it

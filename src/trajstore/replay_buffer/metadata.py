@@ -4,6 +4,11 @@ signatures, and the rule that keeps it crash-safe while a ring overwrites slots.
 The file names the format and version, the space, the storage's registered type and folder, the
 ring state and the episode table. It is replaced atomically after the data it describes is
 flushed, so a crash leaves the last committed state.
+
+Format versions: 1 had episodes as ``ids``, ``starts``, ``stops``; 2 adds each episode's JSON
+data, final observation number and interrupted flag, the counters ``final_count`` and
+``discards``, and the ``final_observations`` storage (named only once one was stored). Version 1
+folders open as they are and are written as version 2 from their first commit.
 """
 
 from __future__ import annotations
@@ -22,15 +27,21 @@ from trajstore._fs import read_json, write_json_atomic
 META_FILE = "trajstore.json"
 STORAGE_DIR = "storage"
 FORMAT = "trajstore.replay_buffer"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
-def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: EpisodeTable) -> None:
-    """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder)."""
-    write_json_atomic(folder / META_FILE, {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
-        "storage": {"type": storage_type, "dir": STORAGE_DIR},
-        "ring": ring.to_json(), "episodes": episodes.to_json()})
+def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: EpisodeTable,
+               final_observations: dict[str, Any] | None = None) -> None:
+    """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder).
+
+    ``final_observations`` is the ``{"type", "dir"}`` of the final observation storage, once it exists.
+    """
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
+            "storage": {"type": storage_type, "dir": STORAGE_DIR},
+            "ring": ring.to_json(), "episodes": episodes.to_json()}
+    if final_observations is not None:
+        meta["final_observations"] = final_observations
+    write_json_atomic(folder / META_FILE, meta)
 
 
 def read_meta(folder: Path) -> dict[str, Any]:

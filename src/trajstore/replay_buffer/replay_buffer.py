@@ -5,10 +5,14 @@ The folder at ``cache_path`` describes itself::
     trajstore.json   format version, space, storage type and folder, ring state, episode table
     writer.lock      held by the one writer process
     storage/         the storage (for the usual DictStorage: one sub-folder per sub-storage)
+    final_observations/   the episodes' final observations, once one was stored (final_observations.py)
 
 Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, then replaces
 ``trajstore.json`` atomically, so a crash leaves the last flushed state. Readers see what
 was flushed; steps appended after the last flush are not visible to other processes.
+
+The episode methods (``end_episode``, ``discard_episode``, ``episodes``, ``final_observation``,
+...) are in :mod:`~trajstore.replay_buffer.episode_api`.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer import samplers
-from trajstore.replay_buffer.episodes import Episode, EpisodeTable
+from trajstore.replay_buffer.episode_api import EpisodeMethods
+from trajstore.replay_buffer.episodes import EpisodeTable
+from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
                                               view_before_overwrite, write_meta)
 from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.staging import (MAX_PENDING_BYTES, BackgroundWriter, StagingArea, WriteStats,
                                              block_steps_for)
+from trajstore.replay_buffer.stale_reads import read_may_be_stale
 from trajstore.spaces import Space, map_leaves, space_from_json, tree
 from trajstore.storages._selection import Selection, select, span
 from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
@@ -39,7 +46,7 @@ from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity
 MAX_READ_ATTEMPTS = 16
 
 
-class ReplayBuffer(FolderOwner):
+class ReplayBuffer(EpisodeMethods, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
@@ -50,9 +57,10 @@ class ReplayBuffer(FolderOwner):
     Build one with :meth:`create` or :meth:`load_from`; use it as a context manager to close it.
 
     Other processes: open with ``load_from(path, read_only=True, multiprocessing=True)`` and call
-    :meth:`refresh` to see what the writer has flushed since. A reader of a ring that is being
-    written never gets a torn step: the writer drops steps from the metadata before overwriting
-    their slots, and a read that raced such an overwrite raises
+    :meth:`refresh` to see what the writer has flushed since. A reader of a buffer that is being
+    written never gets a torn step: the writer drops steps from the metadata before reusing their
+    slots (a ring overwriting its oldest steps, :meth:`discard_episode`), and a read that raced such
+    a reuse raises
     :class:`~trajstore.errors.StaleReadError` (:meth:`sample`, :meth:`sample_windows` and the
     torch dataset draw again by themselves).
 
@@ -67,6 +75,8 @@ class ReplayBuffer(FolderOwner):
         self.space: Space = storage.space
         self._ring = ring
         self._episodes = episodes
+        self._finals = FinalObservations(self.space, folder=cache_path, capacity=ring.capacity, read_only=read_only,
+                                         multiprocessing=multiprocessing)
         self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock,
                          owns_lock=True)
         self._meta_signature: tuple[int, int, int] | None = None
@@ -121,6 +131,11 @@ class ReplayBuffer(FolderOwner):
                   multiprocessing: bool = False) -> "ReplayBuffer":
         """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
 
+        A writer (``read_only=False``) ends an episode that the last writer left open (it crashed,
+        or closed without ``end_episode``) as *interrupted* and commits that at once, so the
+        fragment is never merged into the next episode (``Episode.interrupted``, ``done=False``).
+        A reader sees such a fragment as the open episode.
+
         Raises:
             FormatError: not a trajstore buffer folder, or a newer format version.
             UnknownTypeError: the folder names a storage type this trajstore does not know.
@@ -145,6 +160,14 @@ class ReplayBuffer(FolderOwner):
                 storage.close()
                 raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
                                   f"{len(storage)}")
+            try:
+                rb._finals.open(meta, lock, rb._episodes.final_count)
+                if not read_only:
+                    rb._end_interrupted_episode()
+            except BaseException:
+                storage.close()
+                rb._finals.close()
+                raise
         except (OSError, KeyError, TypeError, ValueError) as exc:
             if lock is not None:
                 lock.release()
@@ -162,7 +185,8 @@ class ReplayBuffer(FolderOwner):
         if self.cache_path is None:
             return
         committed = committed or Committed.of(self._ring, self._episodes)
-        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes)
+        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes,
+                   self._finals.descriptor())
         self._committed = committed
 
     def _drop_before_overwrite(self, appended_after: int) -> None:
@@ -201,6 +225,7 @@ class ReplayBuffer(FolderOwner):
                 if self._writer is not None:
                     self._writer.close()
                 self.storage.close()
+                self._finals.close()
             finally:
                 self._release_lock()
                 self.closed = True
@@ -342,15 +367,6 @@ class ReplayBuffer(FolderOwner):
         self._write_staged()
         self.storage.write(self._ring.slots_of(sel), leaves)
 
-    def end_episode(self) -> None:
-        """Mark the last appended step as the end of the current episode, then :meth:`flush`.
-
-        Steps appended afterwards start a new episode. Calling it twice in a row does nothing more.
-        """
-        self._check_writable()
-        self._episodes.end_episode(self._ring.appended)
-        self.flush()
-
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
         self._check_open()
@@ -370,57 +386,33 @@ class ReplayBuffer(FolderOwner):
 
         Raises:
             IndexError, TypeError, ValueError: a bad index.
-            StaleReadError: (an ``IndexError``) a reader of a ring raced the writer overwriting the
-                oldest requested steps; no torn data is returned, index again.
+            StaleReadError: (an ``IndexError``) a reader raced the writer reusing the slots of requested
+                steps (a ring overwriting its oldest steps, or ``discard_episode``); no torn data is
+                returned, index again.
         """
         self._check_open()
         if not self.read_only:
             self._write_staged()  # the writer reads its own staged steps
-        view = self._ring
+        view, view_episodes = self._ring, self._episodes
         sel = select(index, view.count)
         data = self.storage.read(view.slots_of(sel))
         if not self._reads_race_a_writer() or not self.refresh() or len(sel.slots) == 0:
             return data
-        # The writer committed while we read. It drops steps from the metadata *before* it
-        # overwrites their slots, so what we read is whole if our oldest step is still held.
-        if view.first_step + int(sel.slots[0]) >= self._ring.first_step:
+        # The writer committed while we read. It commits a view without steps *before* it reuses
+        # their slots, so what we read is whole unless one of its steps left the view (stale_reads).
+        if not read_may_be_stale(view, view_episodes, self._ring, self._episodes, int(sel.slots[0]),
+                                 int(sel.slots[-1])):
             return data
-        raise StaleReadError(f"the writer of {self.cache_path} overwrote steps while they were read; the view "
-                             f"is refreshed (now {self._ring.count} steps from step number "
+        raise StaleReadError(f"the writer of {self.cache_path} overwrote or discarded steps while they were read; "
+                             f"the view is refreshed (now {self._ring.count} steps from step number "
                              f"{self._ring.first_step}): index again")
 
     def __getitem__(self, index: Any) -> Any:
         return self.get_at(index)
 
     def _reads_race_a_writer(self) -> bool:
-        """A reader of a ring folder: another process may overwrite slots while we read them."""
-        return self.read_only and self._ring.capacity is not None and self.cache_path is not None
-
-    @property
-    def episodes(self) -> list[Episode]:
-        """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
-        self._check_open()
-        return self._episodes.episodes(self._ring.first_step, self._ring.appended)
-
-    @property
-    def num_episodes(self) -> int:
-        """Number of :attr:`episodes` (O(1))."""
-        self._check_open()
-        return self._episodes.count(self._ring.appended)
-
-    def episode(self, k: int) -> Episode:
-        """``episodes[k]`` in O(1); ``k`` is a position (negative from the newest), not an ``Episode.id``.
-
-        Raises:
-            IndexError: ``k`` is out of range (the message says how many episodes there are).
-        """
-        self._check_open()
-        return self._episodes.episode_at(k, self._ring.first_step, self._ring.appended)
-
-    def get_episode(self, k: int) -> Any:
-        """All held steps of :meth:`episode` ``(k)`` as a batch (leading axis = its length)."""
-        ep = self.episode(k)
-        return self.get_at(slice(ep.start, ep.stop))
+        """A reader of a folder: the writer may reuse slots while we read them (a ring's overwrite, a discard)."""
+        return self.read_only and self.cache_path is not None
 
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
@@ -469,6 +461,7 @@ class ReplayBuffer(FolderOwner):
         self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
         self._ring = RingState.from_json(meta["ring"])
         self._episodes = EpisodeTable.from_json(meta["episodes"])
+        self._finals.refresh(meta, self._episodes.final_count)
         self._meta_signature = now
         return True
 

@@ -84,6 +84,19 @@ class RingState:
         new_head = (self.head + self.count + n - new_count) % cap
         return RingState(cap, new_count, new_head, self.appended + n), runs
 
+    def rewind(self, n: int) -> "RingState":
+        """The state without the ``n`` newest steps: their step numbers and slots are the next to be written.
+
+        Steps the ring overwrote to make room for them stay lost: ``count`` goes back by ``n`` at most
+        to 0, and the oldest held step (``head``) does not move.
+
+        Raises:
+            ValueError: ``n`` is negative or more than were appended.
+        """
+        if not 0 <= n <= self.appended:
+            raise ValueError(f"cannot rewind {n} of {self.appended} steps")
+        return replace(self, count=max(0, self.count - n), appended=self.appended - n)
+
     def to_json(self) -> dict[str, Any]:
         return {"capacity": self.capacity, "count": self.count, "head": self.head, "total": self.appended}
 
