@@ -21,5 +21,9 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     assert namespace["ep"].data == {"task": "push the T", "success": True} and namespace["ep"].has_final_observation
     assert namespace["final"]["pixels"].shape == (96, 96, 3) and namespace["final"]["pixels"].dtype == "uint8"
     assert namespace["windows"]["action"].shape == (64, 16, 2)
+    robot = namespace["ReplayBuffer"].load_from(tmp_path / "cache" / "robot")
+    assert len(robot) == 30 and robot.episode(0).data == {"task": "pick up the cube", "success": True,
+                                                          "operator": "ana"}
+    assert robot.final_observation(0)["joints"].shape == (6,)
     batch = next(iter(namespace["loader"]))
     assert tuple(batch["observation"]["pixels"].shape) == (32, 96, 96, 3)
