@@ -53,11 +53,16 @@ def make_space() -> DictSpace:
 
 
 def storage_kwargs(space: DictSpace) -> tuple[dict[str, Any], str]:
-    try:
-        return dict_storage_kwargs_from_space(space, kind_kwargs={"image": {"quality": wl.JPEG_QUALITY}}), \
-            f"JPEG q{wl.JPEG_QUALITY}"
-    except (TypeError, ValueError):
-        return dict_storage_kwargs_from_space(space), "JPEG (default quality)"
+    """UniEnv's JPEG settings (quality 75, 4:2:0 chroma) where the source tree offers them."""
+    from trajstore.storages import ImageStorage
+
+    declared = {o.name for o in getattr(ImageStorage, "options", ())}
+    image: dict[str, Any] = {"quality": wl.JPEG_QUALITY}
+    label = f"JPEG q{wl.JPEG_QUALITY}"
+    if "subsampling" in declared:  # older sources encode 4:4:4 only
+        image["subsampling"] = "420"
+        label += " 4:2:0"
+    return dict_storage_kwargs_from_space(space, kind_kwargs={"image": image}), label
 
 
 def info() -> dict[str, Any]:

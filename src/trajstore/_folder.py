@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from trajstore._lock import WriterLock
-from trajstore.errors import ReadOnlyError
+from trajstore._lock import LOCK_FILE, WriterLock
+from trajstore.errors import LockedError, ReadOnlyError, StorageExistsError
 from trajstore._fs import make_fresh_dir, remove_made
 
 
@@ -30,16 +30,40 @@ def fresh_folder(cache_path: str | os.PathLike | None) -> Iterator[tuple[Path | 
     if cache_path is None:
         yield None, None
         return
-    existed = Path(cache_path).exists()
-    path = make_fresh_dir(cache_path)
+    path = Path(cache_path)
+    existed = path.exists()
+    top = path  # the highest folder this call makes (parents included), removed on failure
+    while not existed and not top.parent.exists():
+        top = top.parent
+    path = make_fresh_dir(path)
     lock = WriterLock(path)
     try:
         lock.acquire()
+    except LockedError:  # another create won the race: its folder is not ours to remove
+        raise StorageExistsError(f"{path} is being created by another writer") from None
+    try:
+        if any(p.name != LOCK_FILE for p in path.iterdir()):  # made and filled by a writer that has closed
+            raise StorageExistsError(f"{path} already exists and is not an empty folder; load it with load_from")
         yield path, lock
+    except StorageExistsError:
+        lock.release()
+        raise
     except BaseException:
         lock.release()
-        remove_made(path, existed)
+        if existed or top == path:
+            remove_made(path, existed)
+        else:
+            remove_made(top, False)
         raise
+
+
+def owning_folders(path: Path, levels: int = 8) -> tuple[Path, ...]:
+    """Folders above ``path`` that hold a buffer or a storage (and so own ``path``), nearest first."""
+    out = []
+    for parent in list(Path(path).resolve().parents)[:levels]:
+        if (parent / "trajstore.json").exists() or (parent / "storage.json").exists():
+            out.append(parent)
+    return tuple(out)
 
 
 def lock_for(path: Path, read_only: bool) -> WriterLock | None:
@@ -50,7 +74,7 @@ def lock_for(path: Path, read_only: bool) -> WriterLock | None:
     """
     if read_only:
         return None
-    lock = WriterLock(path)
+    lock = WriterLock(path, also=owning_folders(path))
     lock.acquire()
     return lock
 

@@ -16,17 +16,37 @@ LOCK_FILE = "writer.lock"
 
 
 class WriterLock:
-    """Held from :meth:`acquire` until :meth:`release` (or process exit)."""
+    """Held from :meth:`acquire` until :meth:`release` (or process exit).
 
-    def __init__(self, folder: Path):
+    ``also``: folders whose locks are taken with this one, all or none: the folders that own
+    this one (a storage opened on its own inside a buffer also holds the buffer's lock, so the
+    buffer's writer and it can never write the same files at once).
+    """
+
+    def __init__(self, folder: Path, also: tuple[Path, ...] = ()):
         self.path = Path(folder) / LOCK_FILE
         self._fd: int | None = None
         self._pid = os.getpid()
+        self._also = [WriterLock(f) for f in also]
 
     def acquire(self) -> None:
         """Raises:
-            LockedError: another process (or another open buffer here) is writing this folder.
+            LockedError: another process (or another open buffer here) is writing this folder or
+                a folder that owns it.
         """
+        self._acquire_one()
+        taken: list[WriterLock] = []
+        try:
+            for lock in self._also:
+                lock._acquire_one()
+                taken.append(lock)
+        except BaseException:
+            for lock in taken:
+                lock.release()
+            self.release()
+            raise
+
+    def _acquire_one(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -45,6 +65,8 @@ class WriterLock:
         return self._fd is not None and os.getpid() == self._pid
 
     def release(self) -> None:
+        for lock in self._also:
+            lock.release()
         # A forked child shares the lock: closing its copy of the fd does not unlock the parent.
         if self._fd is not None:
             if os.getpid() == self._pid:

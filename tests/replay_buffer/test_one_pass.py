@@ -167,3 +167,85 @@ def test_a_failed_extend_adds_no_hdf5_rows(tmp_path, monkeypatch):
     with HDF5Storage.load_from(tmp_path / "s") as again:
         assert len(again) == 6
         np.testing.assert_array_equal(again[4:]["b"], more["b"])
+
+
+def test_a_storage_writer_inside_a_buffer_and_the_buffer_writer_exclude_each_other(tmp_path):
+    from trajstore.errors import LockedError
+    from trajstore.storages import SpaceStorage
+
+    rb = make(tmp_path / "rb")
+    rb.extend(step_space().sample(np.random.default_rng(0), batch_size=3))
+    for sub in ("storage", "storage/@rest", "storage/observation.pixels"):
+        with pytest.raises(LockedError):
+            SpaceStorage.load_from(tmp_path / "rb" / sub, read_only=False)
+    rb.close()
+    alone = SpaceStorage.load_from(tmp_path / "rb" / "storage" / "@rest", read_only=False)
+    with pytest.raises(LockedError):
+        ReplayBuffer.load_from(tmp_path / "rb", read_only=False)
+    alone.close()
+    ReplayBuffer.load_from(tmp_path / "rb", read_only=False).close()
+
+
+def test_a_create_that_loses_a_race_leaves_the_winner_intact(tmp_path, monkeypatch):
+    from trajstore import _folder
+    from trajstore.errors import StorageExistsError
+
+    path = tmp_path / "rb"
+    winner = {}
+    real_make = _folder.make_fresh_dir
+
+    def make_then_lose(p):  # the other writer creates and locks the folder between our check and our lock
+        out = real_make(p)
+        monkeypatch.setattr(_folder, "make_fresh_dir", real_make)
+        winner["rb"] = make(path)
+        return out
+
+    monkeypatch.setattr(_folder, "make_fresh_dir", make_then_lose)
+    with pytest.raises(StorageExistsError):
+        make(path)
+    rb = winner["rb"]
+    rb.extend(step_space().sample(np.random.default_rng(0), batch_size=2))
+    rb.close()
+    with ReplayBuffer.load_from(path) as again:
+        assert len(again) == 2
+
+
+def test_a_failed_create_removes_the_parent_folders_it_made(tmp_path):
+    with pytest.raises(ValueError):
+        make(tmp_path / "new" / "deeper" / "rb", kind_kwargs={"image": {"format": "GIF"}})
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(ValueError, match="chunk"):  # passes the option check, fails against the space
+        make(tmp_path / "new" / "rb", default_kwargs={"chunk_rows": 10**9})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fps", [1e-300, 1e30, float("nan")])
+def test_video_frame_rates_a_segment_cannot_carry_are_refused(tmp_path, fps):
+    with pytest.raises(ValueError, match="fps"):
+        make(tmp_path / "rb", kind_storage_cls={"image": VideoStorage}, kind_kwargs={"image": {"fps": fps}})
+    assert not (tmp_path / "rb").exists()
+
+
+def test_a_forked_child_of_an_in_memory_buffer_sees_what_was_written(tmp_path):
+    import multiprocessing
+
+    space = DictSpace({"x": BoxSpace(0, 100, (), np.float32)})
+    rb = ReplayBuffer.create(DictStorage, space, storage_cls_map={"*": HDF5Storage})
+    rb.extend({"x": np.arange(5, dtype=np.float32)})  # staged, maybe written behind
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+
+    def child():
+        queue.put((len(rb), rb[:]["x"].tolist() if len(rb) else []))
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    n, values = queue.get(timeout=60)
+    proc.join(60)
+    assert values == list(range(n)) and n in (0, 5)  # whatever was written, never phantom steps
+    rb.flush()
+    proc = ctx.Process(target=child)
+    proc.start()
+    assert queue.get(timeout=60) == (5, [0.0, 1.0, 2.0, 3.0, 4.0])
+    proc.join(60)
+    rb.close()

@@ -80,7 +80,7 @@ class EpisodeMethods:
         self._write_staged()  # staged steps of the episode reach their slots first: nothing is written after the rewind
         n = self._episodes.discard_open(self._ring.appended)
         if n:
-            self._ring = self._planned = self._ring.rewind(n)
+            self._ring = self._planned = self._written = self._ring.rewind(n)
             self._write_meta()
         return n
 

@@ -84,7 +84,7 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         self._committed = Committed.of(ring, episodes)
         # Write-behind (writers only): _ring counts staged steps too; _planned is the ring after the
         # blocks handed to the background writer; the rest sit in _staging.
-        self._planned = ring
+        self._planned = self._written = ring  # _written: the ring after the blocks the writer thread wrote
         self._staging: StagingArea | None = None
         self._writer: BackgroundWriter | None = None
         self.write_stats = WriteStats()
@@ -300,7 +300,13 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         if before.capacity is not None and self.cache_path is not None:
             self._drop_before_overwrite(after.appended)  # metadata first, on this thread
         self._planned = after
-        self._writer.submit(lambda: self._write_block(leaves, n, before, runs), tag=(before, n))  # type: ignore
+
+        def job() -> int:
+            self._write_block(leaves, n, before, runs)
+            self._written = after
+            return n
+
+        self._writer.submit(job, tag=(before, n))  # type: ignore[union-attr]
 
     def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> int:
         """On the background thread: one storage write per leaf (two for a ring that wraps)."""
@@ -336,7 +342,7 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         failure, (before, n) = writer.failure, writer.failed_tag
         writer.clear_failure()
         self._staging.clear()  # type: ignore[union-attr]
-        self._ring = self._planned = before  # type: ignore[assignment]
+        self._ring = self._planned = self._written = before  # type: ignore[assignment]
         self._episodes.forget_after(before.appended)  # type: ignore[union-attr]
         if before.capacity is not None:  # type: ignore[union-attr]
             # The failed write may have overwritten some leaves of the oldest steps and not others
@@ -348,8 +354,8 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         """Drop held steps older than step number ``oldest`` from this writer's view."""
         ring = self._ring
         oldest = min(ring.appended, max(oldest, ring.first_step))
-        self._ring = self._planned = RingState(ring.capacity, ring.appended - oldest,
-                                               oldest % ring.capacity if ring.capacity else 0, ring.appended)
+        self._ring = self._planned = self._written = RingState(
+            ring.capacity, ring.appended - oldest, oldest % ring.capacity if ring.capacity else 0, ring.appended)
         self._episodes.drop_before(oldest)
 
     def set_at(self, index: Any, value: Any) -> None:
@@ -469,6 +475,9 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         # A forked child reads what was flushed (FolderOwner made it read-only and let go of the lock);
         # the parent's staged steps and its writer thread are not the child's.
         self._staging, self._writer = None, None
+        if self.cache_path is None:  # in memory: the child sees what the writer thread had written
+            self._ring = self._planned = self._written
+            self._episodes.forget_after(self._written.appended)
         if self.cache_path is not None:
             self._meta_signature = None
             self.refresh()

@@ -83,6 +83,8 @@ CHUNK_BYTES = 256 << 10
 #: Cap on rows per chunk: a chunk is allocated whole on first write, so narrow leaves (a bool
 #: flag: 1 B/row) would otherwise take 256 KiB each in a small buffer.
 CHUNK_MAX_ROWS = 16384
+#: HDF5 refuses chunks of 4 GiB or more in the file format these files use (v110).
+MAX_CHUNK_BYTES = 4 << 30
 
 # Read strategy, measured by benchmarks/hdf5_read_strategy.py (h5py 3.16, HDF5 2.0; batches of 256
 # sorted positions; chunked, uncompressed, in the page cache; ranges over 3 runs). "Nx" = index-list
@@ -186,6 +188,17 @@ class HDF5Storage(SpaceStorage):
         self._file_pid = os.getpid()
         self._length = 0
         self._compact_check_at = 0  # file size at which the next flush checks for leaked chunks
+
+    @classmethod
+    def _check_config(cls, space: Space, config: dict[str, Any]) -> dict[str, Any]:
+        rows = config["chunk_rows"]
+        if rows is not None:
+            widest = max(int(np.prod(leaf.shape, dtype=np.int64)) * _file_dtype(leaf).itemsize
+                         for _, leaf in tree.leaves(space))
+            if rows * max(widest, 1) >= MAX_CHUNK_BYTES:
+                raise ValueError(f"HDF5Storage option chunk_rows: {rows} rows of {widest} bytes make chunks of "
+                                 f"{rows * widest} bytes; HDF5 chunks must stay under {MAX_CHUNK_BYTES} bytes")
+        return config
 
     @classmethod
     def check_space(cls, space: Space) -> None:

@@ -63,6 +63,17 @@ def segment_name(file_id: int) -> str:
     return f"{SEGMENT_DIR}/{file_id:08d}.mp4"
 
 
+#: Frame rates a segment's time base can carry (Hz): PyAV needs a representable, non-zero frame time.
+FPS_RANGE = (1e-3, 1e5)
+
+
+def _frame_rate(value: Any) -> float | int:
+    fps = positive_number(value)
+    if not FPS_RANGE[0] <= fps <= FPS_RANGE[1]:
+        raise ValueError(f"expected a frame rate in [{FPS_RANGE[0]:g}, {FPS_RANGE[1]:g}] Hz, got {value!r}")
+    return fps
+
+
 @STORAGE_TYPES.register("video")
 class VideoStorage(SpaceStorage):
     """Frames of one ``BoxSpace((H, W, 3), uint8)`` leaf as H.264 video (lossy).
@@ -93,7 +104,7 @@ class VideoStorage(SpaceStorage):
     requires_cache_path = True
     supports_overwrite = False
     options = (
-        Option("fps", 30, positive_number, "frame rate (Hz)", from_metadata=True),
+        Option("fps", 30, _frame_rate, "frame rate (Hz)", from_metadata=True),
         Option("codec", "libx264", one_of(*vcodec.CODECS), "encoder"),
         Option("crf", 20, int_in(0, 51), "x264 constant rate factor"),
         Option("preset", "faster", one_of(*vcodec.PRESETS), "x264 speed preset"),
