@@ -157,7 +157,7 @@ def test_options_are_checked_persisted_and_shape_the_chunks(tmp_path):
         assert not (tmp_path / "bad").exists()
     auto = HDF5Storage.create(space, capacity=None, cache_path=tmp_path / "auto")
     assert auto.get_config() == {"compression": None, "chunk_rows": None, "swmr": True}  # every file on disk
-    assert [ds.chunks[0] for ds in auto._datasets] == [16384, 9]  # 256 KiB, at most 16384 rows, at least one
+    assert [ds.chunks[0] for ds in auto._datasets] == [8192, 2]  # 64 KiB, at most 8192 rows, at least one
     auto.close()
     fixed = HDF5Storage.create(space, capacity=20, cache_path=tmp_path / "fixed", compression="lzf", chunk_rows=64)
     assert [ds.chunks[0] for ds in fixed._datasets] == [20, 20]  # never longer than the capacity
