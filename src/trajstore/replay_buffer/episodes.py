@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from trajstore.replay_buffer.samplers import AnchorIndex, anchor_index
+
 _ROWS = 5  # ids, starts, stops, final observation number (-1: none), interrupted (0/1)
 
 
@@ -86,6 +88,7 @@ class EpisodeTable:
         self.next_id = 0
         self.final_count = 0
         self.discards = 0
+        self._anchor_indexes: dict[tuple[int, int], AnchorIndex] = {}  # cleared when closed episodes change
 
     @property
     def ids(self) -> np.ndarray:
@@ -132,6 +135,7 @@ class EpisodeTable:
         self._table[:, self._n] = (self.next_id, self.open_start, appended, final, int(interrupted))
         self._data.append(data or None)
         self._n += 1
+        self._anchor_indexes.clear()
         self.next_id += 1
         self.final_count += int(with_final)
         self.open_start = None
@@ -152,7 +156,20 @@ class EpisodeTable:
 
     def drop_before(self, oldest: int) -> None:
         """Forget closed episodes whose every step is older than global step ``oldest``."""
-        self._first += int(np.searchsorted(self.stops, oldest, side="right"))  # stops are increasing
+        dropped = int(np.searchsorted(self.stops, oldest, side="right"))  # stops are increasing
+        if dropped:
+            self._first += dropped
+            self._anchor_indexes.clear()
+
+    def anchor_index(self, before: int, after: int) -> AnchorIndex:
+        """The closed episodes' valid anchors for a margin (see :mod:`~trajstore.replay_buffer.samplers`),
+        built in O(episodes) on first use and cached until an episode is closed or dropped."""
+        index = self._anchor_indexes.get((before, after))
+        if index is None:
+            if len(self._anchor_indexes) >= 8:  # a few margins are in use at a time
+                self._anchor_indexes.clear()
+            index = self._anchor_indexes[before, after] = anchor_index(self.starts, self.stops, before, after)
+        return index
 
     def count(self, appended: int) -> int:
         """Episodes overlapping the held steps, the open one included."""

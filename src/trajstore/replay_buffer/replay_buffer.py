@@ -12,7 +12,8 @@ Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, then 
 was flushed; steps appended after the last flush are not visible to other processes.
 
 The episode methods (``end_episode``, ``discard_episode``, ``episodes``, ``final_observation``,
-...) are in :mod:`~trajstore.replay_buffer.episode_api`.
+...) are in :mod:`~trajstore.replay_buffer.episode_api`, ``sample_windows`` in
+:mod:`~trajstore.replay_buffer.window_api`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer.episode_api import EpisodeMethods
+from trajstore.replay_buffer.window_api import WindowMethods
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
@@ -37,7 +39,7 @@ from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.staging import (MAX_PENDING_BYTES, BackgroundWriter, StagingArea, WriteStats,
                                              block_steps_for)
 from trajstore.replay_buffer.stale_reads import read_may_be_stale
-from trajstore.spaces import Space, map_leaves, space_from_json, tree
+from trajstore.spaces import Space, space_from_json, tree
 from trajstore.storages._selection import Selection, select, span
 from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
                                      validated_step)
@@ -46,7 +48,7 @@ from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity
 MAX_READ_ATTEMPTS = 16
 
 
-class ReplayBuffer(EpisodeMethods, FolderOwner):
+class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
@@ -402,13 +404,22 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         view, view_episodes = self._ring, self._episodes
         sel = select(index, view.count)
         data = self.storage.read(view.slots_of(sel))
-        if not self._reads_race_a_writer() or not self.refresh() or len(sel.slots) == 0:
-            return data
+        if len(sel.slots):
+            self._check_not_stale(view, view_episodes, int(sel.slots[0]), int(sel.slots[-1]))
+        return data
+
+    def _check_not_stale(self, view: RingState, view_episodes: EpisodeTable, first: int, last: int) -> None:
+        """After reading logical ``first..last`` under ``view``: raise if a writer may have reused those slots.
+
+        Raises:
+            StaleReadError: see :meth:`get_at`.
+        """
+        if not self._reads_race_a_writer() or not self.refresh():
+            return
         # The writer committed while we read. It commits a view without steps *before* it reuses
         # their slots, so what we read is whole unless one of its steps left the view (stale_reads).
-        if not read_may_be_stale(view, view_episodes, self._ring, self._episodes, int(sel.slots[0]),
-                                 int(sel.slots[-1])):
-            return data
+        if not read_may_be_stale(view, view_episodes, self._ring, self._episodes, first, last):
+            return
         raise StaleReadError(f"the writer of {self.cache_path} overwrote or discarded steps while they were read; "
                              f"the view is refreshed (now {self._ring.count} steps from step number "
                              f"{self._ring.first_step}): index again")
@@ -429,26 +440,13 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         rng = rng or np.random.default_rng()
         return self._draw_and_read(lambda: samplers.uniform_steps(len(self), batch_size, rng))
 
-    def sample_windows(self, batch_size: int, window: int, *, rng: np.random.Generator | None = None) -> Any:
-        """``batch_size`` windows of ``window`` consecutive steps of one episode each.
-
-        Every leaf comes back with shape ``(B, window, ...)``. Windows are drawn uniformly among
-        all that fit inside an episode (the one being recorded included); none crosses a boundary.
-        All ``B * window`` steps are read in one gather per leaf.
-
-        Raises:
-            ValueError: no episode is ``window`` steps long, or ``batch_size`` < 1.
-        """
-        rng = rng or np.random.default_rng()
-        flat = self._draw_and_read(
-            lambda: samplers.uniform_windows(self.episodes, window, batch_size, rng).reshape(-1))
-        return map_leaves(self.space, flat, lambda v: v.reshape(batch_size, window, *v.shape[1:]))
-
-    def _draw_and_read(self, draw: Any) -> Any:
-        # A reader of a live ring may see its view shrink between drawing and reading: draw again.
+    def _draw_and_read(self, draw: Any, read: Any = None) -> Any:
+        """``read(draw())`` (default read: :meth:`get_at`); a reader of a live ring may see its view
+        shrink between drawing and reading (an ``IndexError``, :class:`StaleReadError`): draw again."""
+        read = read or self.get_at
         for _ in range(MAX_READ_ATTEMPTS):
             try:
-                return self.get_at(draw())
+                return read(draw())
             except IndexError:
                 if not self._reads_race_a_writer():
                     raise

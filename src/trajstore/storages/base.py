@@ -22,7 +22,8 @@ config, so :meth:`SpaceStorage.load_from` reopens it without importing anything 
 
 Subclasses declare ``options`` and implement ``_create``, ``_open``, ``get_config``, ``_read``,
 ``_write``, ``_resize`` and ``__len__``; they may override ``check_space``, ``_check_config``,
-``flush``, ``refresh``, ``_close`` and ``_after_fork``, and set the capability flags below.
+``flush``, ``refresh``, ``_close``, ``_after_fork`` and ``_read_some`` (reading a subset of the
+leaves), and set the capability flags below.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import abc
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -298,10 +299,21 @@ class SpaceStorage(FolderOwner, abc.ABC):
         back after a failed write (the slots past ``length`` are forgotten)."""
 
     # -- trusted paths (the edge has checked everything) ------------------------------------
-    def read_leaves(self, sel: Selection) -> list[np.ndarray]:
-        """Leaf arrays at ``sel.slots`` in slot order (no reordering, no nesting)."""
+    def read_leaves(self, sel: Selection, which: Sequence[int] | None = None) -> list[np.ndarray]:
+        """Leaf arrays at ``sel.slots`` in slot order (no reordering, no nesting).
+
+        ``which``: positions of the leaves wanted, in :func:`trajstore.spaces.tree.leaves` order,
+        increasing and unique (trusted); ``None`` for every leaf. Only those leaves are read where
+        the storage keeps leaves apart (:meth:`_read_some`).
+        """
         self._check_open()
-        return self._read(sel)
+        return self._read(sel) if which is None else self._read_some(sel, which)
+
+    def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
+        """The leaves at positions ``which``; this default reads them all and keeps those. A storage
+        that can read one leaf without the others overrides it (``DictStorage``, ``HDF5Storage``)."""
+        leaves = self._read(sel)
+        return [leaves[i] for i in which]
 
     def read(self, sel: Selection) -> Any:
         """The value at a selection, in the requested order and nesting (see :meth:`get`)."""

@@ -14,7 +14,7 @@ which maps its leaves to theirs by position once, at open.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -250,6 +250,20 @@ class DictStorage(SpaceStorage):
         for key, sub in self.storages.items():
             for i, value in zip(self._leaf_positions[key], sub.read_leaves(sel)):
                 out[i] = value
+        return out
+
+    def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
+        """Only the sub-storages holding a wanted leaf are read, and only those leaves of theirs."""
+        wanted = {p: n for n, p in enumerate(which)}
+        out: list[Any] = [None] * len(which)
+        for key, sub in self.storages.items():
+            mine = [(j, wanted[p]) for j, p in enumerate(self._leaf_positions[key]) if p in wanted]
+            if not mine:
+                continue
+            every = len(mine) == len(self._leaf_positions[key])
+            values = sub.read_leaves(sel, None if every else [j for j, _ in mine])
+            for (_, n), value in zip(mine, values):
+                out[n] = value
         return out
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:

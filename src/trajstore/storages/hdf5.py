@@ -51,7 +51,7 @@ import uuid
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import h5py
 import numpy as np
@@ -382,9 +382,12 @@ class HDF5Storage(SpaceStorage):
         return self._length
 
     def _read(self, sel: Selection) -> list[np.ndarray]:
+        return self._read_some(sel, range(len(self._datasets)))
+
+    def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
         out = []
-        for (_, leaf), ds, row_bytes in zip(self._leaves, self._datasets, self._row_bytes):
-            raw = read_rows(ds, sel, row_bytes)
+        for i in which:  # one dataset per leaf: the others are not touched
+            leaf, raw = self._leaves[i][1], read_rows(self._datasets[i], sel, self._row_bytes[i])
             if isinstance(leaf, TextSpace):
                 raw = np.strings.decode(raw, "utf-8")
             out.append(raw.astype(leaf.dtype, copy=False))
