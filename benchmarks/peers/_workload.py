@@ -247,3 +247,26 @@ def run_contender(write: Callable[..., dict[str, Any]], reopen: Callable[..., di
                 result["frame_psnr_neighbours"] = float(psnr(np.repeat(frame[None], len(near), 0), frames[near]).max())
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def time_recording(items: list[Any], add: Callable[[Any], Any], end: Callable[[], Any],
+                   per_episode: int) -> tuple[float, float]:
+    """Feed ``items`` to ``add``, calling ``end`` after every ``per_episode`` items.
+
+    Returns (seconds in the whole loop, seconds in ``end`` alone), by ``time.perf_counter``.
+    """
+    start, in_end = time.perf_counter(), 0.0
+    for i, item in enumerate(items):
+        add(item)
+        if (i + 1) % per_episode == 0:
+            t = time.perf_counter()
+            end()
+            in_end += time.perf_counter() - t
+    return time.perf_counter() - start, in_end
+
+
+def write_result(steps: int, t_create: float, t0: float, record_s: float, end_s: float, t_close: float,
+                 t1: float, camera: str) -> dict[str, Any]:
+    """The JSON line every contender's ``write`` prints (seconds)."""
+    return {"steps": steps, "create_s": t0 - t_create, "record_s": record_s, "end_episode_s": end_s,
+            "close_s": t1 - t_close, "total_s": t1 - t_create, "camera": camera}

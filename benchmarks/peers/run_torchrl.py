@@ -65,21 +65,12 @@ def write(out: str, data: dict[str, np.ndarray], episode_len: int, mode: str) ->
     Path(out).mkdir(parents=True)
     rb = _buffer(out)
     t0 = time.perf_counter()
-    t_end = 0.0
-    for i, item in enumerate(items):
-        if mode == "append":
-            rb.add(item)
-        else:
-            rb.extend(item)
-        if (i + 1) % per_episode == 0:
-            t = time.perf_counter()
-            rb.dumps(out)
-            t_end += time.perf_counter() - t
+    record_s, end_s = wl.time_recording(items, rb.add if mode == "append" else rb.extend, lambda: rb.dumps(out),
+                                        per_episode)
     t_close = time.perf_counter()
     del rb
     t1 = time.perf_counter()
-    return {"steps": n, "create_s": t0 - t_create, "record_s": t_close - t0, "end_episode_s": t_end,
-            "close_s": t1 - t_close, "total_s": t1 - t_create, "camera": "raw uint8 (memmap)"}
+    return wl.write_result(n, t_create, t0, record_s, end_s, t_close, t1, "raw uint8 (memmap)")
 
 
 def _to_numpy(td: Any) -> dict[str, Any]:

@@ -78,21 +78,12 @@ def write(out: str, data: dict[str, np.ndarray], episode_len: int, mode: str) ->
     t_create = time.perf_counter()
     rb = ReplayBuffer.create(DictStorage, space, cache_path=out, capacity=None, **kwargs)
     t0 = time.perf_counter()
-    t_end = 0.0
-    for i, item in enumerate(items):
-        if mode == "append":
-            rb.append(item)
-        else:
-            rb.extend(item)
-        if (i + 1) % per_episode == 0:
-            t = time.perf_counter()
-            rb.end_episode()
-            t_end += time.perf_counter() - t
+    record_s, end_s = wl.time_recording(items, rb.append if mode == "append" else rb.extend, rb.end_episode,
+                                        per_episode)
     t_close = time.perf_counter()
     rb.close()
     t1 = time.perf_counter()
-    return {"steps": n, "create_s": t0 - t_create, "record_s": t_close - t0, "end_episode_s": t_end,
-            "close_s": t1 - t_close, "total_s": t1 - t_create, "camera": camera}
+    return wl.write_result(n, t_create, t0, record_s, end_s, t_close, t1, camera)
 
 
 def reopen(path: str, index: int) -> dict[str, Any]:
