@@ -86,7 +86,8 @@ def test_star_kwargs_kept_when_star_has_no_leaf():
     got = route(space, key_kwargs={"*": {"compression": "gzip"}})
     assert got["storage_cls_map"] == {"cam": ImageStorage, "*": HDF5Storage}
     assert got["key_kwargs"] == {"*": {"compression": "gzip"}}
-    got = route(space, default_kwargs={"compression": "lzf", "chunk_rows": 64}, key_kwargs={"*": {"compression": "gzip"}})
+    got = route(space, default_kwargs={"compression": "lzf", "chunk_rows": 64},
+                key_kwargs={"*": {"compression": "gzip"}})
     assert got["key_kwargs"] == {"*": {"compression": "gzip", "chunk_rows": 64}}
 
 

@@ -9,10 +9,10 @@ storage. Instead of listing keys by hand::
 routes every ``kind == "image"`` (H, W, 3) uint8 leaf to an :class:`ImageStorage` (JPEG)
 and the remaining leaves to one :class:`HDF5Storage`.
 
-Whether a storage can take a leaf is asked of the storage class itself
-(:meth:`SpaceStorage.accepts`, given the options the leaf would be created with: an
-``ImageStorage`` takes a depth frame as PNG but not as JPEG), and which metadata keys become keyword arguments is the
-class's declared options marked ``from_metadata`` (``fps`` for video), so a new storage needs no edit here.
+Whether a storage can take a leaf is asked of the storage class itself, given the options the
+leaf would be created with (:meth:`SpaceStorage.accepts`: an ``ImageStorage`` takes a depth frame
+as PNG but not as JPEG), and which metadata keys become keyword arguments is the class's declared
+options marked ``from_metadata`` (``fps`` for video), so a new storage needs no edit here.
 """
 
 from __future__ import annotations
