@@ -53,3 +53,11 @@ class StaleReadError(TrajstoreError, IndexError):
     The reader has refreshed its view by the time this is raised: index again (those steps are
     gone). Samplers and the torch dataset redraw on their own.
     """
+
+
+class RoutingWarning(UserWarning):
+    """The metadata router did something the caller may not expect: a leaf whose kind maps to a
+    storage that cannot take it went to the default storage, or ``key_kwargs`` were ignored.
+
+    The message names the leaf, where it went and why.
+    """

@@ -110,6 +110,38 @@ class TestImageStoragePNG(ImageTests):
         return {"format": "png"}
 
 
+class TestImageStorageDepthPNG(StorageTests):
+    """A depth camera, ``(H, W)`` uint16 (millimetres), as 16-bit grayscale PNG: exact, full range.
+
+    The back door decodes the chunk bytes with Pillow and checks the PNG is 16-bit grayscale.
+    """
+
+    storage_cls = ImageStorage
+
+    def make_space(self):
+        return BoxSpace(0, 65535, (H, W), np.uint16, metadata={"kind": "depth"})
+
+    def create_kwargs(self):
+        return {"format": "PNG"}
+
+    def sample_batch(self, space, n, seed):
+        frames = np.random.default_rng(seed).integers(0, 65536, (n, H, W), dtype=np.uint16)
+        frames[:, 0, :2] = [0, 65535]  # both ends of the range in every frame
+        return frames
+
+    def back_door_read(self, storage, positions):
+        table = read_log(storage.cache_path)
+        frames = []
+        for p in positions.tolist():
+            fid, off, n = table[p]
+            with open(storage.cache_path / chunk_name(fid), "rb") as f:
+                f.seek(off)
+                img = Image.open(io.BytesIO(f.read(n)))
+                assert img.format == "PNG" and img.mode in ("I;16", "I")  # older Pillow opens 16-bit as "I"
+                frames.append(np.asarray(img).astype(np.uint16))
+        return np.stack(frames)
+
+
 # -- what ImageStorage takes ---------------------------------------------------------------------
 EXPECTED = "expected a BoxSpace of dtype uint8 and shape (H, W, 3)"
 
@@ -118,18 +150,48 @@ EXPECTED = "expected a BoxSpace of dtype uint8 and shape (H, W, 3)"
     (BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"layout": "CHW"}), "layout 'CHW'"),
     (BoxSpace(0, 255, (3, H, W), np.uint8, metadata={"layout": "CHW"}), f"shape (3, {H}, {W})"),
     (BoxSpace(0, 1, (H, W, 3), np.float32), "dtype float32"),
-    (BoxSpace(0, 255, (H, W, 1), np.uint8), f"shape ({H}, {W}, 1)"),
     (BoxSpace(0, 255, (H, W, 4), np.uint8), f"shape ({H}, {W}, 4)"),
-    (BoxSpace(0, 255, (H, W), np.uint8), f"shape ({H}, {W})"),
+    (BoxSpace(0, 255, (H, W, 2), np.uint16), "dtype uint16"),
     (BoxSpace(0, 255, (0, W, 3), np.uint8), f"shape (0, {W}, 3)"),
+    (BoxSpace(0, 255, (H, W), np.uint8, metadata={"layout": "WH"}), f"shape ({H}, {W})"),
     (TextSpace(8), "a TextSpace"),
-], ids=["CHW-layout", "CHW-shape", "float32", "1-channel", "4-channels", "HW", "empty", "text"])
-def test_check_space_refuses(tmp_path: Path, space: Any, given: str) -> None:
-    assert not ImageStorage.accepts(space)
+], ids=["CHW-layout", "CHW-shape", "float32", "4-channels", "2-channels-uint16", "empty", "HW-layout-WH", "text"])
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_check_space_refuses(tmp_path: Path, space: Any, given: str, fmt: str) -> None:
+    assert not ImageStorage.accepts(space, {"format": fmt})
     with pytest.raises(UnsupportedSpaceError) as info:
-        ImageStorage.create(space, capacity=4, cache_path=tmp_path / "s")
+        ImageStorage.create(space, capacity=4, cache_path=tmp_path / "s", format=fmt)
     assert EXPECTED in str(info.value) and f"got {given}" in str(info.value)
     assert not (tmp_path / "s").exists()
+
+
+SINGLE_CHANNEL = [BoxSpace(0, 255, (H, W), np.uint8), BoxSpace(0, 255, (H, W, 1), np.uint8),
+                  BoxSpace(0, 65535, (H, W), np.uint16, metadata={"kind": "depth", "layout": "HW"}),
+                  BoxSpace(0, 65535, (H, W, 1), np.uint16, metadata={"layout": "hwc"})]
+
+
+@pytest.mark.parametrize("space", SINGLE_CHANNEL, ids=["HW-u8", "HW1-u8", "HW-u16", "HW1-u16"])
+def test_single_channel_frames_png_only(tmp_path: Path, space: Any) -> None:
+    """Depth and grayscale cameras: PNG takes them; JPEG refuses them at create, before any folder."""
+    assert ImageStorage.accepts(space, {"format": "png"})
+    assert not ImageStorage.accepts(space) and not ImageStorage.accepts(space, {"format": "JPEG", "quality": 80})
+    with pytest.raises(UnsupportedSpaceError, match="JPEG frames as RGB.*format='PNG'"):
+        ImageStorage.create(space, capacity=4, cache_path=tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+    storage = ImageStorage.create(space, capacity=None, cache_path=tmp_path / "p", format="PNG")
+    frames = space.sample(np.random.default_rng(0), batch_size=3)
+    storage.extend(frames)
+    storage.close()
+    again = ImageStorage.load_from(tmp_path / "p")
+    got = again.get(np.array([2, 0]))
+    assert got.dtype == space.dtype and got.shape == (2, *space.shape)
+    np.testing.assert_array_equal(got, frames[[2, 0]])
+    again.close()
+
+
+def test_lower_case_layout_is_hwc() -> None:
+    assert ImageStorage.accepts(BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"layout": "hwc"}))
+    assert ImageStorage.accepts(BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"layout": "Hwc"}))
 
 
 def test_check_space_accepts_undeclared_layout() -> None:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trajstore.errors import UnsupportedSpaceError
+from trajstore.errors import RoutingWarning, UnsupportedSpaceError
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
 from trajstore.storages._options import Option, positive_number
 from trajstore.storages import (DictStorage, HDF5Storage, ImageStorage, MemmapStorage, SpaceStorage,
@@ -49,8 +49,66 @@ def test_seed_example_defaults():
 ])
 def test_images_storage_cannot_take_go_to_default(leaf):
     space = DictSpace({"cam": leaf, "x": BoxSpace(0, 1, (2,))})
-    kwargs = dict_storage_kwargs_from_space(space)
+    with pytest.warns(RoutingWarning, match="leaf 'cam' has kind 'image' but ImageStorage cannot take it.*got .*"
+                                            "default storage HDF5Storage.*key_storage_cls=.*'depth'"):
+        kwargs = dict_storage_kwargs_from_space(space)
     assert kwargs["storage_cls_map"] == {"*": HDF5Storage}
+
+
+def test_kind_mapped_to_none_does_not_warn(recwarn):
+    kwargs = dict_storage_kwargs_from_space(robot_space(), kind_storage_cls={"image": None})
+    assert kwargs["storage_cls_map"] == {"*": HDF5Storage}
+    assert not recwarn.list
+
+
+def depth(c=None, dtype=np.uint16):
+    return BoxSpace(0, np.iinfo(dtype).max, (8, 6, c) if c else (8, 6), dtype, metadata={"kind": "depth"})
+
+
+DEPTH_ROUTING = {"kind_storage_cls": {"image": ImageStorage, "depth": ImageStorage},
+                 "kind_kwargs": {"depth": {"format": "PNG"}}}
+
+
+@pytest.mark.parametrize("leaf", [depth(), depth(1), depth(dtype=np.uint8)])
+def test_depth_camera_to_png(leaf, tmp_path):
+    space = DictSpace({"depth": leaf, "rgb": image(), "x": BoxSpace(0, 1, (2,))})
+    kwargs = dict_storage_kwargs_from_space(space, **DEPTH_ROUTING)
+    assert kwargs["storage_cls_map"] == {"depth": ImageStorage, "rgb": ImageStorage, "*": HDF5Storage}
+    assert kwargs["key_kwargs"] == {"depth": {"format": "PNG"}}
+    storage = DictStorage.create(space, capacity=None, cache_path=tmp_path / "s", **kwargs)
+    batch = space.sample(np.random.default_rng(3), batch_size=4)
+    storage.extend(batch)
+    storage.close()
+    again = SpaceStorage.load_from(tmp_path / "s")
+    np.testing.assert_array_equal(again.get(np.arange(4))["depth"], batch["depth"])  # PNG: exact
+    assert again.storages["rgb"].get_config()["format"] == "JPEG"
+    again.close()
+
+
+def test_depth_camera_without_png_goes_to_default_with_a_warning():
+    space = DictSpace({"depth": depth(), "x": BoxSpace(0, 1, (2,))})
+    with pytest.warns(RoutingWarning, match="leaf 'depth' has kind 'depth'.*format='PNG'"):
+        kwargs = dict_storage_kwargs_from_space(space, kind_storage_cls={"depth": ImageStorage})
+    assert kwargs["storage_cls_map"] == {"*": HDF5Storage}
+
+
+def test_depth_forced_to_jpeg_is_refused():
+    space = DictSpace({"depth": depth(), "x": BoxSpace(0, 1, (2,))})
+    with pytest.raises(UnsupportedSpaceError, match="'depth' to ImageStorage.*format='PNG'"):
+        dict_storage_kwargs_from_space(space, key_storage_cls={"depth": ImageStorage})
+    kwargs = dict_storage_kwargs_from_space(space, key_storage_cls={"depth": ImageStorage},
+                                            key_kwargs={"depth": {"format": "PNG"}})
+    assert kwargs["storage_cls_map"]["depth"] is ImageStorage
+
+
+def test_bad_options_do_not_change_the_route_create_refuses_them(tmp_path):
+    space = DictSpace({"depth": depth(), "x": BoxSpace(0, 1, (2,))})
+    kwargs = dict_storage_kwargs_from_space(space, kind_storage_cls={"depth": ImageStorage},
+                                            kind_kwargs={"depth": {"format": "PNG", "quality": 80}})
+    assert kwargs["storage_cls_map"]["depth"] is ImageStorage
+    with pytest.raises(ValueError, match="key 'depth'.*JPEG only"):
+        DictStorage.create(space, capacity=2, cache_path=tmp_path / "s", **kwargs)
+    assert not (tmp_path / "s").exists()
 
 
 def test_key_beats_kind_and_none_sends_to_default():
@@ -119,8 +177,15 @@ def test_forced_storage_that_cannot_take_the_leaf():
 def test_unknown_keys():
     with pytest.raises(KeyError, match="observation/nope"):
         dict_storage_kwargs_from_space(robot_space(), key_storage_cls={"observation/nope": None})
-    with pytest.raises(KeyError, match="default storage"):
-        dict_storage_kwargs_from_space(robot_space(), key_kwargs={"action": {"x": 1}})
+    with pytest.raises(KeyError, match="observation/nope"):
+        dict_storage_kwargs_from_space(robot_space(), key_kwargs={"observation/nope": {"x": 1}})
+
+
+def test_key_kwargs_of_a_sub_dict_that_is_not_a_layout_key():
+    with pytest.warns(RoutingWarning, match="key_kwargs\\['observation'\\] is ignored.*not a key of the layout.*"
+                                            "'\\*', 'observation/front', 'observation/wrist'"):
+        kwargs = dict_storage_kwargs_from_space(robot_space(), key_kwargs={"observation": {"quality": 80}})
+    assert kwargs["key_kwargs"] == {}
 
 
 def test_not_a_dict_space():

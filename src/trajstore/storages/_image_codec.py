@@ -1,4 +1,8 @@
-"""Encode and decode RGB camera frames, shape ``(H, W, 3)``, dtype uint8, as JPEG or PNG.
+"""Encode and decode camera frames as JPEG or PNG.
+
+JPEG takes RGB frames, shape ``(H, W, 3)``, dtype uint8. PNG takes those and single-channel frames
+``(H, W)`` or ``(H, W, 1)``, uint8 (8-bit grayscale, Pillow mode ``"L"``) or uint16 (16-bit grayscale,
+mode ``"I;16"``: depth in millimetres keeps every value).
 
 Choices (numbers from ``benchmarks/image_codecs.py`` and ``benchmarks/jpeg_settings.py``, run on
 the development machine):
@@ -105,9 +109,10 @@ def check_subsampling(subsampling: object) -> str:
 # -- one frame ---------------------------------------------------------------------------------
 def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
            subsampling: str = JPEG_SUBSAMPLING) -> bytes:
-    """Encode one C-contiguous uint8 frame ``(H, W, 3)`` (``fmt`` is ``"JPEG"`` or ``"PNG"``).
+    """Encode one C-contiguous frame (``fmt`` is ``"JPEG"`` or ``"PNG"``).
 
-    ``quality`` and ``subsampling`` apply to JPEG only and are trusted (checked by the caller).
+    JPEG: uint8 ``(H, W, 3)``. PNG: that, or uint8 / native uint16 ``(H, W)`` or ``(H, W, 1)``.
+    The frame, ``quality`` and ``subsampling`` (JPEG only) are trusted (checked by the caller).
     """
     if fmt == "JPEG":
         import simplejpeg
@@ -116,12 +121,25 @@ def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
     from PIL import Image
 
     buf = io.BytesIO()
+    if frame.ndim == 3 and frame.shape[2] == 1:
+        frame = frame[:, :, 0]  # Pillow's grayscale modes take (H, W)
     Image.fromarray(frame).save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
     return buf.getvalue()
 
 
+def png_modes(out: np.ndarray) -> tuple[str, ...]:
+    """Pillow modes a PNG may open in to fill ``out`` (one frame): RGB, ``"L"``, or 16-bit grayscale.
+
+    A 16-bit grayscale PNG opens as ``"I;16"`` in current Pillow and as ``"I"`` (int32) in older ones.
+    """
+    if out.ndim == 3 and out.shape[2] == 3:
+        return ("RGB",)
+    return ("L",) if out.dtype == np.uint8 else ("I;16", "I;16B", "I")
+
+
 def decode_into(data: bytes | memoryview, out: np.ndarray, fmt: str = "JPEG") -> None:
-    """Decode one frame into ``out`` (uint8 ``(H, W, 3)``, C-contiguous, written in place).
+    """Decode one frame into ``out`` (C-contiguous, written in place): uint8 ``(H, W, 3)`` for
+    JPEG; for PNG also uint8 or uint16 ``(H, W)`` / ``(H, W, 1)``.
 
     Raises:
         FormatError: the bytes do not decode, or decode to another size or colour mode.
@@ -136,16 +154,18 @@ def decode_into(data: bytes | memoryview, out: np.ndarray, fmt: str = "JPEG") ->
             from PIL import Image
 
             with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
-                if img.mode != "RGB" or img.size != (w, h):
-                    raise FormatError(f"PNG frame is {img.mode} {img.size[0]}x{img.size[1]}, expected RGB {w}x{h}")
-                out[...] = np.asarray(img)
+                modes = png_modes(out)
+                if img.mode not in modes or img.size != (w, h):
+                    raise FormatError(f"PNG frame is {img.mode} {img.size[0]}x{img.size[1]}, "
+                                      f"expected {modes[0]} {w}x{h}")
+                out[...] = np.asarray(img).reshape(out.shape)  # "I" (int32) holds 16-bit values
                 got = out.shape
     except FormatError:
         raise
     except Exception as exc:  # corrupt bytes: the codecs raise ValueError / OSError / RuntimeError
         raise FormatError(f"cannot decode a {fmt} frame of {len(data)} bytes: {exc}") from exc
-    if tuple(got) != (h, w, 3):
-        raise FormatError(f"{fmt} frame decoded to shape {tuple(got)}, expected {(h, w, 3)}")
+    if tuple(got) != out.shape:
+        raise FormatError(f"{fmt} frame decoded to shape {tuple(got)}, expected {out.shape}")
 
 
 # -- batches on the shared pool ------------------------------------------------------------------
@@ -174,8 +194,10 @@ def _run_split(n: int, work: Callable[[int, int], None]) -> None:
 
 def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
                  subsampling: str = JPEG_SUBSAMPLING) -> list[bytes]:
-    """Encode uint8 frames ``(N, H, W, 3)`` -> ``N`` payloads (bytes), on the shared pool (see :func:`encode`)."""
-    frames = np.ascontiguousarray(frames, dtype=np.uint8)
+    """Encode frames ``(N, H, W, 3)`` uint8 (or, for PNG, ``(N, H, W[, 1])`` uint8 / uint16) -> ``N``
+    payloads (bytes), on the shared pool (see :func:`encode`)."""
+    frames = np.asarray(frames)
+    frames = np.ascontiguousarray(frames, dtype=frames.dtype.newbyteorder("="))  # Pillow reads native order
     out: list[bytes] = [b""] * len(frames)
 
     def work(a: int, b: int) -> None:
@@ -187,14 +209,15 @@ def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUAL
 
 
 def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: str = "JPEG") -> None:
-    """Decode ``N`` payloads into ``out`` (uint8 ``(N, H, W, 3)``, C-contiguous), on the shared pool.
+    """Decode ``N`` payloads into ``out`` (C-contiguous; shapes and dtypes as :func:`decode_into`, with
+    a leading axis ``N``), on the shared pool.
 
     Raises:
-        ValueError: ``len(payloads) != len(out)`` or ``out`` is not a C-contiguous uint8 array.
-        FormatError: a payload does not decode to an RGB ``(H, W)`` frame.
+        ValueError: ``len(payloads) != len(out)`` or ``out`` is not a C-contiguous uint8 / uint16 array.
+        FormatError: a payload does not decode to a frame of ``out``'s shape and mode.
     """
-    if len(payloads) != len(out) or out.dtype != np.uint8 or not out.flags.c_contiguous:
-        raise ValueError(f"decode_batch needs a C-contiguous uint8 out with one row per payload, got "
+    if len(payloads) != len(out) or out.dtype not in (np.uint8, np.uint16) or not out.flags.c_contiguous:
+        raise ValueError(f"decode_batch needs a C-contiguous uint8/uint16 out with one row per payload, got "
                          f"{len(payloads)} payloads and out {out.dtype} {out.shape}")
 
     def work(a: int, b: int) -> None:

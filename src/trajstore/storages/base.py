@@ -31,7 +31,7 @@ from __future__ import annotations
 import abc
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -117,10 +117,27 @@ class SpaceStorage(FolderOwner, abc.ABC):
         """Raise :class:`UnsupportedSpaceError` (with the reason) if this storage cannot store ``space``."""
 
     @classmethod
-    def accepts(cls, space: Space) -> bool:
-        """True if :meth:`check_space` passes: the question the metadata router asks."""
+    def check_space_with(cls, space: Space, options: Mapping[str, Any] | None = None) -> None:
+        """Raise :class:`UnsupportedSpaceError` (with the reason) if ``create(space, **options)`` would
+        refuse ``space``: :meth:`check_space`, then the cross checks of :meth:`_check_config` (where
+        acceptance depends on an option, e.g. ``ImageStorage`` takes depth frames as PNG only).
+
+        Raises:
+            UnsupportedSpaceError: the storage cannot take ``space`` with these options.
+            TypeError, ValueError: ``options`` names an undeclared option or a bad value.
+        """
+        cls.check_space(space)
+        cls._check_config(space, config_from(cls.__name__, cls.options, options or {}))
+
+    @classmethod
+    def accepts(cls, space: Space, options: Mapping[str, Any] | None = None) -> bool:
+        """True if :meth:`check_space_with` passes: the question the metadata router asks.
+
+        Raises:
+            TypeError, ValueError: as :meth:`check_space_with`, for bad ``options``.
+        """
         try:
-            cls.check_space(space)
+            cls.check_space_with(space, options)
         except UnsupportedSpaceError:
             return False
         return True

@@ -22,6 +22,7 @@ from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages._names import check_key, safe_name
+from trajstore.storages._options import config_from
 from trajstore.storages._selection import Selection
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity
 
@@ -164,8 +165,12 @@ class DictStorage(SpaceStorage):
             sub_cls = storage_cls_map[key]
             if not (isinstance(sub_cls, type) and issubclass(sub_cls, SpaceStorage)):
                 raise TypeError(f"storage_cls_map[{key!r}] must be a SpaceStorage subclass, got {sub_cls!r}")
-            if key == REST and not tree.leaves(sub):
-                continue  # a "*" that receives no leaf stores nothing
+            if key == REST and not tree.leaves(sub):  # a "*" that receives no leaf stores nothing
+                try:  # its options are still checked: a typo is an error even while it has no leaf
+                    config_from(sub_cls.__name__, sub_cls.options, key_kwargs.get(key, {}))
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"key {key!r}: {exc}") from None
+                continue
             if cache_path is None and sub_cls.requires_cache_path:
                 raise ValueError(f"leaf {key!r} is routed to {sub_cls.__name__}, which writes files: "
                                  "pass a cache_path")

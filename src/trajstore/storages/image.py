@@ -1,4 +1,7 @@
-"""``ImageStorage``: RGB camera frames, ``(H, W, 3)`` uint8, as JPEG or PNG in chunk files.
+"""``ImageStorage``: camera frames as JPEG or PNG in chunk files.
+
+RGB frames ``(H, W, 3)`` uint8 as JPEG or PNG; single-channel frames (depth, grayscale)
+``(H, W)`` or ``(H, W, 1)``, uint8 or uint16, as PNG (8- or 16-bit grayscale, lossless).
 
 Folder layout::
 
@@ -31,11 +34,11 @@ import numpy as np
 
 from trajstore._fs import fsync_dir
 from trajstore._lock import WriterLock
-from trajstore.errors import FormatError
+from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import Space
 from trajstore.storages import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
-from trajstore.storages._rgb_space import check_rgb_frames
+from trajstore.storages._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
 from trajstore.storages._slot_index import SlotIndex, _write_all
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
@@ -61,7 +64,11 @@ JPEG_MAX_SIDE = 65500
 
 @STORAGE_TYPES.register("image")
 class ImageStorage(SpaceStorage):
-    """Frames of one ``BoxSpace((H, W, 3), uint8)`` leaf, encoded as JPEG (lossy) or PNG (lossless).
+    """Frames of one camera leaf, encoded as JPEG (lossy) or PNG (lossless).
+
+    The leaf is a ``BoxSpace`` ``(H, W, 3)`` uint8 (RGB; JPEG or PNG), or, with ``format="PNG"``,
+    ``(H, W)`` / ``(H, W, 1)`` uint8 or uint16 (a grayscale or depth camera; 8- or 16-bit PNG, read
+    back exactly). A declared ``layout`` must be channel-last (``"HWC"``, any case; ``"HW"`` for 2-D).
 
     Options of :meth:`create`:
 
@@ -80,8 +87,9 @@ class ImageStorage(SpaceStorage):
     on smooth frames (tests hold it to <= 2), and PushT frames read back at >= 40.9 dB PSNR (the
     worst of 3000 frames of ``make demo``). PNG is exact.
 
-    Raises (at create): ``ValueError`` for a bad option, ``UnsupportedSpaceError`` for a space
-    other than ``(H, W, 3)`` uint8 with layout ``"HWC"`` or none.
+    Raises (at create, before any folder is made): ``ValueError`` for a bad option,
+    ``UnsupportedSpaceError`` for a space that is neither of the above, or a single-channel space
+    with ``format="JPEG"`` (the default).
     """
 
     requires_cache_path = True
@@ -99,7 +107,8 @@ class ImageStorage(SpaceStorage):
         self._quality = config.get("quality", codec.JPEG_QUALITY)
         self._subsampling = config.get("subsampling", codec.JPEG_SUBSAMPLING)
         self._chunk_bytes = config["chunk_bytes"]
-        self._frame_shape = tuple(space.shape)  # (H, W, 3)
+        self._frame_shape = tuple(space.shape)  # (H, W, 3), (H, W) or (H, W, 1)
+        self._dtype = np.dtype(space.dtype)  # uint8, or uint16 (PNG only)
         self._index: SlotIndex | None = None
         self._length = 0  # slots of an unbounded storage (capacity otherwise)
         self._fds: OrderedDict[int, int] = OrderedDict()  # chunk id -> O_RDONLY fd
@@ -111,10 +120,17 @@ class ImageStorage(SpaceStorage):
     # -- what it takes -------------------------------------------------------------------------
     @classmethod
     def check_space(cls, space: Space) -> None:
-        check_rgb_frames(space, "ImageStorage")
+        check_camera_frames(space, "ImageStorage")
 
     @classmethod
     def _check_config(cls, space: Space, config: dict[str, Any]) -> dict[str, Any]:
+        """Cross checks: JPEG-only options with PNG, JPEG's size limit, and JPEG and single-channel frames.
+
+        Raises:
+            ValueError: a JPEG option with PNG, or a side longer than :data:`JPEG_MAX_SIDE` with JPEG.
+            UnsupportedSpaceError: a single-channel space with JPEG (``accepts(space, {"format": "PNG"})``
+                holds where ``accepts(space)`` does not).
+        """
         jpeg_only = {"quality": codec.JPEG_QUALITY, "subsampling": codec.JPEG_SUBSAMPLING}  # option -> default
         if config["format"] == "PNG":
             for name in jpeg_only:
@@ -123,6 +139,10 @@ class ImageStorage(SpaceStorage):
             return {"format": "PNG", "chunk_bytes": config["chunk_bytes"]}
         config = {"format": "JPEG", "chunk_bytes": config["chunk_bytes"],
                   **{name: default if config[name] is None else config[name] for name, default in jpeg_only.items()}}
+        given = rgb_refusal(space)
+        if given is not None:
+            raise UnsupportedSpaceError(f"ImageStorage stores JPEG frames as RGB: expected {RGB}; got {given} in "
+                                        f"{space!r}; single-channel (depth, grayscale) frames need format='PNG'")
         if max(space.shape[:2]) > JPEG_MAX_SIDE:  # type: ignore[attr-defined]
             raise ValueError(f"JPEG frames are at most {JPEG_MAX_SIDE} pixels a side (libjpeg's limit); got "
                              f"{space.shape[:2]}: use format='PNG'")  # type: ignore[attr-defined]
@@ -247,7 +267,7 @@ class ImageStorage(SpaceStorage):
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
         slots = sel.slots
-        out = np.zeros((len(slots), *self._frame_shape), dtype=np.uint8)
+        out = np.zeros((len(slots), *self._frame_shape), dtype=self._dtype)
         try:
             self._read_into(slots, out)
         except FileNotFoundError:  # the writer deleted a chunk this reader's index still points into
@@ -276,7 +296,7 @@ class ImageStorage(SpaceStorage):
         if len(written) == len(slots):
             codec.decode_batch(payloads, out, self._format)
         else:  # some slots were never written: they stay zero
-            frames = np.empty((len(written), *self._frame_shape), dtype=np.uint8)
+            frames = np.empty((len(written), *self._frame_shape), dtype=self._dtype)
             codec.decode_batch(payloads, frames, self._format)
             out[written] = frames
 

@@ -9,16 +9,18 @@ storage. Instead of listing keys by hand::
 routes every ``kind == "image"`` (H, W, 3) uint8 leaf to an :class:`ImageStorage` (JPEG)
 and the remaining leaves to one :class:`HDF5Storage`.
 
-Whether a storage can take a leaf is asked of the storage class itself
-(:meth:`SpaceStorage.accepts`), and which metadata keys become keyword arguments is the
-class's declared options marked ``from_metadata`` (``fps`` for video), so a new storage needs no edit here.
+Whether a storage can take a leaf is asked of the storage class itself, given the options the
+leaf would be created with (:meth:`SpaceStorage.accepts`: an ``ImageStorage`` takes a depth frame
+as PNG but not as JPEG), and which metadata keys become keyword arguments is the class's declared
+options marked ``from_metadata`` (``fps`` for video), so a new storage needs no edit here.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping, Optional
 
-from trajstore.errors import UnsupportedSpaceError
+from trajstore.errors import RoutingWarning, UnsupportedSpaceError
 from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages.base import SpaceStorage
 
@@ -55,16 +57,31 @@ def dict_storage_kwargs_from_space(
     1. ``key_storage_cls[key]`` if the key is listed (``None`` sends it to the default storage).
        A sub-dict key sends its whole subtree to one storage.
     2. ``kind_storage_cls[leaf.metadata["kind"]]`` if the kind is listed (and not ``None``) and
-       that storage accepts the leaf. The default map is ``{"image": ImageStorage}`` (JPEG); image
-       leaves must be (H, W, 3) uint8 with an ``"HWC"`` or undeclared layout, others (CHW, float,
-       1 or 4 channels) go to the default storage.
+       that storage accepts the leaf with the leaf's options (:meth:`SpaceStorage.accepts`). The
+       default map is ``{"image": ImageStorage}`` (JPEG), which takes (H, W, 3) uint8 with an
+       ``"HWC"`` (any case) or undeclared layout. A leaf its kind's storage refuses (CHW, float, 1
+       or 4 channels under JPEG) goes to the default storage with a :class:`RoutingWarning` naming
+       the leaf, the reason and how to route it. With ``format="PNG"`` an ``ImageStorage`` also
+       takes (H, W) / (H, W, 1) uint8 or uint16 frames: ``kind_storage_cls={"image": ImageStorage,
+       "depth": ImageStorage}, kind_kwargs={"depth": {"format": "PNG"}}`` keeps a depth camera exact.
     3. Otherwise the default storage, ``default_storage_cls`` (``HDF5Storage`` if not given),
        which receives all remaining leaves as one ``DictSpace`` under the key ``"*"``.
 
-    Keyword arguments of a routed leaf are ``kind_kwargs[kind]`` (when its storage is the one its
-    kind maps to) updated by ``key_kwargs[key]``; the default storage gets ``default_kwargs``
-    updated by ``key_kwargs["*"]``. Options the storage class declares ``from_metadata``
-    (``fps`` for :class:`VideoStorage`) is passed unless the kwargs already give it.
+    ``"*"`` is always in the returned ``storage_cls_map``, even when every leaf is routed elsewhere
+    (``DictStorage`` then makes no folder for it). Keyword arguments of a routed leaf are
+    ``kind_kwargs[kind]`` (only when its storage is the one its kind maps to) updated by
+    ``key_kwargs[key]``; the default storage always gets ``default_kwargs`` updated by
+    ``key_kwargs["*"]``. ``key_kwargs`` naming a leaf that goes to the default storage (or a
+    sub-dict that is not a key of the layout) are ignored with a :class:`RoutingWarning`. Options
+    the storage class declares ``from_metadata`` (``fps`` for :class:`VideoStorage`) are passed
+    unless the kwargs already give them.
+
+    Same layout as UniEnv's ``unienv_data`` for the same call, with one deliberate difference:
+    UniEnv hands ``kind_kwargs[kind]`` to every leaf of that kind routed to a non-default storage,
+    also one that ``key_storage_cls`` sent to another storage (JPEG ``quality`` to an
+    ``HDF5Storage``, which then fails at create); here they go only to a leaf whose storage is the
+    one its kind maps to. Beyond UniEnv: keys not in the space raise, sub-dict keys route whole
+    subtrees, and single-channel PNG frames are accepted (UniEnv sends them to the default storage).
 
     Returns:
         ``{"storage_cls_map", "key_kwargs", "nested_separator"}``, for
@@ -73,12 +90,14 @@ def dict_storage_kwargs_from_space(
 
     Raises:
         TypeError: ``space`` is not a ``DictSpace``.
+        ValueError: ``key_storage_cls`` routes a leaf twice. (Bad storage options are refused by
+            ``DictStorage.create``, naming the key, before any folder is made.)
         KeyError: a ``key_storage_cls`` / ``key_kwargs`` key is not a leaf or sub-dict of ``space``.
         UnsupportedSpaceError: ``key_storage_cls`` forces a leaf onto a storage that cannot take it.
     """
     if not isinstance(space, DictSpace):
         raise TypeError(f"dict_storage_kwargs_from_space needs a DictSpace, got {type(space).__name__}")
-    from trajstore.storages.dict import check_layout_keys
+    from trajstore.storages.dict import REST, check_layout_keys
 
     check_layout_keys(space, nested_separator)
     kind_map = dict(_default_kind_map() if kind_storage_cls is None else kind_storage_cls)
@@ -86,59 +105,96 @@ def dict_storage_kwargs_from_space(
     default_cls = default_storage_cls or _default_storage()
     kind_kwargs = kind_kwargs or {}
     key_kwargs = dict(key_kwargs or {})
-    for key in [*key_map, *(k for k in key_kwargs if k != "*")]:
+    for key in [*key_map, *(k for k in key_kwargs if k != REST)]:
         tree.subspace(space, tree.parse_name(key, nested_separator))  # KeyError naming the key if it is not there
 
     storage_cls_map: dict[str, type[SpaceStorage]] = {}
     out_kwargs: dict[str, dict[str, Any]] = {}
-    to_default: list[tuple[str, ...]] = []
-    claimed: set[tuple[str, ...]] = set()
+    destination: dict[tuple[str, ...], str] = {}  # leaf path -> key of the layout that stores it
 
     # 1. keys listed by the user (leaves or whole sub-dicts)
     for key, cls in key_map.items():
         prefix = tree.parse_name(key, nested_separator)
         sub = tree.subspace(space, prefix)
         leaves = [p for p in tree.leaf_paths(space) if tree.under(p, prefix)]
-        overlap = claimed.intersection(leaves)
+        overlap = set(destination).intersection(leaves)
         if overlap:
             names = sorted(nested_separator.join(p) for p in overlap)
             raise ValueError(f"key_storage_cls routes {names} twice (through {key!r})")
-        claimed.update(leaves)
+        destination.update((p, key if cls is not None else REST) for p in leaves)
         if cls is None:
-            to_default.extend(leaves)
             continue
-        try:
-            cls.check_space(sub)
-        except UnsupportedSpaceError as exc:
+        kwargs = _leaf_kwargs(cls, sub, kind_map, kind_kwargs, key_kwargs.get(key))
+        reason = _refusal(cls, sub, kwargs)
+        if reason is not None:
             raise UnsupportedSpaceError(f"key_storage_cls routes {key!r} to {cls.__name__}, which cannot "
-                                        f"take it: {exc}") from None
+                                        f"take it: {reason}")
         storage_cls_map[key] = cls
-        out_kwargs[key] = _leaf_kwargs(cls, sub, kind_map, kind_kwargs, key_kwargs.get(key))
+        out_kwargs[key] = kwargs
 
     # 2./3. every other leaf by its kind, else the default storage
     for path, leaf in tree.leaves(space):
-        if path in claimed:
+        if path in destination:
             continue
-        cls = kind_map.get(leaf.metadata.get("kind"))
-        if cls is not None and cls.accepts(leaf):
-            name = nested_separator.join(path)  # a key of the layout
+        name = nested_separator.join(path)  # a key of the layout
+        kind = leaf.metadata.get("kind")
+        cls = kind_map.get(kind)
+        destination[path] = REST
+        if cls is None:
+            continue
+        kwargs = _leaf_kwargs(cls, leaf, kind_map, kind_kwargs, key_kwargs.get(name))
+        reason = _refusal(cls, leaf, kwargs)
+        if reason is None:
+            destination[path] = name
             storage_cls_map[name] = cls
-            out_kwargs[name] = _leaf_kwargs(cls, leaf, kind_map, kind_kwargs, key_kwargs.get(name))
+            out_kwargs[name] = kwargs
         else:
-            to_default.append(path)
+            warnings.warn(RoutingWarning(
+                f"leaf {name!r} has kind {kind!r} but {cls.__name__} cannot take it ({reason}); it goes to the "
+                f"default storage {default_cls.__name__} ('*'). To store it elsewhere, route it with "
+                f"key_storage_cls={{{name!r}: ...}} or give it another kind (a depth or grayscale camera, "
+                f"(H, W) uint8/uint16: kind 'depth' with kind_storage_cls={{'depth': ImageStorage}} and "
+                f"kind_kwargs={{'depth': {{'format': 'PNG'}}}})"), stacklevel=2)
 
-    if to_default:
-        storage_cls_map["*"] = default_cls
-        out_kwargs["*"] = {**(default_kwargs or {}), **key_kwargs.get("*", {})}
-    stray = [k for k in key_kwargs if k not in storage_cls_map]
-    if stray:
-        raise KeyError(f"key_kwargs for {stray}, but those leaves go to the default storage; "
-                       "give their options in default_kwargs or key_kwargs['*']")
+    storage_cls_map[REST] = default_cls  # always there, as in UniEnv; DictStorage skips it if it gets no leaf
+    out_kwargs[REST] = {**(default_kwargs or {}), **key_kwargs.get(REST, {})}
+    for key in key_kwargs:
+        if key not in storage_cls_map:
+            warnings.warn(RoutingWarning(_ignored_kwargs_message(key, destination, storage_cls_map,
+                                                                 nested_separator)), stacklevel=2)
     return {
         "storage_cls_map": storage_cls_map,
         "key_kwargs": {k: v for k, v in out_kwargs.items() if v},
         "nested_separator": nested_separator,
     }
+
+
+def _refusal(cls: type[SpaceStorage], space: Space, kwargs: Mapping[str, Any]) -> str | None:
+    """Why ``cls`` cannot take ``space`` with ``kwargs``, or ``None``.
+
+    Bad options do not change the route (the layout stays UniEnv's): ``DictStorage.create`` refuses
+    them, naming the key, before any folder is made.
+    """
+    try:
+        cls.check_space_with(space, kwargs)
+    except UnsupportedSpaceError as exc:
+        return str(exc)
+    except (TypeError, ValueError):
+        return None  # check_space passed; the options are create's to refuse
+    return None
+
+
+def _ignored_kwargs_message(key: str, destination: Mapping[tuple[str, ...], str],
+                            storage_cls_map: Mapping[str, type[SpaceStorage]], separator: str) -> str:
+    prefix = tree.parse_name(key, separator)
+    places = sorted({dest for path, dest in destination.items() if tree.under(path, prefix)})
+    if places == ["*"]:
+        where = (f"goes to the default storage {storage_cls_map['*'].__name__} ('*'), whose options are "
+                 "default_kwargs updated by key_kwargs['*']")
+    else:
+        where = (f"is not a key of the layout: its leaves go to {places}; give options per leaf, or route "
+                 "the sub-dict as one with key_storage_cls")
+    return f"key_kwargs[{key!r}] is ignored: {key!r} {where}"
 
 
 def _leaf_kwargs(cls: type[SpaceStorage], leaf: Space, kind_map: Mapping[str, Any],

@@ -42,7 +42,7 @@ import numpy as np
 
 from trajstore._lock import WriterLock
 from trajstore.spaces import Space
-from trajstore.storages._rgb_space import check_rgb_frames
+from trajstore.storages._frame_space import check_rgb_frames
 from trajstore.storages import _video_codec as vcodec
 from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
 from trajstore.storages._selection import Selection
