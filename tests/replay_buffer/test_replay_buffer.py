@@ -96,6 +96,41 @@ def test_values_have_space_dtypes_and_shapes(tmp_path):
         assert rb[[0, 0]]["observation"]["state"].shape == (2, 4)
 
 
+def test_values_outside_the_bounds_are_refused_before_anything_is_written(tmp_path):
+    good = step_space().sample(np.random.default_rng(3))
+    with make(tmp_path) as rb:
+        rb.append(good)
+        bad = step_space().sample(np.random.default_rng(4), batch_size=3)
+        bad["observation"]["state"][2, 1] = 7.0
+        with pytest.raises(InvalidValueError, match=r"'observation/state': value 7.0 at index \(2, 1\)"):
+            rb.extend(bad)
+        with pytest.raises(InvalidValueError, match="'reward': value nan"):
+            rb.append({**good, "reward": np.float32("nan")})
+        with pytest.raises(InvalidValueError, match="'action'"):
+            rb.set_at(0, {**good, "action": np.float32([2, 0])})
+        with pytest.raises(InvalidValueError, match="'final_observation/state'"):
+            rb.end_episode(final_observation={**good["observation"], "state": np.float32([0, 0, 0, -3])})
+        rb.end_episode()
+        assert len(rb) == 1 and rb.space.contains(rb[0]) and rb.check_bounds
+    assert "check_bounds" not in json.loads((tmp_path / "rb" / "trajstore.json").read_text())
+
+
+def test_check_bounds_false_stores_values_as_they_are_and_is_kept_in_the_folder(tmp_path):
+    space = step_space()
+    with pytest.raises(TypeError, match="check_bounds"):
+        ReplayBuffer.create(MemmapStorage, space, cache_path=tmp_path / "x", check_bounds="no")
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", check_bounds=False,
+                             **dict_storage_kwargs_from_space(space)) as rb:
+        step = space.sample(np.random.default_rng(3))
+        step["observation"]["state"][:] = [5, -5, np.nan, 0.5]
+        rb.append(step)
+    with ReplayBuffer.load_from(tmp_path / "rb", read_only=False) as rb:
+        assert not rb.check_bounds
+        rb.append({**step, "reward": np.float32(np.nan)})
+        got = rb[0]["observation"]["state"]
+        assert got[0] == 5 and got[1] == -5 and np.isnan(got[2]) and not rb.space.contains(rb[0])
+
+
 def test_read_only_reopen_refuses_writes(tmp_path):
     with make(tmp_path) as rb:
         rb.extend(batch(3, 4))

@@ -106,11 +106,28 @@ def test_batch_sizes_must_agree():
         space.validate({"a": np.zeros((3, 2)), "b": np.zeros(4)}, batched=True)
 
 
-def test_contains_checks_bounds_but_validate_does_not():
+def test_validate_refuses_values_outside_the_bounds_and_nan():
     space = BoxSpace(0, 1, (2,), np.float32)
     assert not space.contains(np.array([0.5, 2.0], np.float32))
-    assert space.validate(np.array([0.5, 2.0])).dtype == np.float32
+    with pytest.raises(InvalidValueError, match=r"'a/b': value 2.0 at index \(1,\) is outside .*\[0.0, 1.0\]"):
+        DictSpace({"a": DictSpace({"b": space})}).validate({"a": {"b": np.array([0.5, 2.0])}})
+    with pytest.raises(InvalidValueError, match=r"value nan at index \(2, 0\)"):
+        space.validate(np.array([[0, 0], [1, 1], [np.nan, 0]]), batched=True)
+    assert space.validate(np.array([0.5, 2.0]), check_bounds=False)[1] == 2.0
     assert space.contains(np.float32(0.5) * np.ones(2, np.float32))
+    # per-element bounds name the element's own bound
+    per = BoxSpace(np.array([0, 10]), np.array([1, 20]), (2,), np.int32)
+    with pytest.raises(InvalidValueError, match=r"value 21 at index \(1,\) .*\[10, 20\]"):
+        per.validate(np.array([1, 21]))
+    # an unbounded float leaf refuses NaN but takes +-inf
+    free = BoxSpace(-np.inf, np.inf, (3,), np.float64)
+    assert free.contains(np.array([np.inf, -np.inf, 0.0]))
+    with pytest.raises(InvalidValueError, match="nan"):
+        free.validate(np.array([0.0, np.nan, 1.0]))
+    # bounds at the dtype's limits cost no check; float bounds compare in the leaf's dtype
+    assert BoxSpace(0, 255, (4,), np.uint8)._bounds is None
+    joints = BoxSpace(-np.pi, np.pi, (1000,), np.float32)
+    assert joints.contains(joints.sample(np.random.default_rng(0))) and joints.contains(np.float32([np.pi] * 1000))
 
 
 def test_scalar_leaves_contain_numpy_scalars():

@@ -86,14 +86,22 @@ class BoxSpace(Space):
     """Arrays of ``shape`` and ``dtype`` with elementwise bounds ``low <= x <= high``.
 
     Args:
-        low, high: scalars or arrays broadcastable to ``shape`` (may be +-inf for floats).
+        low, high: scalars or arrays broadcastable to ``shape`` (may be +-inf for floats). For an
+            integer dtype they must fit the dtype. Kept as float64 arrays; values are compared with
+            them cast to ``dtype`` (as gymnasium does).
         shape: value shape, e.g. ``(96, 96, 3)``; ``()`` for a scalar such as a reward.
             Inferred from ``low``/``high`` when omitted.
         dtype: NumPy dtype of the stored values (default ``float32``).
         metadata: JSON metadata, e.g. ``{"kind": "image", "layout": "HWC", "fps": 10}``.
 
-    Bounds are checked by :meth:`contains` only; storages accept any value of the right
-    shape and dtype (sensors overshoot their declared ranges).
+    :meth:`validate` refuses values outside the bounds and NaN (also for a float leaf on
+    ``[-inf, inf]``: NaN is in no interval) unless called with ``check_bounds=False``; a leaf whose
+    bounds are its dtype's limits (uint8 on ``[0, 255]``) costs no check at all, an unbounded float
+    leaf one ``min`` per batch.
+
+    Raises:
+        TypeError: a non-numeric dtype.
+        ValueError: a negative shape, ``low > high``, or an integer bound outside the dtype's range.
     """
 
     def __init__(self, low: Any, high: Any, shape: Sequence[int] | None = None,
@@ -116,21 +124,65 @@ class BoxSpace(Space):
             if np.any(self.low < info.min) or np.any(self.high > info.max):
                 raise ValueError(f"BoxSpace bounds [{self.low.min()}, {self.high.max()}] do not fit dtype "
                                  f"{self.dtype} ([{info.min}, {info.max}])")
+        self._bounds = self._bounds_to_check()
+
+    def _bounds_to_check(self) -> tuple[Any, Any] | None:
+        """``(low, high)`` to compare values with (scalars when uniform, in ``dtype``), or None
+        when every value of the dtype is inside (no check needed)."""
+        if self.dtype.kind == "b":
+            lo, hi = self.low.astype(bool), self.high.astype(bool)
+            limits = (False, True)
+        elif self.dtype.kind in "iu":
+            lo, hi = self.low.astype(self.dtype), self.high.astype(self.dtype)
+            limits = (np.iinfo(self.dtype).min, np.iinfo(self.dtype).max)
+        else:
+            with np.errstate(over="ignore"):  # bounds beyond float16/32 widen to +-inf
+                lo, hi = self.low.astype(self.dtype), self.high.astype(self.dtype)
+            limits = (-np.inf, np.inf)  # still checked: NaN
+        if self.dtype.kind != "f" and np.all(lo == limits[0]) and np.all(hi == limits[1]):
+            return None
+        uniform = lambda b: b.reshape(-1)[0] if b.size and np.all(b == b.reshape(-1)[0]) else b  # noqa: E731
+        return uniform(lo), uniform(hi)
 
     def _copy_with(self, metadata: SpaceMetadata) -> "BoxSpace":
         return BoxSpace(self.low, self.high, self.shape, self.dtype, metadata)
 
-    def validate(self, x: Any, *, batched: bool = False, path: str = "") -> np.ndarray:
-        return check_array(x, self.shape, self.dtype, batched=batched, path=path)
+    def validate(self, x: Any, *, batched: bool = False, path: str = "", check_bounds: bool = True) -> np.ndarray:
+        """``x`` as an array of ``shape`` (``(N, *shape)`` if ``batched``) and ``dtype``.
+
+        Raises:
+            InvalidValueError: a wrong shape or dtype, or (with ``check_bounds``) a value outside
+                ``[low, high]`` or NaN; the message names the leaf, the first offending index and value.
+        """
+        arr = check_array(x, self.shape, self.dtype, batched=batched, path=path)
+        if check_bounds and self._bounds is not None and arr.size:
+            self._check_bounds(arr, batched, path)
+        return arr
+
+    def _check_bounds(self, arr: np.ndarray, batched: bool, path: str) -> None:
+        lo, hi = self._bounds
+        if np.ndim(lo) == 0 and np.ndim(hi) == 0:
+            ok = arr.min() >= lo and arr.max() <= hi  # NaN propagates through min/max and compares False
+        else:
+            ok = bool(np.all(arr >= lo) and np.all(arr <= hi))
+        if ok:
+            return
+        with np.errstate(invalid="ignore"):
+            bad = ~((arr >= lo) & (arr <= hi))
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        elem = where[1:] if batched else where
+        b_lo = lo if np.ndim(lo) == 0 else lo[elem]
+        b_hi = hi if np.ndim(hi) == 0 else hi[elem]
+        raise InvalidValueError(f"leaf {leaf_name(path)!r}: value {arr[where]} at index {where} is outside the "
+                                f"space's bounds [{b_lo}, {b_hi}]" + (" (NaN is refused)" if arr.dtype.kind == "f" else "")
+                                + "; a buffer made with check_bounds=False stores such values as they are")
 
     def contains(self, x: Any) -> bool:
         try:
-            arr = self.validate(x)
+            self.validate(x)
         except (InvalidValueError, TypeError, ValueError):
             return False
-        if self.dtype.kind == "f" and np.any(np.isnan(arr)):
-            return False
-        return bool(np.all(arr >= self.low) and np.all(arr <= self.high))
+        return True
 
     def sample(self, rng: np.random.Generator | None = None, batch_size: int | None = None) -> np.ndarray:
         rng = rng or np.random.default_rng()
