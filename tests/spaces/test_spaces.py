@@ -172,3 +172,35 @@ def test_float_overflow_and_bad_text_batches():
     for bad in ({"a": 1}, 5, "one string"):
         with pytest.raises(InvalidValueError, match="batch of strings"):
             TextSpace(4).validate(bad, batched=True)
+
+
+@pytest.mark.parametrize("dtype,low,high", [(np.int64, 0, 2**63 - 1), (np.int64, -2**63, 2**63 - 1),
+                                            (np.uint64, 0, 2**64 - 1), (np.uint64, 2**63, 2**64 - 1),
+                                            (np.int32, -2**31, 2**31 - 1), (np.int8, -3, 5)])
+def test_integer_bounds_stay_exact_through_sample_validate_and_json(dtype, low, high):
+    space = BoxSpace(low, high, (), dtype)
+    assert space.low.dtype == dtype and int(space.low) == low and int(space.high) == high
+    batch = space.sample(np.random.default_rng(0), batch_size=2000)
+    assert batch.dtype == dtype and len(np.unique(batch)) > 5 and space.validate(batch, batched=True) is not None
+    assert int(batch.min()) >= low and int(batch.max()) <= high and space.contains(space.sample())
+    back = space_from_json(json.loads(json.dumps(space.to_json())))
+    assert back == space and int(back.low) == low and int(back.high) == high
+    per = BoxSpace(np.array([low, low], dtype), np.array([high, high - 1], dtype), (2,), dtype)
+    again = space_from_json(json.loads(json.dumps(per.to_json())))
+    assert again.high.dtype == dtype and [int(v) for v in again.high] == [high, high - 1]
+    with pytest.raises(InvalidValueError, match="outside"):
+        per.validate(np.array([low, high], dtype))
+
+
+def test_integer_bounds_from_floats_and_gymnasium():
+    # a float bound rounds inward; float(2**63 - 1) == 2.0**63 means the int64 limit (older folders hold it)
+    assert int(BoxSpace(0.5, 2.0**63, (), np.int64).high) == 2**63 - 1
+    assert int(BoxSpace(0.5, 9.5, (), np.int64).low) == 1
+    with pytest.raises(ValueError, match="do not fit dtype int64"):
+        BoxSpace(0, 2**63, (), np.int64)
+    with pytest.raises(ValueError, match="do not fit dtype uint64"):
+        BoxSpace(-1, 5, (), np.uint64)
+    gym = pytest.importorskip("gymnasium")
+    space = from_gymnasium(gym.spaces.Box(0, np.iinfo(np.int64).max, (3,), np.int64))
+    assert space.high.dtype == np.int64 and int(space.high[0]) == 2**63 - 1
+    assert space.sample(np.random.default_rng(1), batch_size=10).min() >= 0

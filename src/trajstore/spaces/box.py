@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,11 +27,53 @@ def _bound_to_json(bound: np.ndarray) -> Any:
     return [_json_number(v) for v in flat]
 
 
-def _bound_from_json(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def _bound_from_json(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """A bound as :class:`BoxSpace` takes it: floats (``"inf"``/``"-inf"`` decoded) or exact Python ints."""
     conv = lambda v: float(v) if isinstance(v, str) else v  # noqa: E731  "inf"/"-inf"
     if isinstance(value, list):
+        if dtype.kind in "iu":
+            return np.array([conv(v) for v in value], dtype=object).reshape(shape)
         return np.asarray([conv(v) for v in value], dtype=np.float64).reshape(shape)
-    return np.full(shape, conv(value), dtype=np.float64)
+    return conv(value)
+
+
+def _int_of(v: Any, side: str, info: np.iinfo, dtype: np.dtype) -> int:
+    """One bound of an integer space as an exact Python int (a float ``low`` rounds up, ``high`` down).
+
+    A float equal to ``float(info.max)`` (``2.0**63`` for int64, the nearest float to the
+    largest int64) means the dtype's limit, so bounds that went through float64 still open.
+    """
+    if isinstance(v, (bool, int, np.integer, np.bool_)):
+        n = int(v)
+    else:
+        f = float(v)
+        if not math.isfinite(f):
+            raise ValueError(f"BoxSpace bounds ({side} {f}) do not fit dtype {dtype} ([{info.min}, {info.max}])")
+        n = math.ceil(f) if side == "low" else math.floor(f)
+        if f == float(info.max):
+            n = min(n, int(info.max))
+        if f == float(info.min):
+            n = max(n, int(info.min))
+    if not int(info.min) <= n <= int(info.max):
+        raise ValueError(f"BoxSpace bounds ({side} {v}) do not fit dtype {dtype} ([{info.min}, {info.max}])")
+    return n
+
+
+def _int_bound(value: Any, shape: tuple[int, ...], dtype: np.dtype, side: str) -> np.ndarray:
+    """``value`` broadcast to ``shape`` in the integer ``dtype``, exactly (no float64 round trip).
+
+    Raises:
+        ValueError: a bound outside the dtype's range, or not finite.
+    """
+    info = np.iinfo(dtype)
+    arr = value if isinstance(value, np.ndarray) else np.array(value, dtype=object)
+    if arr.dtype.kind in "iub":
+        if arr.size:
+            _int_of(arr.min(), side, info, dtype), _int_of(arr.max(), side, info, dtype)
+        exact = arr.astype(dtype)
+    else:  # Python ints of any size, or floats: one element at a time (bounds are small)
+        exact = np.array([_int_of(v, side, info, dtype) for v in arr.reshape(-1)], dtype=dtype).reshape(arr.shape)
+    return np.broadcast_to(exact, shape).copy()
 
 
 def check_array(x: Any, shape: tuple[int, ...], dtype: np.dtype, *, batched: bool, path: str,
@@ -87,8 +130,9 @@ class BoxSpace(Space):
 
     Args:
         low, high: scalars or arrays broadcastable to ``shape`` (may be +-inf for floats). For an
-            integer dtype they must fit the dtype. Kept as float64 arrays; values are compared with
-            them cast to ``dtype`` (as gymnasium does).
+            integer dtype they are kept exactly in that dtype (``low``/``high`` are arrays of
+            ``dtype``; a float ``low`` rounds up, a float ``high`` down); for a float dtype they are
+            float64 arrays, and values are compared with them cast to ``dtype`` (as gymnasium does).
         shape: value shape, e.g. ``(96, 96, 3)``; ``()`` for a scalar such as a reward.
             Inferred from ``low``/``high`` when omitted.
         dtype: NumPy dtype of the stored values (default ``float32``).
@@ -115,15 +159,14 @@ class BoxSpace(Space):
         self.shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in self.shape):
             raise ValueError(f"BoxSpace shape must be non-negative, got {self.shape}")
-        self.low = np.broadcast_to(np.asarray(low, dtype=np.float64), self.shape).copy()
-        self.high = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape).copy()
+        if self.dtype.kind in "iu":
+            self.low = _int_bound(low, self.shape, self.dtype, "low")
+            self.high = _int_bound(high, self.shape, self.dtype, "high")
+        else:
+            self.low = np.broadcast_to(np.asarray(low, dtype=np.float64), self.shape).copy()
+            self.high = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape).copy()
         if np.any(self.low > self.high):
             raise ValueError("BoxSpace low must be <= high elementwise")
-        if self.dtype.kind in "iu":
-            info = np.iinfo(self.dtype)
-            if np.any(self.low < info.min) or np.any(self.high > info.max):
-                raise ValueError(f"BoxSpace bounds [{self.low.min()}, {self.high.max()}] do not fit dtype "
-                                 f"{self.dtype} ([{info.min}, {info.max}])")
         self._bounds = self._bounds_to_check()
 
     def _bounds_to_check(self) -> tuple[Any, Any] | None:
@@ -133,7 +176,7 @@ class BoxSpace(Space):
             lo, hi = self.low.astype(bool), self.high.astype(bool)
             limits = (False, True)
         elif self.dtype.kind in "iu":
-            lo, hi = self.low.astype(self.dtype), self.high.astype(self.dtype)
+            lo, hi = self.low, self.high
             limits = (np.iinfo(self.dtype).min, np.iinfo(self.dtype).max)
         else:
             with np.errstate(over="ignore"):  # bounds beyond float16/32 widen to +-inf
@@ -193,10 +236,8 @@ class BoxSpace(Space):
             return rng.uniform(lo, hi, size=shape).astype(self.dtype)
         if self.dtype.kind == "b":
             return rng.integers(0, 2, size=shape).astype(bool)
-        info = np.iinfo(self.dtype)
-        lo = np.clip(self.low, info.min, info.max).astype(np.int64)
-        hi = np.clip(self.high, info.min, info.max).astype(np.int64)
-        return rng.integers(lo, hi, size=shape, endpoint=True).astype(self.dtype)
+        # Exact bounds in the dtype: the whole int64/uint64 range draws uniformly.
+        return rng.integers(self.low, self.high, size=shape, endpoint=True, dtype=self.dtype)
 
     def _config(self) -> dict[str, Any]:
         return {
