@@ -400,3 +400,15 @@ def test_full_ring_crash_loses_at_most_drop_ahead_old_steps(tmp_path):
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
         assert len(reader) == 40 - drop_ahead(40) == 35
     rb.close()
+
+
+@pytest.mark.parametrize("routed_to", [MemmapStorage, None])
+def test_zero_element_leaves_reopen(tmp_path, routed_to):
+    space = DictSpace({"empty": BoxSpace(0, 1, (3, 0), np.float32), "none": BoxSpace(0, 1, (0,), np.int64),
+                       "x": BoxSpace(0, 1, (), np.float32)})
+    kwargs = dict_storage_kwargs_from_space(space, key_storage_cls={"empty": routed_to, "none": routed_to})
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", **kwargs) as rb:
+        rb.extend(space.sample(np.random.default_rng(0), batch_size=3))
+        rb.end_episode()
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        assert len(rb) == 3 and rb[2]["empty"].shape == (3, 0) and rb[np.array([0, 1])]["none"].shape == (2, 0)
