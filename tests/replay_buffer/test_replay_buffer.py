@@ -412,3 +412,24 @@ def test_zero_element_leaves_reopen(tmp_path, routed_to):
         rb.end_episode()
     with ReplayBuffer.load_from(tmp_path / "rb") as rb:
         assert len(rb) == 3 and rb[2]["empty"].shape == (3, 0) and rb[np.array([0, 1])]["none"].shape == (2, 0)
+
+
+def test_constructors_called_on_an_instance_raise(tmp_path):
+    from trajstore.storages import HDF5Storage
+    with make(tmp_path) as rb:
+        rb.append(step_space().sample(np.random.default_rng(0)))
+    rb = ReplayBuffer.load_from(tmp_path / "rb")
+    with pytest.raises(TypeError, match=r"ReplayBuffer.load_from is a constructor: call it on the class"):
+        rb.load_from(tmp_path / "rb")
+    with pytest.raises(TypeError, match=r"ReplayBuffer.create is a constructor"):
+        rb.create(MemmapStorage, BoxSpace(0, 1, ()), cache_path=tmp_path / "other")
+    assert not (tmp_path / "other").exists() and len(rb) == 1
+    for storage in (rb.storage, *rb.storage.storages.values()):
+        name = type(storage).__name__
+        with pytest.raises(TypeError, match=f"{name}.load_from is a constructor"):
+            storage.load_from(tmp_path / "rb" / "storage")
+        with pytest.raises(TypeError, match=f"{name}.create is a constructor"):
+            storage.create(storage.space, cache_path=tmp_path / "other")
+    rb.close()
+    again = HDF5Storage.create(BoxSpace(0, 1, ()), cache_path=tmp_path / "h")  # on the class: as before
+    again.close()
