@@ -433,3 +433,25 @@ def test_constructors_called_on_an_instance_raise(tmp_path):
     rb.close()
     again = HDF5Storage.create(BoxSpace(0, 1, ()), cache_path=tmp_path / "h")  # on the class: as before
     again.close()
+
+
+def test_a_cut_short_video_segment_surfaces_as_a_format_error_not_a_race(tmp_path):
+    pytest.importorskip("av")
+    from trajstore.storages import VideoStorage
+    routing = {"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {"image": {"segment_frames": 8}}}
+    for name, n in (("rb", 8), ("short", 3)):
+        with make(tmp_path, capacity=16, name=name, **routing) as rb:
+            rb.extend(batch(n, 0))
+    segments = sorted((tmp_path / "rb" / "storage" / "observation.pixels" / "segments").glob("*.mp4"))
+    short = sorted((tmp_path / "short" / "storage" / "observation.pixels" / "segments").glob("*.mp4"))
+    assert len(segments) == 1 and len(short) == 1
+    segments[0].write_bytes(short[0].read_bytes())  # a valid mp4 with 3 of the 8 frames the index names
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:  # read-only ring, no writer running
+        reads = []
+        real_get_at = rb.get_at
+        rb.get_at = lambda index: reads.append(1) or real_get_at(index)
+        with pytest.raises(FormatError, match=r"00000000\.mp4 has no frame [3-7]: the segment is cut short"):
+            rb.sample(64, rng=np.random.default_rng(0))
+        assert len(reads) == 1  # not retried as if the writer had raced the read
+        with pytest.raises(FormatError, match="has no frame 7"):
+            rb[7]

@@ -440,8 +440,13 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
+        A draw that raced the writer reusing slots (:class:`StaleReadError`) is drawn again; any other
+        read error is raised as it is.
+
         Raises:
             ValueError: the buffer is empty, or ``batch_size`` < 1.
+            FormatError: a payload file is damaged (e.g. a video segment holds fewer frames than its
+                index says); names the file and the frame.
         """
         rng = rng or np.random.default_rng()
         return self._draw_and_read(lambda: samplers.uniform_steps(len(self), batch_size, rng))
@@ -462,14 +467,18 @@ class ReplayBuffer(EpisodeMethods, FolderOwner):
         return map_leaves(self.space, flat, lambda v: v.reshape(batch_size, window, *v.shape[1:]))
 
     def _draw_and_read(self, draw: Any) -> Any:
-        # A reader of a live ring may see its view shrink between drawing and reading: draw again.
+        """Read what ``draw()`` picks; draw again only after a real race with the writer.
+
+        Only :class:`StaleReadError` is retried (the writer reused slots while they were read; the view
+        is refreshed by then). Any other error (a damaged file, a bad index) is raised as it is.
+        """
         for _ in range(MAX_READ_ATTEMPTS):
             try:
                 return self.get_at(draw())
-            except IndexError:
-                if not self._reads_race_a_writer():
-                    raise
-        raise RuntimeError(f"the writer of {self.cache_path} kept shrinking the view while sampling")
+            except StaleReadError:
+                continue
+        raise RuntimeError(f"the writer of {self.cache_path} reused the slots being read {MAX_READ_ATTEMPTS} times "
+                           "in a row while sampling")
 
     # -- other processes -------------------------------------------------------------------
     def refresh(self) -> bool:
