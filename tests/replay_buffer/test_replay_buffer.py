@@ -455,3 +455,24 @@ def test_a_cut_short_video_segment_surfaces_as_a_format_error_not_a_race(tmp_pat
         assert len(reads) == 1  # not retried as if the writer had raced the read
         with pytest.raises(FormatError, match="has no frame 7"):
             rb[7]
+
+
+@pytest.mark.parametrize("missing", ["storage/observation.pixels/chunks/000000.bin", "storage/@rest/data.h5",
+                                     "final_observations/pixels/chunks/000000.bin",
+                                     "final_observations/@rest/data.h5", "final_observations",
+                                     "video:storage/observation.pixels/segments/00000000.mp4"])
+def test_open_names_a_missing_payload_file(tmp_path, missing):
+    import shutil
+    routing = {"kind_kwargs": {}}
+    if missing.startswith("video:"):
+        pytest.importorskip("av")
+        from trajstore.storages import VideoStorage
+        routing, missing = {"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {}}, missing[6:]
+    with make(tmp_path, **routing) as rb:
+        rb.extend(batch(4, 0))
+        rb.end_episode(final_observation=step_space().sample(np.random.default_rng(1))["observation"])
+    target = tmp_path / "rb" / missing
+    assert target.exists(), sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "rb").rglob("*"))
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    with pytest.raises(FormatError, match=target.name):
+        ReplayBuffer.load_from(tmp_path / "rb")
