@@ -216,9 +216,10 @@ class BoxSpace(Space):
         elem = where[1:] if batched else where
         b_lo = lo if np.ndim(lo) == 0 else lo[elem]
         b_hi = hi if np.ndim(hi) == 0 else hi[elem]
+        nan = " (NaN is refused)" if arr.dtype.kind == "f" else ""
         raise InvalidValueError(f"leaf {leaf_name(path)!r}: value {arr[where]} at index {where} is outside the "
-                                f"space's bounds [{b_lo}, {b_hi}]" + (" (NaN is refused)" if arr.dtype.kind == "f" else "")
-                                + "; a buffer made with check_bounds=False stores such values as they are")
+                                f"space's bounds [{b_lo}, {b_hi}]{nan}; a buffer made with check_bounds=False "
+                                "stores such values as they are")
 
     def contains(self, x: Any) -> bool:
         try:
