@@ -79,8 +79,36 @@ def lock_for(path: Path, read_only: bool) -> WriterLock | None:
     return lock
 
 
+class constructor(classmethod):
+    """A classmethod that builds a new object (``create``, ``load_from``) and refuses to be called
+    on an instance: ``rb.load_from(path)`` would return a new buffer and leave ``rb`` as it was,
+    which reads like reloading ``rb``. Accessing it on an instance is fine; calling raises.
+
+    Raises:
+        TypeError: when called on an instance; names the class to call it on.
+    """
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return super().__get__(obj, objtype)
+        name, owner = self.__func__.__name__, type(obj).__name__
+
+        def called_on_an_instance(*args: Any, **kwargs: Any) -> Any:
+            raise TypeError(f"{owner}.{name} is a constructor: call it on the class, {owner}.{name}(...), not "
+                            f"on an instance (it returns a new object and leaves this one unchanged)")
+
+        return called_on_an_instance
+
+
+#: Class methods of every :class:`FolderOwner` subclass that build new objects (see :class:`constructor`).
+CONSTRUCTORS = ("create", "load_from")
+
+
 class FolderOwner:
     """What a buffer and a storage share: open/closed state, read-only, the lock, fork detection.
+
+    Its constructors (:data:`CONSTRUCTORS`, in every subclass, overrides included) are
+    :class:`constructor` descriptors: called on an instance they raise ``TypeError``.
 
     Attributes:
         cache_path: the folder, or ``None`` in memory.
@@ -96,6 +124,13 @@ class FolderOwner:
     read_only: bool
     multiprocessing: bool
     closed: bool
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in CONSTRUCTORS:
+            found = cls.__dict__.get(name)
+            if isinstance(found, classmethod) and not isinstance(found, constructor):
+                setattr(cls, name, constructor(found.__func__))
 
     def _init_owner(self, cache_path: Path | None, *, read_only: bool, multiprocessing: bool,
                     lock: WriterLock | None, owns_lock: bool) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.format_fixtures.make_fixtures import (INTERRUPTED_TAIL, LAYOUTS, expected_episode_data, expected_step,
                                                  has_episode_features)
+from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
 
 HERE = Path(__file__).parent
@@ -73,12 +74,24 @@ def test_fixture_reads_back(tmp_path, version, layout):
                 np.testing.assert_array_equal(final["camera"], want["camera"])
             else:
                 assert psnr(final["camera"], want["camera"]) >= 30
-    # a writer can reopen an old folder and go on appending
+    # A writer can reopen an old folder and go on appending. The fixtures' joints leave the space's
+    # bounds [-10, 10] after step 10 (written before bounds were checked); an old folder checks them now.
     with ReplayBuffer.load_from(folder, read_only=False) as rb:
-        rb.append(expected_step(total))
-        rb.end_episode(final_observation=expected_step(total + 1)["observation"], task="appended")
+        assert rb.check_bounds
+        if total > 10:
+            with pytest.raises(InvalidValueError, match="observation/joints"):
+                rb.append(expected_step(total))
+        rb.append(in_bounds(expected_step(total)))
+        rb.end_episode(final_observation=in_bounds(expected_step(total + 1))["observation"], task="appended")
     with ReplayBuffer.load_from(folder) as rb:
-        np.testing.assert_array_equal(rb[-1]["observation"]["joints"], expected_step(total)["observation"]["joints"])
+        np.testing.assert_array_equal(rb[-1]["observation"]["joints"],
+                                      in_bounds(expected_step(total))["observation"]["joints"])
         assert rb.episode(-1).data == {"task": "appended"} and rb.episode(-2).interrupted == features
         np.testing.assert_array_equal(rb.final_observation(-1)["joints"],
-                                      expected_step(total + 1)["observation"]["joints"])
+                                      in_bounds(expected_step(total + 1))["observation"]["joints"])
+
+
+def in_bounds(step: dict) -> dict:
+    """``step`` with its joints clipped to the fixture space's bounds [-10, 10]."""
+    return {**step, "observation": {**step["observation"],
+                                    "joints": np.clip(step["observation"]["joints"], -10, 10)}}

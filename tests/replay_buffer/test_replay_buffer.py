@@ -96,6 +96,41 @@ def test_values_have_space_dtypes_and_shapes(tmp_path):
         assert rb[[0, 0]]["observation"]["state"].shape == (2, 4)
 
 
+def test_values_outside_the_bounds_are_refused_before_anything_is_written(tmp_path):
+    good = step_space().sample(np.random.default_rng(3))
+    with make(tmp_path) as rb:
+        rb.append(good)
+        bad = step_space().sample(np.random.default_rng(4), batch_size=3)
+        bad["observation"]["state"][2, 1] = 7.0
+        with pytest.raises(InvalidValueError, match=r"'observation/state': value 7.0 at index \(2, 1\)"):
+            rb.extend(bad)
+        with pytest.raises(InvalidValueError, match="'reward': value nan"):
+            rb.append({**good, "reward": np.float32("nan")})
+        with pytest.raises(InvalidValueError, match="'action'"):
+            rb.set_at(0, {**good, "action": np.float32([2, 0])})
+        with pytest.raises(InvalidValueError, match="'final_observation/state'"):
+            rb.end_episode(final_observation={**good["observation"], "state": np.float32([0, 0, 0, -3])})
+        rb.end_episode()
+        assert len(rb) == 1 and rb.space.contains(rb[0]) and rb.check_bounds
+    assert "check_bounds" not in json.loads((tmp_path / "rb" / "trajstore.json").read_text())
+
+
+def test_check_bounds_false_stores_values_as_they_are_and_is_kept_in_the_folder(tmp_path):
+    space = step_space()
+    with pytest.raises(TypeError, match="check_bounds"):
+        ReplayBuffer.create(MemmapStorage, space, cache_path=tmp_path / "x", check_bounds="no")
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", check_bounds=False,
+                             **dict_storage_kwargs_from_space(space)) as rb:
+        step = space.sample(np.random.default_rng(3))
+        step["observation"]["state"][:] = [5, -5, np.nan, 0.5]
+        rb.append(step)
+    with ReplayBuffer.load_from(tmp_path / "rb", read_only=False) as rb:
+        assert not rb.check_bounds
+        rb.append({**step, "reward": np.float32(np.nan)})
+        got = rb[0]["observation"]["state"]
+        assert got[0] == 5 and got[1] == -5 and np.isnan(got[2]) and not rb.space.contains(rb[0])
+
+
 def test_read_only_reopen_refuses_writes(tmp_path):
     with make(tmp_path) as rb:
         rb.extend(batch(3, 4))
@@ -365,3 +400,79 @@ def test_full_ring_crash_loses_at_most_drop_ahead_old_steps(tmp_path):
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
         assert len(reader) == 40 - drop_ahead(40) == 35
     rb.close()
+
+
+@pytest.mark.parametrize("routed_to", [MemmapStorage, None])
+def test_zero_element_leaves_reopen(tmp_path, routed_to):
+    space = DictSpace({"empty": BoxSpace(0, 1, (3, 0), np.float32), "none": BoxSpace(0, 1, (0,), np.int64),
+                       "x": BoxSpace(0, 1, (), np.float32)})
+    kwargs = dict_storage_kwargs_from_space(space, key_storage_cls={"empty": routed_to, "none": routed_to})
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", **kwargs) as rb:
+        rb.extend(space.sample(np.random.default_rng(0), batch_size=3))
+        rb.end_episode()
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        assert len(rb) == 3 and rb[2]["empty"].shape == (3, 0) and rb[np.array([0, 1])]["none"].shape == (2, 0)
+
+
+def test_constructors_called_on_an_instance_raise(tmp_path):
+    from trajstore.storages import HDF5Storage
+    with make(tmp_path) as rb:
+        rb.append(step_space().sample(np.random.default_rng(0)))
+    rb = ReplayBuffer.load_from(tmp_path / "rb")
+    with pytest.raises(TypeError, match=r"ReplayBuffer.load_from is a constructor: call it on the class"):
+        rb.load_from(tmp_path / "rb")
+    with pytest.raises(TypeError, match=r"ReplayBuffer.create is a constructor"):
+        rb.create(MemmapStorage, BoxSpace(0, 1, ()), cache_path=tmp_path / "other")
+    assert not (tmp_path / "other").exists() and len(rb) == 1
+    for storage in (rb.storage, *rb.storage.storages.values()):
+        name = type(storage).__name__
+        with pytest.raises(TypeError, match=f"{name}.load_from is a constructor"):
+            storage.load_from(tmp_path / "rb" / "storage")
+        with pytest.raises(TypeError, match=f"{name}.create is a constructor"):
+            storage.create(storage.space, cache_path=tmp_path / "other")
+    rb.close()
+    again = HDF5Storage.create(BoxSpace(0, 1, ()), cache_path=tmp_path / "h")  # on the class: as before
+    again.close()
+
+
+def test_a_cut_short_video_segment_surfaces_as_a_format_error_not_a_race(tmp_path):
+    pytest.importorskip("av")
+    from trajstore.storages import VideoStorage
+    routing = {"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {"image": {"segment_frames": 8}}}
+    for name, n in (("rb", 8), ("short", 3)):
+        with make(tmp_path, capacity=16, name=name, **routing) as rb:
+            rb.extend(batch(n, 0))
+    segments = sorted((tmp_path / "rb" / "storage" / "observation.pixels" / "segments").glob("*.mp4"))
+    short = sorted((tmp_path / "short" / "storage" / "observation.pixels" / "segments").glob("*.mp4"))
+    assert len(segments) == 1 and len(short) == 1
+    segments[0].write_bytes(short[0].read_bytes())  # a valid mp4 with 3 of the 8 frames the index names
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:  # read-only ring, no writer running
+        reads = []
+        real_get_at = rb.get_at
+        rb.get_at = lambda index: reads.append(1) or real_get_at(index)
+        with pytest.raises(FormatError, match=r"00000000\.mp4 has no frame [3-7]: the segment is cut short"):
+            rb.sample(64, rng=np.random.default_rng(0))
+        assert len(reads) == 1  # not retried as if the writer had raced the read
+        with pytest.raises(FormatError, match="has no frame 7"):
+            rb[7]
+
+
+@pytest.mark.parametrize("missing", ["storage/observation.pixels/chunks/000000.bin", "storage/@rest/data.h5",
+                                     "final_observations/pixels/chunks/000000.bin",
+                                     "final_observations/@rest/data.h5", "final_observations",
+                                     "video:storage/observation.pixels/segments/00000000.mp4"])
+def test_open_names_a_missing_payload_file(tmp_path, missing):
+    import shutil
+    routing = {"kind_kwargs": {}}
+    if missing.startswith("video:"):
+        pytest.importorskip("av")
+        from trajstore.storages import VideoStorage
+        routing, missing = {"kind_storage_cls": {"image": VideoStorage}, "kind_kwargs": {}}, missing[6:]
+    with make(tmp_path, **routing) as rb:
+        rb.extend(batch(4, 0))
+        rb.end_episode(final_observation=step_space().sample(np.random.default_rng(1))["observation"])
+    target = tmp_path / "rb" / missing
+    assert target.exists(), sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "rb").rglob("*"))
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    with pytest.raises(FormatError, match=target.name):
+        ReplayBuffer.load_from(tmp_path / "rb")

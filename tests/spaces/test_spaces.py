@@ -106,11 +106,28 @@ def test_batch_sizes_must_agree():
         space.validate({"a": np.zeros((3, 2)), "b": np.zeros(4)}, batched=True)
 
 
-def test_contains_checks_bounds_but_validate_does_not():
+def test_validate_refuses_values_outside_the_bounds_and_nan():
     space = BoxSpace(0, 1, (2,), np.float32)
     assert not space.contains(np.array([0.5, 2.0], np.float32))
-    assert space.validate(np.array([0.5, 2.0])).dtype == np.float32
+    with pytest.raises(InvalidValueError, match=r"'a/b': value 2.0 at index \(1,\) is outside .*\[0.0, 1.0\]"):
+        DictSpace({"a": DictSpace({"b": space})}).validate({"a": {"b": np.array([0.5, 2.0])}})
+    with pytest.raises(InvalidValueError, match=r"value nan at index \(2, 0\)"):
+        space.validate(np.array([[0, 0], [1, 1], [np.nan, 0]]), batched=True)
+    assert space.validate(np.array([0.5, 2.0]), check_bounds=False)[1] == 2.0
     assert space.contains(np.float32(0.5) * np.ones(2, np.float32))
+    # per-element bounds name the element's own bound
+    per = BoxSpace(np.array([0, 10]), np.array([1, 20]), (2,), np.int32)
+    with pytest.raises(InvalidValueError, match=r"value 21 at index \(1,\) .*\[10, 20\]"):
+        per.validate(np.array([1, 21]))
+    # an unbounded float leaf refuses NaN but takes +-inf
+    free = BoxSpace(-np.inf, np.inf, (3,), np.float64)
+    assert free.contains(np.array([np.inf, -np.inf, 0.0]))
+    with pytest.raises(InvalidValueError, match="nan"):
+        free.validate(np.array([0.0, np.nan, 1.0]))
+    # bounds at the dtype's limits cost no check; float bounds compare in the leaf's dtype
+    assert BoxSpace(0, 255, (4,), np.uint8)._bounds is None
+    joints = BoxSpace(-np.pi, np.pi, (1000,), np.float32)
+    assert joints.contains(joints.sample(np.random.default_rng(0))) and joints.contains(np.float32([np.pi] * 1000))
 
 
 def test_scalar_leaves_contain_numpy_scalars():
@@ -155,3 +172,35 @@ def test_float_overflow_and_bad_text_batches():
     for bad in ({"a": 1}, 5, "one string"):
         with pytest.raises(InvalidValueError, match="batch of strings"):
             TextSpace(4).validate(bad, batched=True)
+
+
+@pytest.mark.parametrize("dtype,low,high", [(np.int64, 0, 2**63 - 1), (np.int64, -2**63, 2**63 - 1),
+                                            (np.uint64, 0, 2**64 - 1), (np.uint64, 2**63, 2**64 - 1),
+                                            (np.int32, -2**31, 2**31 - 1), (np.int8, -3, 5)])
+def test_integer_bounds_stay_exact_through_sample_validate_and_json(dtype, low, high):
+    space = BoxSpace(low, high, (), dtype)
+    assert space.low.dtype == dtype and int(space.low) == low and int(space.high) == high
+    batch = space.sample(np.random.default_rng(0), batch_size=2000)
+    assert batch.dtype == dtype and len(np.unique(batch)) > 5 and space.validate(batch, batched=True) is not None
+    assert int(batch.min()) >= low and int(batch.max()) <= high and space.contains(space.sample())
+    back = space_from_json(json.loads(json.dumps(space.to_json())))
+    assert back == space and int(back.low) == low and int(back.high) == high
+    per = BoxSpace(np.array([low, low], dtype), np.array([high, high - 1], dtype), (2,), dtype)
+    again = space_from_json(json.loads(json.dumps(per.to_json())))
+    assert again.high.dtype == dtype and [int(v) for v in again.high] == [high, high - 1]
+    with pytest.raises(InvalidValueError, match="outside"):
+        per.validate(np.array([low, high], dtype))
+
+
+def test_integer_bounds_from_floats_and_gymnasium():
+    # a float bound rounds inward; float(2**63 - 1) == 2.0**63 means the int64 limit (older folders hold it)
+    assert int(BoxSpace(0.5, 2.0**63, (), np.int64).high) == 2**63 - 1
+    assert int(BoxSpace(0.5, 9.5, (), np.int64).low) == 1
+    with pytest.raises(ValueError, match="do not fit dtype int64"):
+        BoxSpace(0, 2**63, (), np.int64)
+    with pytest.raises(ValueError, match="do not fit dtype uint64"):
+        BoxSpace(-1, 5, (), np.uint64)
+    gym = pytest.importorskip("gymnasium")
+    space = from_gymnasium(gym.spaces.Box(0, np.iinfo(np.int64).max, (3,), np.int64))
+    assert space.high.dtype == np.int64 and int(space.high[0]) == 2**63 - 1
+    assert space.sample(np.random.default_rng(1), batch_size=10).min() >= 0

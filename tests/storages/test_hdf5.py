@@ -176,7 +176,7 @@ def test_a_space_without_leaves_is_refused(tmp_path, space):
 
 
 def test_zero_size_leaf(tmp_path):
-    space = DictSpace({"empty": BoxSpace(0, 1, (3, 0), np.float32), "x": BoxSpace(0, 1, (), np.float64)})
+    space = DictSpace({"empty": BoxSpace(0, 1, (3, 0), np.float32), "x": BoxSpace(0, 10, (), np.float64)})
     storage = HDF5Storage.create(space, capacity=None, cache_path=tmp_path / "s")
     storage.extend({"empty": np.zeros((5, 3, 0), np.float32), "x": np.arange(5.0)})
     storage.close()

@@ -53,7 +53,7 @@ class NpySlotsStorage(SpaceStorage):
 
     def _read(self, sel):
         rows = [self.slots[p] for p in sel.slots.tolist()]
-        return [np.array(rows, self.space.dtype).reshape(-1, *self.space.shape)]
+        return [np.array(rows, self.space.dtype).reshape(len(rows), *self.space.shape)]  # -1 fails on (3, 0)
 
     def _write(self, sel, leaves):
         self.slots.update(zip(sel.slots.tolist(), np.array(leaves[0])))

@@ -48,7 +48,8 @@ class EpisodeMethods:
         """
         self._check_writable()
         checked = episode_data(data)
-        final = None if final_observation is None else self._finals.validated(final_observation)
+        final = (None if final_observation is None
+                 else self._finals.validated(final_observation, check_bounds=self.check_bounds))
         if (data or final is not None) and not self._episodes.is_open(self._ring.appended):
             given = sorted(data) + (["final_observation"] if final is not None else [])
             raise ValueError(f"end_episode got {given} but there is no episode to end: no step was appended "

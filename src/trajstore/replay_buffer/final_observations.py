@@ -112,7 +112,7 @@ class FinalObservations:
             raise FormatError(f"{self.folder / FINAL_DIR}: {final_count} final observations are recorded but the "
                               f"storage holds {len(self.storage)}")
 
-    def validated(self, value: Any) -> list[np.ndarray]:
+    def validated(self, value: Any, *, check_bounds: bool = True) -> list[np.ndarray]:
         """``value`` checked as one observation: leaf arrays with a leading axis of 1.
 
         Raises:
@@ -122,7 +122,7 @@ class FinalObservations:
         if self.space is None:
             raise ValueError("final_observation= needs a step space with an 'observation' key (the final "
                              "observation is stored like it); this buffer's space has none")
-        checked = self.space.validate(value, batched=False, path="final_observation")
+        checked = self.space.validate(value, batched=False, path="final_observation", check_bounds=check_bounds)
         return [np.asarray(v)[None] for v in tree.flatten(self.space, checked)]
 
     def write(self, n: int, leaves: list[np.ndarray], *, layout_of: SpaceStorage, lock: WriterLock | None) -> None:

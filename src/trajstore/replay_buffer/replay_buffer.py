@@ -54,7 +54,8 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
     order, repeats allowed) or a boolean mask; logical index 0 is the oldest step held. An int
     gives one step (leaves of the space's shape); anything else gives a batch with a leading
-    axis ``N``. Values come back with the space's dtypes, so ``space.contains(rb[i])`` holds.
+    axis ``N``. Values come back with the space's dtypes, so ``space.contains(rb[i])`` holds (unless
+    the buffer was made with ``check_bounds=False``, which stores values outside the bounds as they are).
 
     Build one with :meth:`create` or :meth:`load_from`; use it as a context manager to close it.
 
@@ -72,8 +73,11 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
     """
 
     def __init__(self, storage: SpaceStorage, *, ring: RingState, episodes: EpisodeTable,
-                 cache_path: Path | None, read_only: bool, multiprocessing: bool, lock: WriterLock | None):
+                 cache_path: Path | None, read_only: bool, multiprocessing: bool, lock: WriterLock | None,
+                 check_bounds: bool = True):
         self.storage = storage
+        #: Whether appended values must lie inside the space's bounds (and not be NaN); see :meth:`create`.
+        self.check_bounds = check_bounds
         self.space: Space = storage.space
         self._ring = ring
         self._episodes = episodes
@@ -94,7 +98,8 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
     def create(cls, storage_cls: type[SpaceStorage], space: Space, *, cache_path: str | os.PathLike | None = None,
-               capacity: int | None = None, multiprocessing: bool = False, **storage_kwargs: Any) -> "ReplayBuffer":
+               capacity: int | None = None, multiprocessing: bool = False, check_bounds: bool = True,
+               **storage_kwargs: Any) -> "ReplayBuffer":
         """A new, empty buffer.
 
         Every argument (the storage's options included) is checked before the folder is made.
@@ -106,6 +111,12 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
             cache_path: a new (or empty) folder; ``None`` keeps everything in memory.
             capacity: ring size in steps (the oldest are overwritten), or ``None`` to grow.
             multiprocessing: let other processes (DataLoader workers) read while this one writes.
+            check_bounds: ``True`` (default): ``append``, ``extend``, ``set_at`` and
+                ``end_episode(final_observation=...)`` refuse a value outside a leaf's bounds or NaN
+                with ``InvalidValueError`` (so ``space.contains(rb[i])`` holds). ``False``: such values
+                are stored as they are (sensors overshoot their declared ranges). A property of the
+                folder, kept in ``trajstore.json``: every later writer behaves the same, and the check
+                stays within the one validation pass of :meth:`BoxSpace.validate`.
             **storage_kwargs: passed to ``storage_cls.create``.
 
         Raises:
@@ -115,6 +126,8 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
             UnsupportedSpaceError: the storage cannot take ``space``.
         """
         capacity = check_capacity(capacity)
+        if not isinstance(check_bounds, bool):
+            raise TypeError(f"check_bounds must be a bool, got {check_bounds!r}")
         if not isinstance(space, Space):
             raise TypeError(f"space must be a trajstore Space, got {type(space).__name__}")
         if not (isinstance(storage_cls, type) and issubclass(storage_cls, SpaceStorage)):
@@ -124,7 +137,7 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
             storage = storage_cls._create_owned(space, capacity=capacity, path=path / STORAGE_DIR if path else None,
                                                 plan=plan, multiprocessing=multiprocessing, lock=lock)
             rb = cls(storage, ring=RingState(capacity), episodes=EpisodeTable(), cache_path=path, read_only=False,
-                     multiprocessing=multiprocessing, lock=lock)
+                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
             rb._write_meta()
         return rb
 
@@ -155,8 +168,11 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
             storage_cls = STORAGE_TYPES.get(meta["storage"]["type"])
             storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
                                               multiprocessing=multiprocessing, lock=lock)
+            check_bounds = meta.get("check_bounds", True)
+            if not isinstance(check_bounds, bool):
+                raise FormatError(f"{path}: check_bounds must be true or false, got {check_bounds!r}")
             rb = cls(storage, ring=ring, episodes=EpisodeTable.from_json(meta["episodes"]), cache_path=path,
-                     read_only=read_only, multiprocessing=multiprocessing, lock=lock)
+                     read_only=read_only, multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
             rb._meta_signature = file_signature(path)
             if len(storage) < ring.count:
                 storage.close()
@@ -188,7 +204,7 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
             return
         committed = committed or Committed.of(self._ring, self._episodes)
         write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes,
-                   self._finals.descriptor())
+                   self._finals.descriptor(), check_bounds=self.check_bounds)
         self._committed = committed
 
     def _drop_before_overwrite(self, appended_after: int) -> None:
@@ -253,13 +269,14 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
         make it durable. Waits while staging is full (``write_stats.blocked_seconds``).
 
         Raises:
-            InvalidValueError: names the leaf and what was expected; nothing is staged.
+            InvalidValueError: names the leaf and what was expected (a value outside the leaf's bounds
+                or NaN: the first offending index and value, unless ``check_bounds=False``); nothing is staged.
             ReadOnlyError: the buffer was opened read-only.
             OSError, ...: an earlier background write failed (its note names the leaf); the
                 buffer rolled back to before that write.
         """
         self._check_writable()
-        self._extend_leaves(validated_step(self.space, step), 1)
+        self._extend_leaves(validated_step(self.space, step, check_bounds=self.check_bounds), 1)
 
     def extend(self, batch: Any) -> None:
         """Append ``N`` steps: every leaf has a leading axis ``N``.
@@ -271,7 +288,7 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
             ReadOnlyError: the buffer was opened read-only.
         """
         self._check_writable()
-        self._extend_leaves(*validated_batch(self.space, batch))
+        self._extend_leaves(*validated_batch(self.space, batch, check_bounds=self.check_bounds))
 
     def _extend_leaves(self, leaves: list[np.ndarray], n: int) -> None:
         """Stage ``n`` validated steps; full blocks go to the background writer."""
@@ -371,7 +388,7 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
         """
         self._check_writable()
         sel = select(index, len(self))
-        leaves = validated_for(self.space, value, sel)
+        leaves = validated_for(self.space, value, sel, check_bounds=self.check_bounds)
         self._write_staged()
         self.storage.write(self._ring.slots_of(sel), leaves)
 
@@ -434,23 +451,31 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
+        A draw that raced the writer reusing slots (:class:`StaleReadError`) is drawn again; any other
+        read error is raised as it is.
+
         Raises:
             ValueError: the buffer is empty, or ``batch_size`` < 1.
+            FormatError: a payload file is damaged (e.g. a video segment holds fewer frames than its
+                index says); names the file and the frame.
         """
         rng = rng or np.random.default_rng()
         return self._draw_and_read(lambda: samplers.uniform_steps(len(self), batch_size, rng))
 
     def _draw_and_read(self, draw: Any, read: Any = None) -> Any:
-        """``read(draw())`` (default read: :meth:`get_at`); a reader of a live ring may see its view
-        shrink between drawing and reading (an ``IndexError``, :class:`StaleReadError`): draw again."""
+        """``read(draw())`` (default read: :meth:`get_at`); draw again only after a real race with the writer.
+
+        Only :class:`StaleReadError` is retried (the writer reused slots while they were read; the view
+        is refreshed by then). Any other error (a damaged file, a bad index) is raised as it is.
+        """
         read = read or self.get_at
         for _ in range(MAX_READ_ATTEMPTS):
             try:
                 return read(draw())
-            except IndexError:
-                if not self._reads_race_a_writer():
-                    raise
-        raise RuntimeError(f"the writer of {self.cache_path} kept shrinking the view while sampling")
+            except StaleReadError:
+                continue
+        raise RuntimeError(f"the writer of {self.cache_path} reused the slots being read {MAX_READ_ATTEMPTS} times "
+                           "in a row while sampling")
 
     # -- other processes -------------------------------------------------------------------
     def refresh(self) -> bool:

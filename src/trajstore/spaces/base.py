@@ -64,10 +64,12 @@ class Space(abc.ABC):
         return self.contains(x)
 
     @abc.abstractmethod
-    def validate(self, x: Any, *, batched: bool = False, path: str = "") -> Any:
+    def validate(self, x: Any, *, batched: bool = False, path: str = "", check_bounds: bool = True) -> Any:
         """Check ``x`` and return it converted to the stored form (numpy arrays).
 
         With ``batched=True`` every leaf has a leading axis ``N`` (the same ``N`` for all leaves).
+        With ``check_bounds=False`` a :class:`BoxSpace` leaf takes values outside its bounds and NaN
+        (shape and dtype are still checked).
 
         Raises:
             InvalidValueError: naming the leaf ``path`` and what was expected.

@@ -27,7 +27,7 @@ class BinarySpace(Space):
     def _copy_with(self, metadata: SpaceMetadata) -> "BinarySpace":
         return BinarySpace(self.shape, metadata)
 
-    def validate(self, x: Any, *, batched: bool = False, path: str = "") -> np.ndarray:
+    def validate(self, x: Any, *, batched: bool = False, path: str = "", check_bounds: bool = True) -> np.ndarray:
         arr = np.asarray(x)
         expected = ("N", *self.shape) if batched else self.shape
         if arr.ndim != len(self.shape) + int(batched) or arr.shape[int(batched):] != self.shape:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,11 +27,53 @@ def _bound_to_json(bound: np.ndarray) -> Any:
     return [_json_number(v) for v in flat]
 
 
-def _bound_from_json(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def _bound_from_json(value: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """A bound as :class:`BoxSpace` takes it: floats (``"inf"``/``"-inf"`` decoded) or exact Python ints."""
     conv = lambda v: float(v) if isinstance(v, str) else v  # noqa: E731  "inf"/"-inf"
     if isinstance(value, list):
+        if dtype.kind in "iu":
+            return np.array([conv(v) for v in value], dtype=object).reshape(shape)
         return np.asarray([conv(v) for v in value], dtype=np.float64).reshape(shape)
-    return np.full(shape, conv(value), dtype=np.float64)
+    return conv(value)
+
+
+def _int_of(v: Any, side: str, info: np.iinfo, dtype: np.dtype) -> int:
+    """One bound of an integer space as an exact Python int (a float ``low`` rounds up, ``high`` down).
+
+    A float equal to ``float(info.max)`` (``2.0**63`` for int64, the nearest float to the
+    largest int64) means the dtype's limit, so bounds that went through float64 still open.
+    """
+    if isinstance(v, (bool, int, np.integer, np.bool_)):
+        n = int(v)
+    else:
+        f = float(v)
+        if not math.isfinite(f):
+            raise ValueError(f"BoxSpace bounds ({side} {f}) do not fit dtype {dtype} ([{info.min}, {info.max}])")
+        n = math.ceil(f) if side == "low" else math.floor(f)
+        if f == float(info.max):
+            n = min(n, int(info.max))
+        if f == float(info.min):
+            n = max(n, int(info.min))
+    if not int(info.min) <= n <= int(info.max):
+        raise ValueError(f"BoxSpace bounds ({side} {v}) do not fit dtype {dtype} ([{info.min}, {info.max}])")
+    return n
+
+
+def _int_bound(value: Any, shape: tuple[int, ...], dtype: np.dtype, side: str) -> np.ndarray:
+    """``value`` broadcast to ``shape`` in the integer ``dtype``, exactly (no float64 round trip).
+
+    Raises:
+        ValueError: a bound outside the dtype's range, or not finite.
+    """
+    info = np.iinfo(dtype)
+    arr = value if isinstance(value, np.ndarray) else np.array(value, dtype=object)
+    if arr.dtype.kind in "iub":
+        if arr.size:
+            _int_of(arr.min(), side, info, dtype), _int_of(arr.max(), side, info, dtype)
+        exact = arr.astype(dtype)
+    else:  # Python ints of any size, or floats: one element at a time (bounds are small)
+        exact = np.array([_int_of(v, side, info, dtype) for v in arr.reshape(-1)], dtype=dtype).reshape(arr.shape)
+    return np.broadcast_to(exact, shape).copy()
 
 
 def check_array(x: Any, shape: tuple[int, ...], dtype: np.dtype, *, batched: bool, path: str,
@@ -86,14 +129,23 @@ class BoxSpace(Space):
     """Arrays of ``shape`` and ``dtype`` with elementwise bounds ``low <= x <= high``.
 
     Args:
-        low, high: scalars or arrays broadcastable to ``shape`` (may be +-inf for floats).
+        low, high: scalars or arrays broadcastable to ``shape`` (may be +-inf for floats). For an
+            integer dtype they are kept exactly in that dtype (``low``/``high`` are arrays of
+            ``dtype``; a float ``low`` rounds up, a float ``high`` down); for a float dtype they are
+            float64 arrays, and values are compared with them cast to ``dtype`` (as gymnasium does).
         shape: value shape, e.g. ``(96, 96, 3)``; ``()`` for a scalar such as a reward.
             Inferred from ``low``/``high`` when omitted.
         dtype: NumPy dtype of the stored values (default ``float32``).
         metadata: JSON metadata, e.g. ``{"kind": "image", "layout": "HWC", "fps": 10}``.
 
-    Bounds are checked by :meth:`contains` only; storages accept any value of the right
-    shape and dtype (sensors overshoot their declared ranges).
+    :meth:`validate` refuses values outside the bounds and NaN (also for a float leaf on
+    ``[-inf, inf]``: NaN is in no interval) unless called with ``check_bounds=False``; a leaf whose
+    bounds are its dtype's limits (uint8 on ``[0, 255]``) costs no check at all, an unbounded float
+    leaf one ``min`` per batch.
+
+    Raises:
+        TypeError: a non-numeric dtype.
+        ValueError: a negative shape, ``low > high``, or an integer bound outside the dtype's range.
     """
 
     def __init__(self, low: Any, high: Any, shape: Sequence[int] | None = None,
@@ -107,30 +159,74 @@ class BoxSpace(Space):
         self.shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in self.shape):
             raise ValueError(f"BoxSpace shape must be non-negative, got {self.shape}")
-        self.low = np.broadcast_to(np.asarray(low, dtype=np.float64), self.shape).copy()
-        self.high = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape).copy()
+        if self.dtype.kind in "iu":
+            self.low = _int_bound(low, self.shape, self.dtype, "low")
+            self.high = _int_bound(high, self.shape, self.dtype, "high")
+        else:
+            self.low = np.broadcast_to(np.asarray(low, dtype=np.float64), self.shape).copy()
+            self.high = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape).copy()
         if np.any(self.low > self.high):
             raise ValueError("BoxSpace low must be <= high elementwise")
-        if self.dtype.kind in "iu":
-            info = np.iinfo(self.dtype)
-            if np.any(self.low < info.min) or np.any(self.high > info.max):
-                raise ValueError(f"BoxSpace bounds [{self.low.min()}, {self.high.max()}] do not fit dtype "
-                                 f"{self.dtype} ([{info.min}, {info.max}])")
+        self._bounds = self._bounds_to_check()
+
+    def _bounds_to_check(self) -> tuple[Any, Any] | None:
+        """``(low, high)`` to compare values with (scalars when uniform, in ``dtype``), or None
+        when every value of the dtype is inside (no check needed)."""
+        if self.dtype.kind == "b":
+            lo, hi = self.low.astype(bool), self.high.astype(bool)
+            limits = (False, True)
+        elif self.dtype.kind in "iu":
+            lo, hi = self.low, self.high
+            limits = (np.iinfo(self.dtype).min, np.iinfo(self.dtype).max)
+        else:
+            with np.errstate(over="ignore"):  # bounds beyond float16/32 widen to +-inf
+                lo, hi = self.low.astype(self.dtype), self.high.astype(self.dtype)
+            limits = (-np.inf, np.inf)  # still checked: NaN
+        if self.dtype.kind != "f" and np.all(lo == limits[0]) and np.all(hi == limits[1]):
+            return None
+        uniform = lambda b: b.reshape(-1)[0] if b.size and np.all(b == b.reshape(-1)[0]) else b  # noqa: E731
+        return uniform(lo), uniform(hi)
 
     def _copy_with(self, metadata: SpaceMetadata) -> "BoxSpace":
         return BoxSpace(self.low, self.high, self.shape, self.dtype, metadata)
 
-    def validate(self, x: Any, *, batched: bool = False, path: str = "") -> np.ndarray:
-        return check_array(x, self.shape, self.dtype, batched=batched, path=path)
+    def validate(self, x: Any, *, batched: bool = False, path: str = "", check_bounds: bool = True) -> np.ndarray:
+        """``x`` as an array of ``shape`` (``(N, *shape)`` if ``batched``) and ``dtype``.
+
+        Raises:
+            InvalidValueError: a wrong shape or dtype, or (with ``check_bounds``) a value outside
+                ``[low, high]`` or NaN; the message names the leaf, the first offending index and value.
+        """
+        arr = check_array(x, self.shape, self.dtype, batched=batched, path=path)
+        if check_bounds and self._bounds is not None and arr.size:
+            self._check_bounds(arr, batched, path)
+        return arr
+
+    def _check_bounds(self, arr: np.ndarray, batched: bool, path: str) -> None:
+        lo, hi = self._bounds
+        if np.ndim(lo) == 0 and np.ndim(hi) == 0:
+            ok = arr.min() >= lo and arr.max() <= hi  # NaN propagates through min/max and compares False
+        else:
+            ok = bool(np.all(arr >= lo) and np.all(arr <= hi))
+        if ok:
+            return
+        with np.errstate(invalid="ignore"):
+            bad = ~((arr >= lo) & (arr <= hi))
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        elem = where[1:] if batched else where
+        b_lo = lo if np.ndim(lo) == 0 else lo[elem]
+        b_hi = hi if np.ndim(hi) == 0 else hi[elem]
+        nan = " (NaN is refused)" if arr.dtype.kind == "f" else ""
+        raise InvalidValueError(f"leaf {leaf_name(path)!r}: value {arr[where]} at index {where} is outside the "
+                                f"space's bounds [{b_lo}, {b_hi}]{nan}; a buffer made with check_bounds=False "
+                                "stores such values as they are")
 
     def contains(self, x: Any) -> bool:
         try:
-            arr = self.validate(x)
+            self.validate(x)
         except (InvalidValueError, TypeError, ValueError):
             return False
-        if self.dtype.kind == "f" and np.any(np.isnan(arr)):
-            return False
-        return bool(np.all(arr >= self.low) and np.all(arr <= self.high))
+        return True
 
     def sample(self, rng: np.random.Generator | None = None, batch_size: int | None = None) -> np.ndarray:
         rng = rng or np.random.default_rng()
@@ -141,10 +237,8 @@ class BoxSpace(Space):
             return rng.uniform(lo, hi, size=shape).astype(self.dtype)
         if self.dtype.kind == "b":
             return rng.integers(0, 2, size=shape).astype(bool)
-        info = np.iinfo(self.dtype)
-        lo = np.clip(self.low, info.min, info.max).astype(np.int64)
-        hi = np.clip(self.high, info.min, info.max).astype(np.int64)
-        return rng.integers(lo, hi, size=shape, endpoint=True).astype(self.dtype)
+        # Exact bounds in the dtype: the whole int64/uint64 range draws uniformly.
+        return rng.integers(self.low, self.high, size=shape, endpoint=True, dtype=self.dtype)
 
     def _config(self) -> dict[str, Any]:
         return {

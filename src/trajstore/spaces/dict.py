@@ -74,7 +74,8 @@ class DictSpace(Space):
         return tree.subspace(self, tree.parse_name(name, separator))
 
     # -- values ---------------------------------------------------------------------------
-    def validate(self, x: Any, *, batched: bool = False, path: str = "") -> dict[str, Any]:
+    def validate(self, x: Any, *, batched: bool = False, path: str = "",
+                 check_bounds: bool = True) -> dict[str, Any]:
         if not isinstance(x, Mapping):
             raise InvalidValueError(f"{'leaf ' + repr(path) if path else 'value'}: expected a dict, "
                                     f"got {type(x).__name__}")
@@ -85,7 +86,8 @@ class DictSpace(Space):
             raise InvalidValueError(f"keys{where} do not match the space: missing {missing}, unexpected {extra}")
         out = {}
         for key, space in self.spaces.items():
-            out[key] = space.validate(x[key], batched=batched, path=f"{path}/{key}" if path else key)
+            out[key] = space.validate(x[key], batched=batched, path=f"{path}/{key}" if path else key,
+                                      check_bounds=check_bounds)
         if batched and not path:
             check_batch_size(self, out)
         return out

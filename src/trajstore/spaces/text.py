@@ -45,7 +45,7 @@ class TextSpace(Space):
                                     f"{self.max_length} characters, got {len(s)}")
         return s
 
-    def validate(self, x: Any, *, batched: bool = False, path: str = "") -> Any:
+    def validate(self, x: Any, *, batched: bool = False, path: str = "", check_bounds: bool = True) -> Any:
         if not batched:
             return self._check_one(x.item() if isinstance(x, np.ndarray) and x.ndim == 0 else x, path)
         if isinstance(x, (str, Mapping, set)) or not isinstance(x, Iterable):

@@ -358,3 +358,20 @@ class SlotIndex:
         self._table[slots] = new
         touched = np.flatnonzero(np.bincount(old_ids[old_ids >= 0], minlength=size))
         return touched[(before[touched] > 0) & (self._counts[touched] == 0)]
+
+
+def check_live_files(index: SlotIndex, path_of: Callable[[int], Path]) -> None:
+    """Check that the file of every live file id exists: one ``stat`` per live file, at open.
+
+    A reader's index may name a file that a writer has just removed (its slots were overwritten
+    since): the index is refreshed once before a missing file counts.
+
+    Raises:
+        FormatError: names the missing files (up to 5) and how many there are.
+    """
+    missing = [path_of(int(f)) for f in index.live_files() if not path_of(int(f)).exists()]
+    if missing and index.refresh():
+        missing = [path_of(int(f)) for f in index.live_files() if not path_of(int(f)).exists()]
+    if missing:
+        listed = ", ".join(str(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise FormatError(f"{len(missing)} payload file(s) that {index.path} points to are missing: {listed}")

@@ -34,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trajstore._fs import fsync_dir
+from trajstore.errors import FormatError
 
 #: Codecs this back end writes. libsvtav1 is left out on purpose: run as root it switches the
 #: calling process to SCHED_FIFO 99, and since a segment encoder stays open across many
@@ -311,7 +312,9 @@ class SegmentReader:
         """Frames at sorted unique frame ``numbers`` as ``(M, H, W, 3)`` uint8 RGB, in one pass.
 
         Raises:
-            IndexError: a frame number that the file does not hold.
+            FormatError: a frame number that the file does not hold (the segment was cut short or
+                damaged); names the file and the frame. Not an ``IndexError``: the index asked for
+                is valid, the file is not.
         """
         out = np.empty((len(numbers), self.height, self.width, 3), np.uint8)
         for i, number in enumerate(int(n) for n in numbers):
@@ -328,13 +331,13 @@ class SegmentReader:
         while True:
             frame = next(self._frames, None)
             if frame is None:
-                raise IndexError(f"{self.path.name} has no frame {number}")
+                raise FormatError(f"{self.path} has no frame {number}: the segment is cut short or damaged")
             self._pos = self._frame_number(frame)
             if self._pos == number:
                 return frame
             if self._pos > number:  # landed past it (unexpected keyframe grid): decode from the start
                 if rewound:
-                    raise IndexError(f"{self.path.name} has no frame {number}")
+                    raise FormatError(f"{self.path} has no frame {number}: the segment is cut short or damaged")
                 self._rewind()
                 rewound = True
 

@@ -446,35 +446,37 @@ class SpaceStorage(FolderOwner, abc.ABC):
         return f"{type(self).__name__}({where}, slots={len(self)}, capacity={self.capacity})"
 
 
-def validated_step(space: Space, value: Any) -> list[np.ndarray]:
+def validated_step(space: Space, value: Any, *, check_bounds: bool = True) -> list[np.ndarray]:
     """One value of ``space``, validated, as leaf arrays with a leading axis of 1.
+
+    ``check_bounds=False`` stores values outside a leaf's bounds (and NaN) as they are.
 
     Raises:
         InvalidValueError: names the leaf and what was expected.
     """
-    one = space.validate(value, batched=False)
+    one = space.validate(value, batched=False, check_bounds=check_bounds)
     return [np.asarray(v)[None] for v in tree.flatten(space, one)]
 
 
-def validated_batch(space: Space, value: Any) -> tuple[list[np.ndarray], int]:
+def validated_batch(space: Space, value: Any, *, check_bounds: bool = True) -> tuple[list[np.ndarray], int]:
     """A batch of ``space`` (every leaf with the same leading axis ``N``), validated: ``(leaf arrays, N)``.
 
     Raises:
         InvalidValueError: names the leaf and what was expected, or two leaves whose ``N`` differ.
     """
-    leaves = tree.flatten(space, space.validate(value, batched=True))
+    leaves = tree.flatten(space, space.validate(value, batched=True, check_bounds=check_bounds))
     return leaves, (len(leaves[0]) if leaves else 0)
 
 
-def validated_for(space: Space, value: Any, sel: Selection) -> list[np.ndarray]:
+def validated_for(space: Space, value: Any, sel: Selection, *, check_bounds: bool = True) -> list[np.ndarray]:
     """``value`` validated for a write at ``sel``: one value for an int index, else a batch of ``sel.size``.
 
     Raises:
         InvalidValueError: names the leaf and what was expected, or the batch and index sizes.
     """
     if sel.scalar:
-        return validated_step(space, value)
-    leaves, n = validated_batch(space, value)
+        return validated_step(space, value, check_bounds=check_bounds)
+    leaves, n = validated_batch(space, value, check_bounds=check_bounds)
     if n != sel.size:
         raise InvalidValueError(f"the index selects {sel.size} slots but the value has a batch of {n}")
     return leaves

@@ -280,6 +280,8 @@ class HDF5Storage(SpaceStorage):
     def _open_file(self) -> None:
         swmr = self._config["swmr"]
         path = self.cache_path / DATA_FILE  # type: ignore[operator]
+        if not path.exists():
+            raise FormatError(f"{path} is missing: the storage's data file")
         if swmr and not self.read_only and _recovery.status_flags(path):
             self._recover_crashed_writer()
         f = h5py.File(path, "r" if self.read_only else "r+", swmr=self._swmr_read(),

@@ -40,7 +40,7 @@ from trajstore.storages import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
 from trajstore.storages._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
-from trajstore.storages._slot_index import SlotIndex, _write_all
+from trajstore.storages._slot_index import SlotIndex, _write_all, check_live_files
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 CHUNK_DIR = "chunks"
@@ -172,6 +172,7 @@ class ImageStorage(SpaceStorage):
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only,
                                         before_compact=storage._sync_chunks)
+        check_live_files(storage._index, lambda fid: path / chunk_name(fid))
         storage._length = storage._index.n_slots
         if not read_only:
             storage._remove_orphans()

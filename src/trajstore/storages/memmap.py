@@ -3,7 +3,11 @@
 ``data.bin`` holds ``len`` rows of ``space.shape`` and ``space.dtype`` back to back, C
 order, no header (shape and dtype are in ``storage.json``). Reads are one NumPy gather on
 a memory map; writes go through the same map. Unbounded storages grow the file to the
-exact row count, so the row count is ``file size / row bytes`` after a reopen.
+exact row count, so the row count is ``file size / row stride`` after a reopen.
+
+The row stride is the row's bytes, or 1 for a zero-element leaf (shape ``(0,)``, ``(3, 0)``):
+such rows hold no data, so the file carries one zero byte per row, which is all that tells how
+many there are after a reopen.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class MemmapStorage(SpaceStorage):
         super().__init__(space, **kwargs)
         self._dtype = np.dtype(space.dtype).newbyteorder("<")
         self._row_bytes = int(np.prod(space.shape, dtype=np.int64)) * self._dtype.itemsize
+        #: Bytes per row in ``data.bin``: at least 1, so the file size carries the row count.
+        self._row_stride = max(1, self._row_bytes)
         self._array: np.ndarray | None = None  # memory map or in-memory array (may be longer than _length)
         self._length = 0
 
@@ -51,7 +57,7 @@ class MemmapStorage(SpaceStorage):
             storage._length = capacity or 0
         else:
             with open(path / DATA_FILE, "wb") as f:
-                f.truncate((capacity or 0) * storage._row_bytes)
+                f.truncate((capacity or 0) * storage._row_stride)
             storage._map(capacity or 0)
         return storage
 
@@ -68,7 +74,7 @@ class MemmapStorage(SpaceStorage):
 
     def _file_rows(self) -> int:
         size = os.path.getsize(self.cache_path / DATA_FILE)  # type: ignore[operator]
-        return size // self._row_bytes if self._row_bytes else 0
+        return size // self._row_stride
 
     def _map(self, rows: int) -> None:
         self._length = rows
@@ -107,7 +113,7 @@ class MemmapStorage(SpaceStorage):
             return
         self._release()
         with open(self.cache_path / DATA_FILE, "r+b") as f:
-            f.truncate(length * self._row_bytes)
+            f.truncate(length * self._row_stride)
         self._map(length)
 
     def flush(self) -> None:

@@ -46,7 +46,7 @@ from trajstore.storages._frame_space import check_rgb_frames
 from trajstore.storages import _video_codec as vcodec
 from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
 from trajstore.storages._selection import Selection
-from trajstore.storages._slot_index import SlotIndex
+from trajstore.storages._slot_index import SlotIndex, check_live_files
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 SEGMENT_DIR = "segments"
@@ -157,6 +157,7 @@ class VideoStorage(SpaceStorage):
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only)
+        check_live_files(storage._index, lambda fid: path / segment_name(fid))
         storage._length = storage._index.n_slots
         if not read_only:
             storage._remove_orphans()

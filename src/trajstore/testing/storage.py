@@ -26,8 +26,10 @@ the suite reopens folders and unpickles storages by their registered name)::
             return rows[positions]
 
 pytest then runs every ``test_*`` method below against ``RawStorage``. Other hooks:
-``make_space`` (default ``BoxSpace(-10, 10, (3, 2), float32)``), ``sample_batch`` (values
-to write) and ``assert_close`` (the bound of a lossy storage).
+``make_space`` (default ``BoxSpace(-10, 10, (3, 2), float32)``), ``make_zero_element_space``
+(default ``BoxSpace(-10, 10, (3, 0), float32)``: every storage round-trips zero-element leaves
+or refuses them at create with ``UnsupportedSpaceError``), ``sample_batch`` (values to write) and
+``assert_close`` (the bound of a lossy storage).
 
 What the suite reads from the storage instead of being told:
 
@@ -142,6 +144,10 @@ class StorageTests(abc.ABC):
     def make_space(self) -> Space:
         """The space of one slot."""
         return BoxSpace(-10, 10, (3, 2), np.float32)
+
+    def make_zero_element_space(self) -> Space:
+        """A space with zero-element leaves (shape ``(3, 0)``), whose slots hold no data at all."""
+        return BoxSpace(-10, 10, (3, 0), np.float32)
 
     def create_kwargs(self) -> dict[str, Any]:
         """Storage-specific options passed to ``storage_cls.create``."""
@@ -293,6 +299,29 @@ class StorageTests(abc.ABC):
         again = self.storage_cls.load_from(tmp_path / "s")
         assert len(again) == 9
         self.check_values(again, again.get(slice(None)), both)
+        again.close()
+
+    @pytest.mark.parametrize("capacity", [CAPACITY, None])
+    def test_zero_element_leaves_round_trip(self, tmp_path: Path, capacity: int | None) -> None:
+        """The slot count survives a reopen even when a slot's payload is empty (no bytes to count)."""
+        space = self.make_zero_element_space()
+        if not self.storage_cls.accepts(space):  # the other allowed answer: a clear refusal at create
+            from trajstore.errors import UnsupportedSpaceError
+
+            with pytest.raises(UnsupportedSpaceError):
+                self.storage_cls.create(space, capacity=capacity, cache_path=tmp_path / "s", **self.create_kwargs())
+            assert not (tmp_path / "s").exists()
+            pytest.skip(f"{self.storage_cls.__name__} refuses zero-element leaves at create")
+        storage = self.storage_cls.create(space, capacity=capacity, cache_path=tmp_path / "s", **self.create_kwargs())
+        batch = space.sample(np.random.default_rng(30), batch_size=5)  # not sample_batch: made for make_space
+        if capacity is None:
+            storage.extend(batch)
+        else:
+            storage.set(np.arange(5), batch)
+        storage.close()
+        again = SpaceStorage.load_from(tmp_path / "s")
+        assert len(again) == (5 if capacity is None else capacity)
+        self.check_values(again, again.get(np.array([4, 0])), self.take(space, batch, np.array([4, 0])))
         again.close()
 
     @pytest.mark.parametrize("capacity", [CAPACITY, None])
