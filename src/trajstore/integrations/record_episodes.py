@@ -136,7 +136,8 @@ class RecordEpisodes(gymnasium.Wrapper):
         The env is not reset: call ``reset`` before the next ``step``. See
         :meth:`ReplayBuffer.discard_episode` for what readers see.
         """
-        n = self.recorder.buffer.discard_episode() if self._open else 0  # type: ignore[union-attr]
+        buffer = self.recorder.buffer
+        n = buffer.discard_episode() if buffer is not None else 0
         self._open = False
         self._obs = None
         self._episode_data = {}

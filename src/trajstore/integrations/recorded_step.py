@@ -124,12 +124,13 @@ def space_differences(held: Space, recorded: Space) -> list[str]:
 
 
 def _describe(space: Space) -> str:
+    """``"box (4,) float32 in [-4.8, 4.8]"``: type, shape, dtype and (when one value each) bounds."""
     shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
-    text = f"{space.type_name} {tuple(shape) if shape is not None else ''} {dtype or ''}".strip()
+    text = " ".join(str(x) for x in (space.type_name, shape, dtype) if x is not None)
     low, high = getattr(space, "low", None), getattr(space, "high", None)
     if low is not None and high is not None:
         lo, hi = np.unique(low), np.unique(high)
-        text += f" in [{lo[0] if len(lo) == 1 else 'per-element'}, {hi[0] if len(hi) == 1 else 'per-element'}]"
+        text += f" in [{lo[0]:g}, {hi[0]:g}]" if len(lo) == 1 and len(hi) == 1 else " (bounds per element)"
     return text
 
 
