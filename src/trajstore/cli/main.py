@@ -53,7 +53,7 @@ def record(
 ) -> None:
     """Record episodes into a routed replay buffer. Ctrl-C stops after the current step: the open
     episode is discarded, the finished ones are kept (exit status 130)."""
-    from trajstore.integrations.record_gymnasium import RenderError, record_gymnasium
+    from trajstore.integrations.record_gymnasium import EnvSetupError, record_gymnasium
     from trajstore.integrations.recording import RecordingInterrupted, record_pusht
 
     options = dict(camera=camera.value if camera else None, capacity=capacity, max_steps=max_steps, seed=seed,
@@ -70,7 +70,7 @@ def record(
     except RecordingInterrupted as exc:
         console.print(escape(exc.summary.line()), soft_wrap=True)
         raise typer.Exit(130)
-    except (TrajstoreError, ImportError, ValueError, RenderError) as exc:
+    except (TrajstoreError, ImportError, ValueError, EnvSetupError) as exc:
         raise fail(exc)
     console.print(escape(summary.line()), soft_wrap=True)
 

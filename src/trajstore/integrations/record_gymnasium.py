@@ -25,8 +25,21 @@ from trajstore.spaces import Space
 CAMERAS = ("jpeg", "png", "video")
 
 
-class RenderError(RuntimeError):
-    """The env could not render an ``rgb_array`` frame (e.g. MuJoCo without an OpenGL back-end)."""
+class EnvSetupError(RuntimeError):
+    """The env could not be made or could not render an ``rgb_array`` frame (e.g. MuJoCo without
+    an OpenGL back-end: ``MUJOCO_GL=egl`` renders without a display). The cause is chained."""
+
+
+def _setup_error(env_id: str, what: str, exc: BaseException) -> EnvSetupError:
+    import gymnasium
+
+    try:
+        mujoco = "mujoco" in str(gymnasium.spec(env_id).entry_point).lower()
+    except Exception:  # an id gymnasium.spec cannot look up ("module:EnvId")
+        mujoco = False
+    hint = (f" (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}; without a display MuJoCo renders with MUJOCO_GL=egl)"
+            if mujoco else "")
+    return EnvSetupError(f"{what}: {type(exc).__name__}: {exc}{hint}")
 
 
 def camera_routing(camera: str) -> dict[str, Any]:
@@ -114,6 +127,7 @@ def make_env(env_id: str, *, max_steps: int | None = None, env_kwargs: Mapping[s
         ValueError: no env is registered as ``env_id``, or it does not render ``rgb_array``.
         ImportError: gymnasium, the named module or a dependency of the env (e.g. ``mujoco``:
             ``pip install trajstore[sim]``) is not installed.
+        EnvSetupError: the env's constructor failed (bad ``env_kwargs``, no OpenGL back-end, ...).
     """
     try:
         import gymnasium
@@ -130,6 +144,10 @@ def make_env(env_id: str, *, max_steps: int | None = None, env_kwargs: Mapping[s
         raise ImportError(f"{env_id}: {exc} (pip install trajstore[sim] installs MuJoCo)") from exc
     except gymnasium.error.Error as exc:
         raise ValueError(f"gymnasium env {env_id!r}: {exc}") from exc
+    except ImportError:
+        raise
+    except Exception as exc:  # the env's constructor (its kwargs, its simulator, an OpenGL back-end)
+        raise _setup_error(env_id, f"could not make {env_id}", exc) from exc
     if "rgb_array" not in env.metadata.get("render_modes", ()):
         env.close()
         raise ValueError(f"gymnasium env {env_id!r} does not render rgb_array frames "
@@ -178,7 +196,7 @@ def record_gymnasium(env_id: str, out: str | os.PathLike, episodes: int, *, came
         ValueError: ``episodes`` < 1, an unknown env or camera, ``reference`` with ``resume``, an env
             whose spaces trajstore does not convert (``Tuple``, ``MultiDiscrete``, ...), and those of
             :func:`make_env` and :func:`open_buffer`: raised before anything is written.
-        RenderError: the env could not render (headless MuJoCo needs ``MUJOCO_GL=egl``).
+        EnvSetupError: the env could not be made or render (headless MuJoCo needs ``MUJOCO_GL=egl``).
         StorageExistsError, FormatError, LockedError, ImportError: see :func:`open_buffer`, :func:`make_env`.
     """
     from trajstore.integrations.record_episodes import RecordEpisodes
@@ -223,9 +241,8 @@ def _space_of(env: Any, env_id: str, render_key: str, seed: int) -> Space:
     except (ValueError, KeyError):
         raise
     except Exception as exc:  # the env's renderer failed (an OpenGL context, a display)
-        raise RenderError(f"{env_id} could not render a frame: {type(exc).__name__}: {exc} (MUJOCO_GL="
-                          f"{os.environ.get('MUJOCO_GL')!r}; without a display MuJoCo renders with MUJOCO_GL=egl)") from exc
+        raise _setup_error(env_id, f"{env_id} could not render a frame", exc) from exc
 
 
-__all__ = ["CAMERAS", "RecordingInterrupted", "RenderError", "camera_routing", "make_env", "open_buffer",
+__all__ = ["CAMERAS", "RecordingInterrupted", "EnvSetupError", "camera_routing", "make_env", "open_buffer",
            "random_policy", "record_gymnasium"]
