@@ -21,5 +21,6 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     assert namespace["ep"].data == {"task": "push the T", "success": True} and namespace["ep"].has_final_observation
     assert namespace["final"]["pixels"].shape == (96, 96, 3) and namespace["final"]["pixels"].dtype == "uint8"
     assert namespace["windows"]["action"].shape == (64, 16, 2)
+    assert namespace["first"].data == {"seed": 0, "task": "balance"} and namespace["last_state"].shape == (4,)
     batch = next(iter(namespace["loader"]))
     assert tuple(batch["observation"]["pixels"].shape) == (32, 96, 96, 3)

@@ -2,6 +2,7 @@
 bad input, and Ctrl-C keeping the finished episodes."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -131,6 +132,27 @@ def test_keyboard_interrupt_keeps_the_finished_episodes(tmp_path):
     assert f"interrupted: kept 2 episodes (8 steps) in {out}; discarded the open episode (2 steps)" == summary.line()
     with ReplayBuffer.load_from(out, read_only=False) as rb:  # the lock was released; no fragment is left
         assert [len(e) for e in rb.episodes] == [4, 4] and all(e.done and not e.interrupted for e in rb.episodes)
+
+
+def test_ctrl_c_stops_after_the_step_under_way(tmp_path):
+    """SIGINT during a step is noted; the step is recorded, then the loop stops and discards the episode."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("another SIGINT handler is installed")
+    calls = [0]
+
+    def policy(obs, info):
+        calls[0] += 1
+        if calls[0] == 6:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of step 6
+        return 0
+
+    with pytest.raises(RecordingInterrupted) as caught:
+        rg.record_gymnasium("CartPole-v1", tmp_path / "rb", 5, max_steps=4, policy=policy, progress=False)
+    assert calls[0] == 6  # no step after the one under way
+    s = caught.value.summary
+    assert (s.episodes, s.steps, s.discarded_steps) == (1, 4, 2)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    assert describe(tmp_path / "rb").steps == 4
 
 
 def test_cli_exits_130_on_keyboard_interrupt(tmp_path, monkeypatch):
