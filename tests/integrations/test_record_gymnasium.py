@@ -35,7 +35,7 @@ def test_cartpole_steps_replay_exactly(tmp_path):
     result = cli("--env", CARTPOLE, "--episodes", 2, "--max-steps", 6, "--camera", "png", "--seed", 3,
                  "--out", tmp_path / "rb")
     assert result.exit_code == 0, result.output
-    assert f"recorded 2 episodes" in result.output
+    assert "recorded 2 episodes" in result.output
     info = describe(tmp_path / "rb")
     leaves = {leaf.key: (leaf.storage, leaf.shape) for leaf in info.leaves}
     assert leaves["observation/pixels"] == ("ImageStorage", (400, 600, 3))
@@ -66,7 +66,8 @@ def test_reference_verify_and_video(tmp_path):
     pytest.importorskip("av")
     summary = rg.record_gymnasium("CartPole-v1", tmp_path / "video", 1, camera="video", max_steps=4, progress=False)
     assert (summary.episodes, summary.interrupted) == (1, False) and summary.steps <= 4
-    assert {leaf.key: leaf.storage for leaf in describe(tmp_path / "video").leaves}["observation/pixels"] == "VideoStorage"
+    storages = {leaf.key: leaf.storage for leaf in describe(tmp_path / "video").leaves}
+    assert storages["observation/pixels"] == "VideoStorage"
 
 
 def test_resume_appends_and_continues_the_seeds(tmp_path):

@@ -113,10 +113,9 @@ def run_episodes(env: "RecordEpisodes", policy: Policy, seeds: Sequence[int], *,
         except BaseException:
             env.discard_episode()
             raise
-    buffer = env.buffer
-    if buffer is not None:
-        summary.path = None if buffer.cache_path is None else str(buffer.cache_path)
-        summary.held_episodes, summary.held_steps = buffer.num_episodes, len(buffer)
+    summary.path = None if env.recorder.path is None else str(env.recorder.path)
+    if env.buffer is not None:
+        summary.held_episodes, summary.held_steps = env.buffer.num_episodes, len(env.buffer)
     if summary.interrupted:
         raise RecordingInterrupted(summary)
     return summary

@@ -217,6 +217,8 @@ class StepRecorder:
                                          "pass ReplayBuffer.load_from(path, read_only=False) to add to it")
         self._target = buffer
         self.buffer: ReplayBuffer | None = buffer if isinstance(buffer, ReplayBuffer) else None
+        #: the buffer's folder (None for a buffer in memory)
+        self.path: Path | None = buffer.cache_path if isinstance(buffer, ReplayBuffer) else Path(buffer)
         self._owns_buffer = self.buffer is None
         self._checked = False  # a given buffer's space was checked against the env's
         self.render_key = render_key
