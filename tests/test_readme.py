@@ -28,5 +28,6 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     assert len(robot) == 30 and robot.episode(0).data == {"task": "pick up the cube", "success": True,
                                                           "operator": "ana"}
     assert robot.final_observation(0)["joints"].shape == (6,)
+    assert namespace["first"].data == {"seed": 0, "task": "balance"} and namespace["last_state"].shape == (4,)
     batch = next(iter(namespace["loader"]))
     assert tuple(batch["observation"]["pixels"].shape) == (32, 96, 96, 3)

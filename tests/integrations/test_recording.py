@@ -63,7 +63,7 @@ def test_cli_record_info_verify(tmp_path):
 
 def test_record_video_and_ring(tmp_path):
     pytest.importorskip("av")
-    record_pusht(tmp_path / "rb", 3, video=True, capacity=30, max_steps=15, reference=tmp_path / "ref.npz",
+    record_pusht(tmp_path / "rb", 3, camera="video", capacity=30, max_steps=15, reference=tmp_path / "ref.npz",
                  progress=False)
     info = describe(tmp_path / "rb")
     assert {leaf.key: leaf.storage for leaf in info.leaves}["observation/pixels"] == "VideoStorage"
@@ -74,6 +74,6 @@ def test_record_video_and_ring(tmp_path):
 
 
 def test_png_frames_are_verified_exactly(tmp_path):
-    record_pusht(tmp_path / "rb", 1, max_steps=6, image_format="PNG", reference=tmp_path / "ref.npz", progress=False)
+    record_pusht(tmp_path / "rb", 1, max_steps=6, camera="png", reference=tmp_path / "ref.npz", progress=False)
     pixels = {c.key: c for c in verify_buffer(tmp_path / "rb", tmp_path / "ref.npz")}["observation/pixels"]
     assert pixels.exact and pixels.ok and pixels.max_abs_error == 0

@@ -12,7 +12,7 @@ from trajstore.replay_buffer.window_plan import window_plan
 from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages import DictStorage, ImageStorage, MemmapStorage, dict_storage_kwargs_from_space
 
-INT = dict(low=0, high=1 << 40, dtype=np.int64)
+INT = dict(low=-(1 << 40), high=1 << 40, dtype=np.int64)  # states hold negated step numbers
 SPACE = DictSpace({"anchor": BoxSpace(shape=(), **INT),
                    "observation": DictSpace({"state": BoxSpace(shape=(2,), **INT), "other": BoxSpace(shape=(), **INT)}),
                    "action": BoxSpace(shape=(), **INT)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trajstore.errors import TrajstoreError
@@ -21,12 +23,8 @@ console = Console(width=None if sys.stdout.isatty() else 132)
 
 def fail(exc: BaseException) -> typer.Exit:
     """Print the error on one unwrapped line (so it can be grepped) and exit with status 1."""
-    console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
     return typer.Exit(1)
-
-
-class EnvName(str, Enum):
-    pusht = "pusht"
 
 
 class CameraStorage(str, Enum):
@@ -35,28 +33,46 @@ class CameraStorage(str, Enum):
     video = "video"
 
 
+GYMNASIUM_PREFIX = "gymnasium:"
+
+
 @app.command()
 def record(
-    env: EnvName = typer.Option(EnvName.pusht, help="Simulator task to record."),
+    env: str = typer.Option("pusht", help="'pusht' (scripted policy) or 'gymnasium:<env id>' (random policy), "
+                                          "e.g. gymnasium:Pusher-v5; the env must render rgb_array."),
     episodes: int = typer.Option(10, min=1, help="Number of episodes."),
-    out: Path = typer.Option(..., help="New buffer folder."),
-    camera: CameraStorage = typer.Option(CameraStorage.jpeg, help="How to store camera frames."),
+    out: Path = typer.Option(..., help="Buffer folder: a new one, or an existing one with --resume."),
+    camera: Optional[CameraStorage] = typer.Option(None, help="How to store camera frames (default jpeg; "
+                                                              "with --resume, the folder's)."),
     capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity in steps (default: unbounded)."),
     max_steps: Optional[int] = typer.Option(None, min=1, help="Cap on steps per episode."),
-    seed: int = typer.Option(0, help="Seed of the first episode's reset and of the policy noise."),
+    seed: int = typer.Option(0, help="Episode k of the folder resets the env (and seeds the policy) with seed + k."),
+    resume: bool = typer.Option(False, help="Add episodes to the existing folder --out (same env and layout)."),
     reference: Optional[Path] = typer.Option(None, help="Also save the raw steps to this .npz for `verify`."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
-    """Record scripted-policy episodes into a routed replay buffer."""
-    from trajstore.integrations.recording import record_pusht
+    """Record episodes into a routed replay buffer. Ctrl-C stops after the current step: the open
+    episode is discarded, the finished ones are kept (exit status 130)."""
+    from trajstore.integrations.record_gymnasium import EnvSetupError, record_gymnasium
+    from trajstore.integrations.recording import RecordingInterrupted, record_pusht
 
+    options = dict(camera=camera.value if camera else None, capacity=capacity, max_steps=max_steps, seed=seed,
+                   resume=resume, reference=reference, progress=progress)
     try:
-        rb = record_pusht(out, episodes, video=camera is CameraStorage.video, capacity=capacity, seed=seed,
-                          max_steps=max_steps, image_format="PNG" if camera is CameraStorage.png else "JPEG",
-                          reference=reference, progress=progress)
-    except (TrajstoreError, ImportError, ValueError) as exc:
+        if env == "pusht":
+            summary = record_pusht(out, episodes, **options)
+        elif env.startswith(GYMNASIUM_PREFIX) and len(env) > len(GYMNASIUM_PREFIX):
+            if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+                os.environ["MUJOCO_GL"] = "egl"  # no display: MuJoCo renders off-screen
+            summary = record_gymnasium(env[len(GYMNASIUM_PREFIX):], out, episodes, **options)
+        else:
+            raise ValueError(f"--env must be 'pusht' or 'gymnasium:<env id>', got {env!r}")
+    except RecordingInterrupted as exc:
+        console.print(escape(exc.summary.line()), soft_wrap=True)
+        raise typer.Exit(130)
+    except (TrajstoreError, ImportError, ValueError, EnvSetupError) as exc:
         raise fail(exc)
-    console.print(f"recorded {rb.total_steps} steps in {episodes} episodes to {out}")
+    console.print(escape(summary.line()), soft_wrap=True)
 
 
 @app.command()

@@ -27,6 +27,19 @@ def make_env(max_episode_steps: int | None = None) -> Any:
     return gym.make(ENV_ID, obs_type="pixels_agent_pos", render_mode="rgb_array", **kwargs)
 
 
+def make_recording_env(max_episode_steps: int | None = None) -> Any:
+    """:func:`make_env` whose observations are :func:`to_observation` (``agent_pos`` as float32), so
+    that what it records fits :func:`observation_space` exactly."""
+    import gymnasium as gym
+
+    env = make_env(max_episode_steps)
+    space = gym.spaces.Dict({
+        "pixels": env.observation_space["pixels"],
+        "agent_pos": gym.spaces.Box(0.0, WORKSPACE, (2,), np.float32),
+    })
+    return gym.wrappers.TransformObservation(env, to_observation, space)
+
+
 def observation_space(image_size: int = 96) -> DictSpace:
     """``{"pixels": (H, W, 3) uint8 camera (kind=image, HWC, 10 fps), "agent_pos": (2,) float32 pixels}``."""
     return DictSpace({
