@@ -8,7 +8,8 @@ flushed, so a crash leaves the last committed state.
 Format versions: 1 had episodes as ``ids``, ``starts``, ``stops``; 2 adds each episode's JSON
 data, final observation number and interrupted flag, the counters ``final_count`` and
 ``discards``, and the ``final_observations`` storage (named only once one was stored). Version 1
-folders open as they are and are written as version 2 from their first commit.
+folders open as they are and are written as version 2 from their first commit. An optional
+``stats`` key (version 2 still; older readers ignore it) names the committed statistics file.
 """
 
 from __future__ import annotations
@@ -31,16 +32,19 @@ FORMAT_VERSION = 2
 
 
 def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: EpisodeTable,
-               final_observations: dict[str, Any] | None = None) -> None:
+               final_observations: dict[str, Any] | None = None, stats: dict[str, Any] | None = None) -> None:
     """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder).
 
-    ``final_observations`` is the ``{"type", "dir"}`` of the final observation storage, once it exists.
+    ``final_observations`` is the ``{"type", "dir"}`` of the final observation storage, once it exists;
+    ``stats`` names the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`), if any.
     """
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
             "storage": {"type": storage_type, "dir": STORAGE_DIR},
             "ring": ring.to_json(), "episodes": episodes.to_json()}
     if final_observations is not None:
         meta["final_observations"] = final_observations
+    if stats is not None:
+        meta["stats"] = stats
     write_json_atomic(folder / META_FILE, meta)
 
 
