@@ -63,8 +63,7 @@ class StatsMethods:
         if live is not None and live.covers(self._ring):
             return live.copy()
         computed = _compute(self)
-        self._stats.live = computed  # no writes are pending: nothing else touches it now
-        self._stats._changed = True
+        self._stats.replace(computed)
         self._write_meta()
         return computed.copy()
 

@@ -113,6 +113,11 @@ class StatsKeeper:
                 live = RangeStats(self.space, ring.first_step, ring.appended)
             self.live, self._changed = live, self.descriptor is None or live is None
 
+    def replace(self, live: RangeStats) -> None:
+        """Statistics computed from the data replace a stale accumulator (committed at the next commit)."""
+        with self._lock:
+            self.live, self._changed = live, True
+
     def on_written(self, before: RingState, after: RingState, leaves: list[np.ndarray], n: int) -> None:
         """On the writer thread: block ``leaves`` (``n`` steps numbered from ``before.appended``) reached
         the storage, giving ``after``. Counted if the accumulator still describes the held steps."""
