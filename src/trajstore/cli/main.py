@@ -127,5 +127,40 @@ def verify(path: Path = typer.Argument(..., help="Buffer folder."),
     console.print("every step read back within bounds")
 
 
+#: Elements of one leaf shown by `trajstore stats` (all of them with --json).
+STATS_ROWS = 8
+
+
+@app.command()
+def stats(path: Path = typer.Argument(..., help="Buffer folder."),
+          as_json: bool = typer.Option(False, "--json", help="Print JSON (every field, per element) instead.")) -> None:
+    """Print each numeric leaf's normalisation statistics (min, max, mean, std, q01, q99)."""
+    import json
+
+    import numpy as np
+
+    from trajstore.replay_buffer.stats_api import stats_of
+
+    try:
+        result = stats_of(path)
+    except (TrajstoreError, OSError) as exc:
+        raise fail(exc)
+    if as_json:
+        print(json.dumps({name: s.to_json() for name, s in result.items()}, indent=1))
+        return
+    table = Table("leaf", "shape", "element", "count", "min", "max", "mean", "std", "q01", "q99",
+                  title=f"statistics of {path} (per channel for image leaves, per element otherwise)")
+    for name, s in result.items():
+        flat = {k: np.asarray(getattr(s, k)).reshape(-1) for k in ("count", "min", "max", "mean", "std", "q01", "q99")}
+        n = flat["count"].size
+        for i in range(min(n, STATS_ROWS)):
+            element = (f"channel {i}" if s.per_channel else str(tuple(int(j) for j in np.unravel_index(i, s.shape)))) if s.shape else "-"
+            table.add_row(name if i == 0 else "", str(s.shape) if i == 0 else "", element, f"{flat['count'][i]:,}",
+                          *(f"{flat[k][i]:.6g}" for k in ("min", "max", "mean", "std", "q01", "q99")))
+        if n > STATS_ROWS:
+            table.add_row("", "", f"... {n - STATS_ROWS} more (--json)", *[""] * 7)
+    console.print(table)
+
+
 if __name__ == "__main__":
     app()

@@ -17,9 +17,13 @@ from torch.utils.data import Dataset
 
 from trajstore.backends import to_torch
 from trajstore.errors import StaleReadError
+from trajstore.integrations.normalizer import Normalizer  # re-exported: trajstore.integrations.torch.Normalizer
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.replay_buffer import MAX_READ_ATTEMPTS
 from trajstore.spaces import map_leaves
+
+
+__all__ = ["ReplayBufferDataset", "Normalizer"]
 
 
 class ReplayBufferDataset(Dataset):

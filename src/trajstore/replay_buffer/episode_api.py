@@ -82,6 +82,7 @@ class EpisodeMethods:
         n = self._episodes.discard_open(self._ring.appended)
         if n:
             self._ring = self._planned = self._written = self._ring.rewind(n)
+            self._stats.on_rewind(self._ring)
             self._write_meta()
         return n
 

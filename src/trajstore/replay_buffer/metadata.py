@@ -11,6 +11,7 @@ data, final observation number and interrupted flag, the counters ``final_count`
 folders open as they are and are written as version 2 from their first commit. An optional
 ``check_bounds: false`` (a buffer that stores values outside the space's bounds as they are) is
 absent from folders that check bounds, the default.
+``stats`` key (version 2 still; older readers ignore it) names the committed statistics file.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ FORMAT_VERSION = 2
 
 
 def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: EpisodeTable,
-               final_observations: dict[str, Any] | None = None, *, check_bounds: bool = True) -> None:
+               final_observations: dict[str, Any] | None = None, stats: dict[str, Any] | None = None, *,
+               check_bounds: bool = True) -> None:
     """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder).
 
-    ``final_observations`` is the ``{"type", "dir"}`` of the final observation storage, once it exists.
+    ``final_observations`` is the ``{"type", "dir"}`` of the final observation storage, once it exists;
+    ``stats`` names the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`), if any.
     ``check_bounds`` is written only when False (the default of folders that do not name it).
     """
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
@@ -46,6 +49,8 @@ def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, e
         meta["final_observations"] = final_observations
     if not check_bounds:
         meta["check_bounds"] = False
+    if stats is not None:
+        meta["stats"] = stats
     write_json_atomic(folder / META_FILE, meta)
 
 

@@ -13,7 +13,8 @@ was flushed; steps appended after the last flush are not visible to other proces
 
 The episode methods (``end_episode``, ``discard_episode``, ``episodes``, ``final_observation``,
 ...) are in :mod:`~trajstore.replay_buffer.episode_api`, ``sample_windows`` in
-:mod:`~trajstore.replay_buffer.window_api`.
+:mod:`~trajstore.replay_buffer.window_api`; ``stats()`` is in
+:mod:`~trajstore.replay_buffer.stats_api` (``stats.json``, committed with the metadata).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.staging import (MAX_PENDING_BYTES, BackgroundWriter, StagingArea, WriteStats,
                                              block_steps_for)
 from trajstore.replay_buffer.stale_reads import read_may_be_stale
+from trajstore.replay_buffer.stats_api import StatsMethods
+from trajstore.replay_buffer.stats_keeper import StatsKeeper
 from trajstore.spaces import Space, space_from_json, tree
 from trajstore.storages._selection import Selection, select, span
 from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
@@ -48,7 +51,7 @@ from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity
 MAX_READ_ATTEMPTS = 16
 
 
-class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
+class ReplayBuffer(EpisodeMethods, WindowMethods, StatsMethods, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
@@ -86,6 +89,7 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
         self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock,
                          owns_lock=True)
         self._meta_signature: tuple[int, int, int] | None = None
+        self._stats = StatsKeeper(self.space)  # normalisation statistics (stats_keeper.py)
         # What the metadata file says; ring writes shrink it before overwriting (see _drop_before_overwrite).
         self._committed = Committed.of(ring, episodes)
         # Write-behind (writers only): _ring counts staged steps too; _planned is the ring after the
@@ -138,6 +142,7 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
                                                 plan=plan, multiprocessing=multiprocessing, lock=lock)
             rb = cls(storage, ring=RingState(capacity), episodes=EpisodeTable(), cache_path=path, read_only=False,
                      multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
+            rb._stats.start(rb._ring)
             rb._write_meta()
         return rb
 
@@ -174,6 +179,8 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
             rb = cls(storage, ring=ring, episodes=EpisodeTable.from_json(meta["episodes"]), cache_path=path,
                      read_only=read_only, multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
             rb._meta_signature = file_signature(path)
+            if not read_only:
+                rb._stats.adopt(path, meta, ring)
             if len(storage) < ring.count:
                 storage.close()
                 raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
@@ -199,12 +206,16 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
         return rb
 
     def _write_meta(self, committed: Committed | None = None) -> None:
-        """Atomically replace the metadata file with ``committed`` (default: the current state)."""
+        """Atomically replace the metadata file with ``committed`` (default: the current state), after
+        ``stats.json`` when the statistics cover it; keep the statistics of an episode boundary."""
+        if committed is None and not self._episodes.is_open(self._ring.appended):
+            self._stats.mark_boundary(self._ring)
         if self.cache_path is None:
             return
         committed = committed or Committed.of(self._ring, self._episodes)
         write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes,
-                   self._finals.descriptor(), check_bounds=self.check_bounds)
+                   self._finals.descriptor(), self._stats.commit(self.cache_path, committed.ring),
+                   check_bounds=self.check_bounds)
         self._committed = committed
 
     def _drop_before_overwrite(self, appended_after: int) -> None:
@@ -323,6 +334,7 @@ class ReplayBuffer(EpisodeMethods, WindowMethods, FolderOwner):
         def job() -> int:
             self._write_block(leaves, n, before, runs)
             self._written = after
+            self._stats.on_written(before, after, leaves, n)  # the steps that reached the storage
             return n
 
         self._writer.submit(job, tag=(before, n))  # type: ignore[union-attr]

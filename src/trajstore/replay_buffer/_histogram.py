@@ -1,0 +1,161 @@
+"""Fixed-bin histograms, one per element, whose range grows by doubling: the quantile sketch of
+:mod:`~trajstore.replay_buffer.leaf_stats`. NumPy only, no I/O.
+
+Element ``e`` has ``bins`` bins of width ``width[e]`` (a power of two) starting at ``low[e]`` (a
+multiple of the width). A value outside the range doubles the width, merging bins pairwise (``2i``
+and ``2i + 1``), and extends the range down or up, until every value fits. Merging pairs never
+splits a bin, so the counts stay exact: every value is counted in the bin that holds it.
+
+Integer leaves use integer widths; 1-byte integers (``uint8`` frames) get 256 bins of width 1 from
+the dtype's minimum, which never grow: one bin per value, so their quantiles are exact.
+
+Error bound (see :meth:`Histograms.order_statistic`): an order statistic read from the counts lies
+in the same bin as the true one, so it is off by less than ``width`` (by at most ``width - 1`` for
+integers, 0 with width 1). Quantiles interpolate two order statistics as ``np.quantile`` does
+(``method="linear"``), so they keep that bound (plus float64 rounding when binning).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: Bins per element, and the cap on bins per leaf (elements x bins); a leaf with many elements gets
+#: fewer, wider bins (at least MIN_BINS), which its ``quantile_error`` reports.
+BINS = 1024
+MAX_LEAF_BINS = 1 << 16
+MIN_BINS = 16
+#: Doublings after which a value is clamped into the range instead (float64 spans ~2100 octaves).
+_MAX_DOUBLINGS = 2200
+
+
+def bins_for(elements: int, dtype: np.dtype) -> int:
+    """Bins per element for a leaf of ``elements`` elements (channels) of ``dtype`` (a power of two)."""
+    if dtype.kind in "iu" and dtype.itemsize == 1 and elements * 256 <= MAX_LEAF_BINS:
+        return 256
+    b = BINS
+    while b > MIN_BINS and elements * b > MAX_LEAF_BINS:
+        b //= 2
+    return b
+
+
+class Histograms:
+    """``counts`` of shape ``(E, bins)`` (int64), ``low`` and ``width`` of shape ``(E,)`` (float64).
+
+    ``add`` takes finite values only: the caller masks NaN and inf out (``valid``).
+    """
+
+    def __init__(self, elements: int, dtype: np.dtype):
+        self.dtype = np.dtype(dtype)
+        self.integer = self.dtype.kind in "iu"
+        self.bins = bins_for(elements, self.dtype)
+        self.counts = np.zeros((elements, self.bins), np.int64)
+        self.low = np.zeros(elements)
+        self.width = np.zeros(elements)  # 0: no value seen yet (range set by the first values)
+        # 1-byte integers: one bin per value, fixed for good.
+        self.unit = self.integer and self.dtype.itemsize == 1 and self.bins == 256
+        if self.unit:
+            self.low[:] = np.iinfo(self.dtype).min
+            self.width[:] = 1.0
+
+    def add(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+        """Count the rows of ``x`` (shape ``(M, E)``; ``valid``: a bool mask of the same shape or None).
+
+        Returns the counts of this batch alone, shape ``(E, bins)`` (the moments of 1-byte integer
+        leaves are computed from them).
+        """
+        elements = self.counts.shape[0]
+        if self.unit:
+            idx = x.astype(np.intp) - int(self.low[0])
+        else:
+            xf = x.astype(np.float64, copy=False)
+            self._cover(xf, valid)
+            with np.errstate(invalid="ignore"):
+                idx = np.floor((xf - self.low) / self.width)
+            idx = np.clip(np.nan_to_num(idx), 0, self.bins - 1).astype(np.intp)
+        idx += np.arange(elements, dtype=np.intp) * self.bins
+        if valid is not None:
+            idx = np.where(valid, idx, elements * self.bins)
+        batch = np.bincount(idx.ravel(), minlength=elements * self.bins + 1)[:elements * self.bins]
+        batch = batch.reshape(elements, self.bins).astype(np.int64, copy=False)
+        self.counts += batch
+        return batch
+
+    def _cover(self, x: np.ndarray, valid: np.ndarray | None) -> None:
+        """Grow each element's range until it holds the batch's values."""
+        if valid is None:
+            lo, hi = x.min(axis=0), x.max(axis=0)
+        else:
+            lo = np.where(valid, x, np.inf).min(axis=0)
+            hi = np.where(valid, x, -np.inf).max(axis=0)
+        seen = lo <= hi
+        fresh = seen & (self.width == 0)
+        if fresh.any():  # first values: the narrowest power-of-two width whose bins span them
+            span = (hi - lo)[fresh]
+            scale = np.maximum(np.abs(lo[fresh]), np.abs(hi[fresh]))
+            target = np.where(span > 0, span / self.bins, np.where(scale > 0, scale * 2.0 ** -30, 2.0 ** -30))
+            width = 2.0 ** np.ceil(np.log2(target))
+            if self.integer:
+                width = np.maximum(width, 1.0)
+            self.width[fresh] = width
+            self.low[fresh] = np.floor(lo[fresh] / width) * width
+        for _ in range(_MAX_DOUBLINGS):
+            top = self.low + self.bins * self.width
+            down, up = seen & (lo < self.low), seen & ~(lo < self.low) & (hi >= top)
+            grow = down | up
+            if not grow.any():
+                return
+            merged = self.counts[grow].reshape(-1, self.bins // 2, 2).sum(axis=2)
+            new = np.zeros((int(grow.sum()), self.bins), np.int64)
+            d = down[grow]
+            new[d, self.bins // 2:] = merged[d]
+            new[~d, :self.bins // 2] = merged[~d]
+            self.counts[grow] = new
+            self.low[down] -= self.bins * self.width[down]
+            self.width[grow] *= 2
+
+    def order_statistic(self, j: np.ndarray, vmin: np.ndarray, vmax: np.ndarray) -> np.ndarray:
+        """Estimates of the ``j[e]``-th smallest value (0-based) of each element, shape ``(E,)``.
+
+        Within its bin the value is placed by its rank among the bin's counts, then clamped to the
+        element's ``[vmin, vmax]``. Error: less than ``width`` (integers: at most ``width - 1``).
+        """
+        cum = np.cumsum(self.counts, axis=1)
+        b = np.minimum((cum <= j[:, None]).sum(axis=1), self.bins - 1)
+        rows = np.arange(len(b))
+        c = np.maximum(self.counts[rows, b], 1)
+        r = j - (cum[rows, b] - self.counts[rows, b])
+        frac = (r + 0.5) / c
+        est = self.low + b * self.width
+        est = est + (np.floor(self.width * frac) if self.integer else self.width * frac)
+        return np.clip(est, vmin, vmax)
+
+    def quantile_error(self) -> np.ndarray:
+        """The bound on the quantiles' error per element, shape ``(E,)`` (0 for one integer per bin)."""
+        return self.width - 1 if self.integer else self.width.copy()
+
+    # -- JSON ------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        flat = self.counts.ravel()
+        nz = np.flatnonzero(flat)
+        return {"bins": self.bins, "low": self.low.tolist(), "width": self.width.tolist(),
+                "nonzero": nz.tolist(), "counts": flat[nz].tolist()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], elements: int, dtype: np.dtype) -> "Histograms":
+        h = cls(elements, dtype)
+        if int(data["bins"]) != h.bins or len(data["low"]) != elements:
+            raise ValueError(f"histogram of {data['bins']} bins x {len(data['low'])} elements, expected "
+                             f"{h.bins} x {elements}")
+        h.low[:] = data["low"]
+        h.width[:] = data["width"]
+        flat = h.counts.ravel()
+        flat[np.asarray(data["nonzero"], np.intp)] = np.asarray(data["counts"], np.int64)
+        return h
+
+    def copy(self) -> "Histograms":
+        h = Histograms.__new__(Histograms)
+        h.__dict__.update(self.__dict__)
+        h.counts, h.low, h.width = self.counts.copy(), self.low.copy(), self.width.copy()
+        return h

@@ -1,0 +1,187 @@
+"""The buffer's normalisation statistics: kept up to date as steps are written, committed with the
+metadata in ``stats.json``. No data reads (computing from the data is in
+:mod:`~trajstore.replay_buffer.stats_api`).
+
+What is accumulated: the staged leaf arrays of each block, on the background writer thread right
+after the block's storage writes succeeded (no read-back, no second decode of the frames). A block
+that failed is not counted, and nothing after it is written, so the accumulator covers exactly the
+steps numbered ``[first, stop)`` that reached the storage. Image statistics are therefore of the
+frames as appended; after JPEG or video compression the stored frames differ by about one level.
+
+When the accumulator stops describing the held steps it is dropped ("stale") and the statistics
+are recomputed from the held steps on the next ``rb.stats()``: a ring that drops its oldest steps,
+a block longer than the ring, a discard after a mid-episode ``flush()``. ``discard_episode`` after
+``end_episode`` (the usual case) restores the copy taken at the episode boundary instead.
+
+On disk (crash safety): at each commit, after the storage is flushed, ``stats.json`` is replaced
+atomically (only when the statistics changed) and then ``trajstore.json`` names it by a fresh
+random ``id``, with the step range it covers::
+
+    trajstore.json:  "stats": {"file": "stats.json", "id": "9f...", "first": 0, "stop": 1200}
+    stats.json:      {"format": "trajstore.stats", "version": 1, "id": "9f...", "first": 0, "stop": 1200,
+                      "leaves": {"observation/pixels": {"moments": {...}, "histogram": {...}}, ...}}
+
+A crash between the two writes leaves ``trajstore.json`` naming the previous ``id``: the file does
+not match and is ignored. ``trajstore.json`` without ``"stats"`` (a stale accumulator, a ring's
+view being shrunk before an overwrite, a folder written by an older trajstore) means: compute from
+the data. Older trajstore versions ignore the key; the format version stays 2.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trajstore._fs import read_json, write_json_atomic
+from trajstore.errors import FormatError
+from trajstore.replay_buffer.leaf_stats import LeafAccumulator, has_stats
+from trajstore.replay_buffer.ring import RingState
+from trajstore.spaces import Space, tree
+
+STATS_FILE = "stats.json"
+STATS_FORMAT = "trajstore.stats"
+STATS_VERSION = 1
+
+
+class RangeStats:
+    """Accumulators of the numeric leaves (name -> :class:`LeafAccumulator`) over step numbers ``[first, stop)``."""
+
+    def __init__(self, space: Space, first: int, stop: int, leaves: dict[str, LeafAccumulator] | None = None):
+        self.first, self.stop = first, stop
+        self.leaves = leaves if leaves is not None else {
+            tree.path_name(path): LeafAccumulator(leaf) for path, leaf in tree.leaves(space) if has_stats(leaf)}
+
+    def covers(self, ring: RingState) -> bool:
+        """True if these are the statistics of exactly the steps ``ring`` holds."""
+        return self.first == ring.first_step and self.stop == ring.appended
+
+    def add(self, leaves: list[np.ndarray], n: int, indices: list[int]) -> None:
+        """Count ``n`` steps given as every leaf of the space (tree order); ``indices`` picks the numeric ones."""
+        for acc, i in zip(self.leaves.values(), indices):
+            acc.add(leaves[i])
+        self.stop += n
+
+    def copy(self) -> "RangeStats":
+        return RangeStats(None, self.first, self.stop, {k: v.copy() for k, v in self.leaves.items()})  # type: ignore
+
+    def to_json(self, stats_id: str) -> dict[str, Any]:
+        return {"format": STATS_FORMAT, "version": STATS_VERSION, "id": stats_id, "first": self.first,
+                "stop": self.stop, "leaves": {k: v.to_json() for k, v in self.leaves.items()}}
+
+    @classmethod
+    def from_json(cls, space: Space, data: dict[str, Any]) -> "RangeStats":
+        """Raises FormatError if ``data`` is not a stats file for ``space``."""
+        try:
+            if data.get("format") != STATS_FORMAT or int(data.get("version", 0)) > STATS_VERSION:
+                raise ValueError(f"not a {STATS_FORMAT} file of version <= {STATS_VERSION}")
+            leaves = {tree.path_name(p): LeafAccumulator.from_json(leaf, data["leaves"][tree.path_name(p)])
+                      for p, leaf in tree.leaves(space) if has_stats(leaf)}
+            return cls(space, int(data["first"]), int(data["stop"]), leaves)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"statistics file does not fit the buffer: {type(exc).__name__}: {exc}") from None
+
+
+class StatsKeeper:
+    """A buffer's statistics: the live accumulator (writer), the copy at the last episode boundary,
+    and the descriptor ``trajstore.json`` names (``{"file", "id", "first", "stop"}`` or None)."""
+
+    def __init__(self, space: Space):
+        self.space = space
+        self.indices = [i for i, (_, leaf) in enumerate(tree.leaves(space)) if has_stats(leaf)]
+        self._lock = threading.Lock()  # the writer thread updates `live` while the caller commits
+        self.live: RangeStats | None = None
+        self._boundary: RangeStats | None = None
+        self._changed = True  # live changed since stats.json was last written
+        self.descriptor: dict[str, Any] | None = None
+
+    # -- writer ----------------------------------------------------------------------------
+    def start(self, ring: RingState) -> None:
+        """A new, empty buffer: statistics of no steps."""
+        with self._lock:
+            self.live, self._changed = RangeStats(self.space, ring.first_step, ring.appended), True
+
+    def adopt(self, folder: Path, meta: dict[str, Any], ring: RingState) -> None:
+        """A writer reopens the folder: continue from the committed statistics if they cover ``ring``
+        (else stale, or empty when ``ring`` holds no step)."""
+        live = self.load(folder, meta, ring)
+        with self._lock:
+            if live is None and ring.count == 0:
+                live = RangeStats(self.space, ring.first_step, ring.appended)
+            self.live, self._changed = live, self.descriptor is None or live is None
+
+    def replace(self, live: RangeStats) -> None:
+        """Statistics computed from the data replace a stale accumulator (committed at the next commit)."""
+        with self._lock:
+            self.live, self._changed = live, True
+
+    def on_written(self, before: RingState, after: RingState, leaves: list[np.ndarray], n: int) -> None:
+        """On the writer thread: block ``leaves`` (``n`` steps numbered from ``before.appended``) reached
+        the storage, giving ``after``. Counted if the accumulator still describes the held steps."""
+        with self._lock:
+            live = self.live
+            if live is None:
+                return
+            if live.stop != before.appended or live.first != after.first_step:
+                self.live = None  # steps left the view (a ring's overwrite): recompute on demand
+                return
+            live.add(leaves, n, self.indices)
+            self._changed = True
+
+    def mark_boundary(self, ring: RingState) -> None:
+        """An episode boundary was committed: keep a copy to go back to on ``discard_episode``."""
+        with self._lock:
+            if self.live is not None and self.live.covers(ring):
+                self._boundary = self.live.copy()
+
+    def on_rewind(self, ring: RingState) -> None:
+        """The newest steps were discarded: go back to the boundary copy if it covers ``ring``, else stale."""
+        with self._lock:
+            if self.live is not None and self.live.covers(ring):
+                return
+            boundary = self._boundary
+            self.live = boundary.copy() if boundary is not None and boundary.covers(ring) else None
+            self._changed = True
+
+    def commit(self, folder: Path, ring: RingState) -> dict[str, Any] | None:
+        """Before ``trajstore.json`` is written for ``ring``: write ``stats.json`` if it changed and
+        return the descriptor to put in the metadata (None when the statistics do not cover ``ring``)."""
+        with self._lock:
+            live = self.live
+            if live is None or not live.covers(ring):
+                self.descriptor = None
+                return None
+            if self._changed or self.descriptor is None:
+                stats_id = uuid.uuid4().hex
+                write_json_atomic(folder / STATS_FILE, live.to_json(stats_id))
+                self.descriptor = {"file": STATS_FILE, "id": stats_id, "first": live.first, "stop": live.stop}
+                self._changed = False
+            return dict(self.descriptor)
+
+    # -- readers ---------------------------------------------------------------------------
+    def load(self, folder: Path, meta: dict[str, Any], ring: RingState) -> RangeStats | None:
+        """The committed statistics that ``meta`` names, if they cover ``ring`` and ``stats.json`` still
+        holds them (None: a writer replaced it since ``meta`` was read, or none were committed).
+
+        Raises:
+            FormatError: the file is damaged or does not fit the space.
+        """
+        desc = meta.get("stats")
+        self.descriptor = desc
+        if not isinstance(desc, dict) or desc.get("file") != STATS_FILE:
+            return None
+        if (int(desc.get("first", -1)), int(desc.get("stop", -1))) != (ring.first_step, ring.appended):
+            return None
+        try:
+            data = read_json(folder / STATS_FILE, "replay buffer statistics")
+        except FormatError:
+            if not (folder / STATS_FILE).exists():
+                return None
+            raise
+        if not isinstance(data, dict) or data.get("id") != desc.get("id"):
+            return None
+        stats = RangeStats.from_json(self.space, data)
+        return stats if stats.covers(ring) else None
