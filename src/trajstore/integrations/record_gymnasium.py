@@ -199,27 +199,52 @@ def record_gymnasium(env_id: str, out: str | os.PathLike, episodes: int, *, came
         EnvSetupError: the env could not be made or render (headless MuJoCo needs ``MUJOCO_GL=egl``).
         StorageExistsError, FormatError, LockedError, ImportError: see :func:`open_buffer`, :func:`make_env`.
     """
-    from trajstore.integrations.record_episodes import RecordEpisodes
+    check_run(episodes, camera, reference, resume)
+    env = make_env(env_id, max_steps=max_steps, env_kwargs=env_kwargs)
+    try:
+        space = _space_of(env, env_id, render_key, seed)
+    except BaseException:
+        env.close()
+        raise
+    return record_run(env, space, out, episodes=episodes, seed=seed, capacity=capacity, camera=camera,
+                      render_key=render_key, resume=resume, reference=reference, progress=progress,
+                      desc=f"recording {env_id}",
+                      make_policy=lambda wrapper, first: policy or random_policy(wrapper))
 
+
+def check_run(episodes: int, camera: str | None, reference: Any, resume: bool) -> None:
+    """The checks every recording run makes before anything is opened.
+
+    Raises:
+        ValueError: ``episodes`` < 1, an unknown ``camera``, or ``reference`` with ``resume``.
+    """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if camera is not None and camera not in CAMERAS:
         raise ValueError(f"camera must be one of {CAMERAS}, got {camera!r}")
     if reference is not None and resume:
         raise ValueError("a reference covers one run: record with reference into a new folder, not with resume")
-    env = make_env(env_id, max_steps=max_steps, env_kwargs=env_kwargs)
+
+
+def record_run(env: Any, space: Space, out: str | os.PathLike, *, episodes: int, seed: int, capacity: int | None,
+               camera: str | None, render_key: str | None, resume: bool, reference: Any, progress: bool, desc: str,
+               make_policy: Any) -> RecordingSummary:
+    """Record ``episodes`` episodes of ``env`` (steps of ``space``) into ``out``; ``env`` and the buffer are
+    closed at the end. ``make_policy(wrapper, first_episode_number)`` gives the policy; episode ``k`` of
+    the folder is reset with ``seed + k``. With ``reference``, the raw steps of the whole episodes
+    recorded (also of an interrupted run) are saved there."""
+    from trajstore.integrations.record_episodes import RecordEpisodes
+
+    camera_key = f"observation/{render_key or 'pixels'}"
     rb = wrapper = None
     try:
-        space = _space_of(env, env_id, render_key, seed)
-        rb = open_buffer(out, space, capacity=capacity, camera=camera, camera_key=f"observation/{render_key}",
-                         resume=resume)
+        rb = open_buffer(out, space, capacity=capacity, camera=camera, camera_key=camera_key, resume=resume)
         first = next_episode_number(rb)
         wrapper = RecordEpisodes(env, rb, render_key=render_key)
         kept = ReferenceSteps() if reference is not None else None
-        seeds = range(seed + first, seed + first + episodes)
         try:
-            return run_episodes(wrapper, policy or random_policy(wrapper), seeds, progress=progress,
-                                desc=f"recording {env_id}", on_step=kept)
+            return run_episodes(wrapper, make_policy(wrapper, first), range(seed + first, seed + first + episodes),
+                                progress=progress, desc=desc, on_step=kept)
         finally:  # an interrupted run keeps the reference of its whole episodes too
             if kept is not None and kept.episodes:
                 kept.save(reference, space, rb.capacity)  # type: ignore[arg-type]

@@ -11,11 +11,12 @@ the folder alone). Any other gymnasium env: :func:`~trajstore.integrations.recor
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
-from trajstore.integrations.record_loop import RecordingInterrupted, RecordingSummary, run_episodes
-from trajstore.integrations.reference import (MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, LeafCheck, ReferenceSteps,
+from trajstore.integrations.record_loop import RecordingInterrupted, RecordingSummary
+from trajstore.integrations.reference import (MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, LeafCheck,
                                               verify_buffer)
 
 __all__ = ["record_pusht", "verify_buffer", "LeafCheck", "MIN_PSNR_DB", "MAX_MEAN_ABS_ERROR",
@@ -55,35 +56,17 @@ def record_pusht(out: str | os.PathLike, episodes: int, *, camera: str | None = 
     """
     from trajstore.integrations import pusht
     from trajstore.integrations.gymnasium import transition_space
-    from trajstore.integrations.record_episodes import RecordEpisodes
-    from trajstore.integrations.record_gymnasium import CAMERAS, next_episode_number, open_buffer
+    from trajstore.integrations.record_gymnasium import check_run, record_run
 
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
-    if camera is not None and camera not in CAMERAS:
-        raise ValueError(f"camera must be one of {CAMERAS}, got {camera!r}")
-    if reference is not None and resume:
-        raise ValueError("a reference covers one run: record with reference into a new folder, not with resume")
+    check_run(episodes, camera, reference, resume)
     space = transition_space(pusht.observation_space(), pusht.action_space())
-    env = pusht.make_recording_env(max_steps)
-    rb = wrapper = None
-    try:
-        rb = open_buffer(out, space, capacity=capacity, camera=camera, camera_key="observation/pixels", resume=resume)
-        first = next_episode_number(rb)
-        wrapper = RecordEpisodes(env, rb)  # the observation's own 96x96 pixels are the camera
-        scripted = pusht.ScriptedPushPolicy()
+    scripted = pusht.ScriptedPushPolicy()
+
+    def make_policy(wrapper: Any, first: int) -> Any:
         rng = np.random.default_rng(seed + first)
-        kept = ReferenceSteps() if reference is not None else None
-        try:
-            return run_episodes(wrapper, lambda obs, info: scripted(obs, info, rng),
-                                range(seed + first, seed + first + episodes), progress=progress,
-                                desc="recording PushT", on_step=kept)
-        finally:  # an interrupted run keeps the reference of its whole episodes too
-            if kept is not None and kept.episodes:
-                kept.save(reference, space, rb.capacity)  # type: ignore[arg-type]
-    finally:
-        try:
-            (wrapper or env).close()
-        finally:
-            if rb is not None:
-                rb.close()
+        return lambda obs, info: scripted(obs, info, rng)
+
+    # The observation's own 96x96 pixels are the camera: no rendered frame is added.
+    return record_run(pusht.make_recording_env(max_steps), space, out, episodes=episodes, seed=seed,
+                      capacity=capacity, camera=camera, render_key=None, resume=resume, reference=reference,
+                      progress=progress, desc="recording PushT", make_policy=make_policy)

@@ -7,7 +7,7 @@ bookkeeping is in :mod:`~trajstore.replay_buffer.stats_keeper`, the per-leaf mat
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
