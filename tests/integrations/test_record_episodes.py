@@ -122,7 +122,7 @@ def test_an_episode_cut_by_reset_or_close_is_ended_and_marked(tmp_path):
         assert [len(e) for e in rb.episodes] == [3, 2]
         assert [e.data for e in rb.episodes] == [{"seed": 1, "interrupted_by": "reset"},
                                                  {"seed": 2, "interrupted_by": "close"}]
-        assert all(e.done and not e.interrupted for e in rb.episodes)  # ended by the wrapper, not by a crash
+        assert all(e.interrupted and not e.done for e in rb.episodes)  # cut short: `not e.interrupted` skips them
         assert rb.final_observation(0)["state"].tolist() == [3] and (rb.final_observation(1)["pixels"] == 2).all()
 
 
@@ -181,3 +181,46 @@ def test_bad_arguments_raise_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="rgb_array"):
         env.reset()
     assert not (tmp_path / "rb").exists()
+
+
+def test_outcome_known_at_the_end_and_cut_short_episodes_are_flagged(tmp_path):
+    """Data computed from the last step's info goes to the episode that ended; an episode cut
+    short by close() is interrupted, so `not e.interrupted` keeps only whole episodes."""
+    import gymnasium
+
+    from trajstore.integrations.gymnasium import RecordEpisodes
+
+    class Counter(gymnasium.Env):
+        observation_space = gymnasium.spaces.Box(0, 100, (1,), np.float32)
+        action_space = gymnasium.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            done = self.t == 3
+            return np.full(1, self.t, np.float32), 1.0, done, False, {"is_success": done and action == 1}
+
+    env = RecordEpisodes(Counter(), tmp_path / "rb")
+    for action in (1, 0):
+        env.reset(seed=action)
+        for _ in range(3):
+            env.step(action)
+    env.reset(seed=7)
+    env.step(1)
+    env.close()
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        eps = rb.episodes
+        assert [e.data.get("success") for e in eps[:2]] == [True, False]
+        assert [(e.done, e.interrupted) for e in eps] == [(True, False), (True, False), (False, True)]
+        assert eps[2].data["interrupted_by"] == "close" and len(eps[2]) == 1
+    env2 = RecordEpisodes(Counter(), tmp_path / "rb2", episode_data=lambda info: {"won": bool(info["is_success"])})
+    env2.reset(seed=0)
+    for _ in range(3):
+        env2.step(1)
+    env2.close()
+    with ReplayBuffer.load_from(tmp_path / "rb2") as rb:
+        assert rb.episode(0).data == {"seed": 0, "won": True}

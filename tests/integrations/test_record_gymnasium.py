@@ -75,7 +75,7 @@ def test_resume_appends_and_continues_the_seeds(tmp_path):
     assert cli("--env", CARTPOLE, "--episodes", 2, "--max-steps", 4, "--out", out).exit_code == 0
     result = cli("--env", CARTPOLE, "--episodes", 1, "--max-steps", 4, "--out", out, "--resume")
     assert result.exit_code == 0, result.output
-    assert "recorded 1 episodes" in result.output and "the buffer holds 3 episodes" in result.output
+    assert "recorded 1 episode " in result.output and "the buffer holds 3 episodes" in result.output
     with ReplayBuffer.load_from(out) as rb:
         assert [e.data["seed"] for e in rb.episodes] == [0, 1, 2]
         assert all(e.done and not e.interrupted for e in rb.episodes)
@@ -160,7 +160,7 @@ def test_cli_exits_130_on_keyboard_interrupt(tmp_path, monkeypatch):
     monkeypatch.setattr(rg, "random_policy", lambda env: interrupting_policy(env, 5))
     result = cli("--env", CARTPOLE, "--episodes", 3, "--max-steps", 3, "--out", tmp_path / "rb")
     assert result.exit_code == 130, result.output
-    assert "interrupted: kept 1 episodes (3 steps)" in result.output
+    assert "interrupted: kept 1 episode (3 steps)" in result.output
     assert describe(tmp_path / "rb").episodes == 1
 
 

@@ -28,7 +28,7 @@ def test_record_routes_pixels_to_images_and_reads_back(tmp_path):
     assert not by_key["observation/pixels"].exact and by_key["observation/pixels"].min_psnr_db >= 30
     with ReplayBuffer.load_from(tmp_path / "rb") as rb:
         assert [len(e) for e in rb.episodes] == [25, 25]
-        assert [e.data for e in rb.episodes] == [{"seed": 0}, {"seed": 1}]
+        assert [e.data for e in rb.episodes] == [{"seed": 0, "success": False}, {"seed": 1, "success": False}]  # from is_success
         assert rb[24]["truncated"] and not rb[23]["truncated"]
         actions = rb[:]["action"]
         assert np.abs(np.diff(actions[:25], axis=0)).max() < 60  # scripted: smooth, not uniform noise

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trajstore.errors import TrajstoreError
+from trajstore.errors import StorageExistsError, TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -70,6 +70,8 @@ def record(
     except RecordingInterrupted as exc:
         console.print(escape(exc.summary.line()), soft_wrap=True)
         raise typer.Exit(130)
+    except StorageExistsError as exc:
+        raise fail(f"{exc} (to add episodes to it: --resume)")
     except (TrajstoreError, ImportError, ValueError, EnvSetupError) as exc:
         raise fail(exc)
     console.print(escape(summary.line()), soft_wrap=True)

@@ -20,9 +20,10 @@ does the same for a ``gymnasium.vector.VectorEnv``.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import gymnasium
+import numpy as np
 
 from trajstore.integrations.recorded_step import StepRecorder, recorded_step_space, render_frame
 from trajstore.integrations.record_vector_episodes import RecordVectorEpisodes
@@ -49,11 +50,16 @@ class RecordEpisodes(gymnasium.Wrapper):
             their spaces come from the first step's values).
         image_keys: observation leaves (names joined by "/") that are camera frames, tagged
             ``kind=image`` so they are compressed; none are guessed.
+        episode_data: ``episode_data(info) -> dict``, called when an episode ends with the info of
+            its last step, for what is known only then (e.g. ``lambda info: {"success":
+            bool(info["is_success"])}``). Without it, an ``is_success`` entry of the last step's info
+            is stored as ``success``.
 
     Per episode, ``end_episode`` receives the final observation, ``seed`` (the ``reset`` seed,
-    or None) and what :meth:`set_episode_data` set. An episode left open by a ``reset`` or
-    ``close`` before it ended is ended all the same, with ``interrupted_by`` = ``"reset"`` or
-    ``"close"`` in its data; :meth:`discard_episode` drops it instead. After an episode ended,
+    or None), what :meth:`set_episode_data` set and what ``episode_data`` returned. An episode
+    left open by a ``reset`` or ``close`` before it ended is ended all the same as *interrupted*
+    (``Episode.interrupted``), with ``interrupted_by`` = ``"reset"`` or ``"close"`` in its data;
+    :meth:`discard_episode` drops it instead. After an episode ended,
     ``step`` needs a ``reset`` first.
 
     Raises:
@@ -64,8 +70,10 @@ class RecordEpisodes(gymnasium.Wrapper):
 
     def __init__(self, env: Any, buffer: ReplayBuffer | str | os.PathLike, *, render_key: str | None = None,
                  info_keys: Iterable[str] = (), image_keys: Iterable[str] = (), capacity: int | None = None,
-                 routing: Mapping[str, Any] | None = None):
+                 routing: Mapping[str, Any] | None = None,
+                 episode_data: Callable[[dict], Mapping[str, Any]] | None = None):
         super().__init__(env)
+        self._data_at_end = episode_data
         self.recorder = StepRecorder(buffer, render_key=render_key, info_keys=info_keys, image_keys=image_keys,
                                      capacity=capacity, routing=routing, fps=env.metadata.get("render_fps"))
         self._obs: Any = None  # o_t as recorded; None before reset and after an episode ended
@@ -119,12 +127,17 @@ class RecordEpisodes(gymnasium.Wrapper):
         self._open = True
         self._obs = rec.observation(obs, frame)
         if terminated or truncated:
+            if self._data_at_end is not None:
+                self._episode_data.update(episode_data(dict(self._data_at_end(info))))
+            elif "is_success" in info:
+                self._episode_data.setdefault("success", bool(np.asarray(info["is_success"]).any()))
             self._end_episode()
         return obs, reward, terminated, truncated, info
 
     def _end_episode(self, **extra: Any) -> None:
         data = {"seed": self._seed, **self._episode_data, **extra}
-        self.recorder.buffer.end_episode(final_observation=self._obs, **data)  # type: ignore[union-attr]
+        self.recorder.buffer.end_episode(final_observation=self._obs,  # type: ignore[union-attr]
+                                         interrupted="interrupted_by" in extra, **data)
         self._open = False
         self._obs = None
         self._episode_data = {}

@@ -49,12 +49,12 @@ class RecordingSummary:
 
     def line(self) -> str:
         """One line for a terminal, e.g. ``interrupted: kept 3 episodes (150 steps) in data/x, ...``."""
-        text = (f"{'interrupted: kept' if self.interrupted else 'recorded'} {self.episodes} episodes "
+        text = (f"{'interrupted: kept' if self.interrupted else 'recorded'} {_count(self.episodes, 'episode')} "
                 f"({self.steps} steps) in {self.path}")
         if self.interrupted:
             text += f"; discarded the open episode ({self.discarded_steps} steps)"
         if (self.held_episodes, self.held_steps) != (self.episodes, self.steps):
-            text += f"; the buffer holds {self.held_episodes} episodes ({self.held_steps} steps)"
+            text += f"; the buffer holds {_count(self.held_episodes, 'episode')} ({self.held_steps} steps)"
         return text
 
 
@@ -149,3 +149,7 @@ def _sigint_between_steps() -> Iterator[_StopRequest]:
         yield stop
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

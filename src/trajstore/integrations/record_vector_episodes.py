@@ -143,7 +143,8 @@ class RecordVectorEpisodes(gymnasium.vector.VectorWrapper):
                           steps[0].get("info", {}))
         buffer.extend(_stack(steps))
         self._steps[i] = []
-        buffer.end_episode(final_observation=final, seed=self._seeds[i], env_index=i, **extra)
+        buffer.end_episode(final_observation=final, seed=self._seeds[i], env_index=i,
+                           interrupted="interrupted_by" in extra, **extra)
 
     def close(self) -> None:
         """End the running episodes (``interrupted_by="close"``), close a buffer the wrapper made, close the env."""

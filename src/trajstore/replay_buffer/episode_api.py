@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 class EpisodeMethods:
     """Episodes of a :class:`~trajstore.replay_buffer.ReplayBuffer` (see the module docstring)."""
 
-    def end_episode(self: "ReplayBuffer", final_observation: Any = None, **data: Any) -> None:
+    def end_episode(self: "ReplayBuffer", final_observation: Any = None, *, interrupted: bool = False,
+                    **data: Any) -> None:
         """Mark the last appended step as the end of the current episode, then :meth:`flush`:
         its steps, data and final observation are committed together (data first, then metadata).
 
@@ -33,6 +34,9 @@ class EpisodeMethods:
                 to the last action), a value of the step space's ``observation`` subspace; stored in
                 ``final_observations/`` with the same routing (camera frames compressed) and read
                 back with :meth:`final_observation`. A ring keeps those of its held episodes only.
+            interrupted: the episode was cut short before its end (its env was reset or closed, the
+                operator stopped it): kept, and flagged ``Episode.interrupted`` (``done`` False), as
+                a fragment left by a crashed writer is.
             **data: JSON values kept with the episode in ``trajstore.json`` (``task="push"``,
                 ``success=True``, ``seed=3``, lists and dicts of them); read back as
                 ``episode(k).data``. NumPy scalars become Python values and tuples lists.
@@ -57,7 +61,8 @@ class EpisodeMethods:
         self._write_staged()  # a failed background write surfaces before the episode is closed
         if final is not None:
             self._finals.write(self._episodes.final_count, final, layout_of=self.storage, lock=self._lock)
-        self._episodes.end_episode(self._ring.appended, data=checked, with_final=final is not None)
+        self._episodes.end_episode(self._ring.appended, data=checked, with_final=final is not None,
+                                   interrupted=bool(interrupted))
         self.flush()
 
     def discard_episode(self: "ReplayBuffer") -> int:
