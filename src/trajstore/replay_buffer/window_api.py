@@ -162,7 +162,8 @@ class WindowMethods:
             indices, is_pad = samplers.window_indices(*drawn, group.offsets)
             masks.append(is_pad)
             logical = from_slots(indices.reshape(-1))
-            first, last = min(first, int(logical.slots[0])), max(last, int(logical.slots[-1]))
+            if len(logical.slots):
+                first, last = min(first, int(logical.slots[0])), max(last, int(logical.slots[-1]))
             sel = view.slots_of(logical)
             values = self.storage.read_leaves(Selection(sel.slots), group.leaves)
             for position, windowed, value in zip(group.leaves, group.windowed, values):
@@ -170,5 +171,6 @@ class WindowMethods:
                     value = value[sel.order]
                 shape = (batch, len(group.offsets)) if windowed else (batch,)
                 leaves[position] = value.reshape(*shape, *value.shape[1:])
-        self._check_not_stale(view, view_episodes, first, last)
+        if last >= 0:
+            self._check_not_stale(view, view_episodes, first, last)
         return tree.unflatten(self.space, leaves), {name: masks[g] for name, g in plan.names.items()}
