@@ -135,3 +135,24 @@ def test_bad_requests():
         rb.sample_transitions(4, gamma=1.5)
     with pytest.raises(ValueError, match="has no"):
         rb.sample_transitions(4, observation_key="obs")
+
+
+def test_reader_of_a_live_ring_sees_consistent_transitions(tmp_path):
+    """A reader refreshing between the writer's episodes: every pair is a step and its successor in
+    the same episode, or the last step and its episode's final observation (10000 + its stop)."""
+    lengths = [3, 5, 2, 6, 4, 7, 1, 5]
+    with ReplayBuffer.create(DictStorage, SPACE, capacity=9, cache_path=tmp_path / "rb", multiprocessing=True,
+                             **dict_storage_kwargs_from_space(SPACE)) as rb:
+        reader = ReplayBuffer.load_from(tmp_path / "rb", multiprocessing=True)
+        g, stops = 0, []
+        for length in lengths * 3:
+            add(rb, range(g, g + length))
+            g += length
+            stops.append(g)
+            rb.end_episode(final_observation=float(10000 + g))
+            reader.refresh()
+            out = reader.sample_transitions(64, n_step=2, rng=np.random.default_rng(g))
+            for o, x in zip(out["observation"], out["next_observation"]):
+                stop = next(s for s in stops if s > o)
+                assert x == (o + 2 if o + 2 < stop else 10000 + stop)
+        reader.close()

@@ -69,7 +69,7 @@ class ReplayBufferDataset(Dataset):
             raise TypeError("pad goes with delta_indices")
         if delta_indices is not None:
             window_plan(buffer.space, delta_indices)  # checked once, here
-            if IS_PAD in tree_keys(buffer.space):
+            if IS_PAD in _top_keys(buffer.space):
                 raise ValueError(f"the space has a key {IS_PAD!r}: windows cannot add their padding flags")
         self.buffer = buffer
         self.transform = transform
@@ -136,6 +136,6 @@ def _take(batch: Any, i: int) -> Any:
     return batch[i]
 
 
-def tree_keys(space: Any) -> set[str]:
+def _top_keys(space: Any) -> set[str]:
     """Top-level keys of a dict space (empty for another space)."""
     return set(getattr(space, "spaces", {}) or {})

@@ -145,23 +145,24 @@ class TransitionMethods:
                 "terminated": term_n[rows, k - 1], "truncated": trunc_n[rows, k - 1],
                 "discount": (gamma ** k.astype(np.float64)).astype(dtype), "index": t.astype(np.int64)}
 
-    def _read_finals(self: "ReplayBuffer", view: Any, stops: np.ndarray, out: list[np.ndarray], rows: np.ndarray,
-                     observation_key: str) -> list[tuple[int, int]]:
-        """Fill ``out[leaf][rows]`` with the final observations of the episodes ending at logical ``stops``;
-        return the ``(episode id, final number)`` pairs read."""
+    def _read_finals(self: "ReplayBuffer", view: Any, stops: np.ndarray, out: list[np.ndarray],
+                     rows: np.ndarray, observation_key: str) -> list[tuple[int, int]]:
+        """Fill ``out[leaf][rows]`` (``rows``: bool ``(B,)``) with the final observations of the episodes
+        ending at logical ``stops`` (one per true row), reading each episode's once; return the
+        ``(episode id, final number)`` pairs read."""
         if not len(stops):
             return []
         table = self._episodes
-        cols = np.searchsorted(table.stops, stops + view.first_step)  # each stop is a closed episode's stop
-        numbers = table.finals[cols]
+        # Each stop is that of a closed episode with a final observation (only those keep their last anchors).
+        cols = np.searchsorted(table.stops, stops + view.first_step)
         obs_space = tree.subspace(self.space, (observation_key,))
-        read = []
         targets = np.flatnonzero(rows)
+        read = []
         for col in np.unique(cols):
-            value = tree.flatten(obs_space, self._finals.read(int(table.finals[col])))
+            number = int(table.finals[col])
+            value = tree.flatten(obs_space, self._finals.read(number))
             at = targets[cols == col]
             for leaf, v in zip(out, value):
                 leaf[at] = v
-            read.append((int(table.ids[col]), int(table.finals[col])))
-        assert np.all(numbers >= 0)
+            read.append((int(table.ids[col]), number))
         return read

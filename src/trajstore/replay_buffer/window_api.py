@@ -91,8 +91,8 @@ class WindowMethods:
             if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
                 raise ValueError(f"window must be an int >= 1, got {window!r}")
             steps = np.arange(int(window), dtype=np.int64)
-            flat = self._draw_and_read(
-                lambda: (self._draw_anchors(0, int(window) - 1, batch_size, rng, selected)[0][:, None] + steps).reshape(-1))
+            flat = self._draw_and_read(lambda: (
+                self._draw_anchors(0, int(window) - 1, batch_size, rng, selected)[0][:, None] + steps).reshape(-1))
             return map_leaves(self.space, flat, lambda v: v.reshape(batch_size, int(window), *v.shape[1:]))
         if window is not None:
             raise TypeError("give sample_windows a window length or delta_indices, not both")
