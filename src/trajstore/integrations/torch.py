@@ -10,7 +10,7 @@ append while the workers read.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 from torch.utils.data import Dataset
@@ -20,35 +20,64 @@ from trajstore.errors import StaleReadError
 from trajstore.integrations.normalizer import Normalizer  # re-exported: trajstore.integrations.torch.Normalizer
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.replay_buffer import MAX_READ_ATTEMPTS
-from trajstore.spaces import map_leaves
+from trajstore.replay_buffer.window_plan import window_plan
 
 
 __all__ = ["ReplayBufferDataset", "Normalizer"]
 
+#: The key of a window item's padding flags.
+IS_PAD = "is_pad"
+
 
 class ReplayBufferDataset(Dataset):
-    """Step ``i`` of the buffer as a nested dict of torch tensors (text leaves as ``str``).
+    """Item ``i`` of a replay buffer (a step, or the window at anchor ``i``) as a nested dict of torch
+    tensors (text leaves as ``str``).
 
     Args:
         buffer: a :class:`ReplayBuffer`, or the path of a buffer folder (opened read-only).
-        transform: optional function applied to each step (nested dict of tensors).
+        transform: optional function applied to each item (nested dict of tensors).
         refresh: a live buffer: re-read the writer's flushed state before each ``len()`` and each
             read, in every worker (also with ``persistent_workers``); indices wrap modulo the
             current length, since a ring's view moves while the writer appends.
+        delta_indices: windows instead of steps: item ``i`` is the window anchored at valid anchor
+            ``i`` (``rb.windows_at``; anchors numbered in step order, every one exactly once, so an
+            epoch, ``shuffle=True`` and ``DistributedSampler`` see each anchor once). Offsets as in
+            ``rb.sample_windows``: a named leaf is ``(T, ...)``, another leaf is read at the anchor
+            only; the item also has the key ``"is_pad"``: ``{name: bool tensor (T,)}``.
+        pad: as in ``rb.sample_windows``: ``True`` (default) makes every held step an anchor and pads
+            at episode boundaries; ``False`` keeps only anchors whose offsets all fall inside their episode.
+        episodes: episode ids (``Episode.id``, e.g. from ``rb.split_episodes``): only the steps (or
+            anchors) inside those episodes, in step order.
 
-    ``len(dataset)`` is the number of steps held when it was last refreshed. Given a writer's
-    buffer, ``len()`` flushes it first: workers read the folder, which holds only flushed steps.
-    Indexing follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
+    ``len(dataset)`` is the number of steps (or valid anchors) held when it was last refreshed. Given
+    a writer's buffer, ``len()`` flushes it first: workers read the folder, which holds only flushed
+    steps. Indexing follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
     used by DataLoader with automatic batching) reads the whole batch in one buffer call.
+
+    Raises:
+        ValueError: ``delta_indices`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``);
+            windows over a space with a top-level key ``"is_pad"``.
+        TypeError: ``pad`` without ``delta_indices``.
     """
 
     def __init__(self, buffer: ReplayBuffer | str | os.PathLike, *, transform: Callable[[Any], Any] | None = None,
-                 multiprocessing: bool = True, refresh: bool = False):
+                 multiprocessing: bool = True, refresh: bool = False, delta_indices: Mapping[str, Any] | None = None,
+                 pad: bool | None = None, episodes: Iterable[int] | None = None):
         if not isinstance(buffer, ReplayBuffer):
             buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing)
+        if delta_indices is None and pad is not None:
+            raise TypeError("pad goes with delta_indices")
+        if delta_indices is not None:
+            window_plan(buffer.space, delta_indices)  # checked once, here
+            if IS_PAD in _top_keys(buffer.space):
+                raise ValueError(f"the space has a key {IS_PAD!r}: windows cannot add their padding flags")
         self.buffer = buffer
         self.transform = transform
         self.refresh = refresh
+        self.delta_indices = dict(delta_indices) if delta_indices is not None else None
+        self.pad = True if pad is None else bool(pad)
+        selected = buffer._selected_ids(episodes)
+        self.episodes = None if selected is None else selected.tolist()
 
     def __len__(self) -> int:
         if not self.buffer.read_only:
@@ -56,7 +85,12 @@ class ReplayBufferDataset(Dataset):
             self.buffer.flush()
         elif self.refresh:
             self.buffer.refresh()
-        return len(self.buffer)
+        return self._count()
+
+    def _count(self) -> int:
+        if self.delta_indices is None and self.episodes is None:
+            return len(self.buffer)
+        return self.buffer.count_anchors(self.delta_indices, pad=self.pad, episodes=self.episodes)
 
     def _indices(self, indices: Any) -> np.ndarray:
         idx = np.asarray(indices, dtype=np.int64)
@@ -64,12 +98,11 @@ class ReplayBufferDataset(Dataset):
             # A live buffer: workers see the writer's newest flushed steps. A ring's view moves
             # (and briefly shrinks while the writer overwrites), so indices wrap onto the current one.
             self.buffer.refresh()
-            idx = idx % max(1, len(self.buffer))
+            idx = idx % max(1, self._count())
         return idx
 
     def __getitem__(self, index: int) -> Any:
-        step = to_torch(self._read(index))
-        return self.transform(step) if self.transform else step
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: list[int]) -> list[Any]:
         batch = self._read(indices)
@@ -79,13 +112,30 @@ class ReplayBufferDataset(Dataset):
         for _ in range(MAX_READ_ATTEMPTS):
             try:
                 idx = self._indices(indices)
-                return self.buffer[int(idx) if idx.ndim == 0 else idx]
+                rb = self.buffer
+                if self.delta_indices is not None:
+                    data, is_pad = rb.windows_at(idx, self.delta_indices, pad=self.pad, episodes=self.episodes)
+                    return {**data, IS_PAD: is_pad}
+                if self.episodes is not None:
+                    idx = rb.anchors_at(idx, episodes=self.episodes)
+                return rb[idx]
             except StaleReadError:
                 if not self.refresh:
                     raise
         raise RuntimeError(f"the writer of {self.buffer.cache_path} kept overwriting the steps being read")
 
     def _one(self, batch: Any, i: int) -> Any:
-        step = to_torch(map_leaves(self.buffer.space, batch, lambda v: v[i]))
-        return self.transform(step) if self.transform else step
+        item = to_torch(_take(batch, i))
+        return self.transform(item) if self.transform else item
 
+
+def _take(batch: Any, i: int) -> Any:
+    """Row ``i`` of every array of a nested dict."""
+    if isinstance(batch, dict):
+        return {k: _take(v, i) for k, v in batch.items()}
+    return batch[i]
+
+
+def _top_keys(space: Any) -> set[str]:
+    """Top-level keys of a dict space (empty for another space)."""
+    return set(getattr(space, "spaces", {}) or {})

@@ -88,7 +88,7 @@ class EpisodeTable:
         self.next_id = 0
         self.final_count = 0
         self.discards = 0
-        self._anchor_indexes: dict[tuple[int, int], AnchorIndex] = {}  # cleared when closed episodes change
+        self._anchor_indexes: dict[tuple, AnchorIndex] = {}  # cleared when closed episodes change
 
     @property
     def ids(self) -> np.ndarray:
@@ -161,15 +161,37 @@ class EpisodeTable:
             self._first += dropped
             self._anchor_indexes.clear()
 
-    def anchor_index(self, before: int, after: int) -> AnchorIndex:
+    @property
+    def finals(self) -> np.ndarray:
+        """Final observation numbers of the closed episodes kept, int64 ``(E,)`` (-1: none)."""
+        return self._table[3, self._first:self._n]
+
+    def anchor_index(self, before: int, after: int, *, selected: np.ndarray | None = None,
+                     keep_final_steps: bool = False) -> AnchorIndex:
         """The closed episodes' valid anchors for a margin (see :mod:`~trajstore.replay_buffer.samplers`),
-        built in O(episodes) on first use and cached until an episode is closed or dropped."""
-        index = self._anchor_indexes.get((before, after))
+        built in O(episodes) on first use and cached until an episode is closed or dropped.
+
+        Args:
+            selected: sorted unique episode ids (int64): only those closed episodes (unknown ids are ignored).
+            keep_final_steps: an episode with a final observation keeps its last ``after`` anchors.
+        """
+        key = (before, after, keep_final_steps, None if selected is None else selected.tobytes())
+        index = self._anchor_indexes.get(key)
         if index is None:
             if len(self._anchor_indexes) >= 8:  # a few margins are in use at a time
                 self._anchor_indexes.clear()
-            index = self._anchor_indexes[before, after] = anchor_index(self.starts, self.stops, before, after)
+            cols = slice(None) if selected is None else self.columns_of(selected)
+            starts, stops = self.starts[cols], self.stops[cols]
+            ends = np.where(self.finals[cols] >= 0, stops, stops - after) if keep_final_steps else None
+            index = self._anchor_indexes[key] = anchor_index(starts, stops, before, after, ends)
         return index
+
+    def columns_of(self, ids: np.ndarray) -> np.ndarray:
+        """Positions in :attr:`ids` of the closed, kept episodes among ``ids`` (sorted int64), increasing."""
+        pos = np.searchsorted(self.ids, ids)
+        found = pos < len(self)
+        found[found] = self.ids[pos[found]] == ids[found]
+        return pos[found]
 
     def count(self, appended: int) -> int:
         """Episodes overlapping the held steps, the open one included."""

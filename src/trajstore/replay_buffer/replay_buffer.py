@@ -12,8 +12,10 @@ Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, then 
 was flushed; steps appended after the last flush are not visible to other processes.
 
 The episode methods (``end_episode``, ``discard_episode``, ``episodes``, ``final_observation``,
-...) are in :mod:`~trajstore.replay_buffer.episode_api`, ``sample_windows`` in
-:mod:`~trajstore.replay_buffer.window_api`; ``stats()`` is in
+...) are in :mod:`~trajstore.replay_buffer.episode_api`, ``sample``, ``select_episodes`` and
+``split_episodes`` in :mod:`~trajstore.replay_buffer.sampling_api`, ``sample_windows`` in
+:mod:`~trajstore.replay_buffer.window_api`, ``sample_transitions`` in
+:mod:`~trajstore.replay_buffer.transition_api`; ``stats()`` is in
 :mod:`~trajstore.replay_buffer.stats_api` (``stats.json``, committed with the metadata).
 """
 
@@ -24,13 +26,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, StaleReadError
-from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer.episode_api import EpisodeMethods
+from trajstore.replay_buffer.sampling_api import SamplingMethods
+from trajstore.replay_buffer.transition_api import TransitionMethods
 from trajstore.replay_buffer.window_api import WindowMethods
 from trajstore.replay_buffer.write_behind import WriteBehindMethods
 from trajstore.replay_buffer.episodes import EpisodeTable
@@ -51,7 +53,8 @@ from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity
 MAX_READ_ATTEMPTS = 16
 
 
-class ReplayBuffer(WriteBehindMethods, EpisodeMethods, WindowMethods, StatsMethods, FolderOwner):
+class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMethods, TransitionMethods,
+                   StatsMethods, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
@@ -371,20 +374,6 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, WindowMethods, StatsMetho
     def _reads_race_a_writer(self) -> bool:
         """A reader of a folder: the writer may reuse slots while we read them (a ring's overwrite, a discard)."""
         return self.read_only and self.cache_path is not None
-
-    def sample(self, batch_size: int, *, rng: np.random.Generator | None = None) -> Any:
-        """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
-
-        A draw that raced the writer reusing slots (:class:`StaleReadError`) is drawn again; any other
-        read error is raised as it is.
-
-        Raises:
-            ValueError: the buffer is empty, or ``batch_size`` < 1.
-            FormatError: a payload file is damaged (e.g. a video segment holds fewer frames than its
-                index says); names the file and the frame.
-        """
-        rng = rng or np.random.default_rng()
-        return self._draw_and_read(lambda: samplers.uniform_steps(len(self), batch_size, rng))
 
     def _draw_and_read(self, draw: Any, read: Any = None) -> Any:
         """``read(draw())`` (default read: :meth:`get_at`); draw again only after a real race with the writer.

@@ -31,8 +31,8 @@ def uniform_steps(count: int, batch_size: int, rng: np.random.Generator) -> np.n
     return rng.integers(0, count, size=batch_size, dtype=np.int64)
 
 
-def _anchor_counts(starts: np.ndarray, stops: np.ndarray, before: int, after: int) -> np.ndarray:
-    return np.maximum(0, (stops - after) - (starts + before))
+def _anchor_counts(starts: np.ndarray, ends: np.ndarray, before: int) -> np.ndarray:
+    return np.maximum(0, ends - (starts + before))
 
 
 @dataclass(frozen=True)
@@ -42,37 +42,116 @@ class AnchorIndex:
     Attributes:
         starts, stops: the closed episodes' step ranges ``[start, stop)``, int64 ``(E,)``, increasing
             (a ring may have overwritten the first steps of ``starts[0]``; :func:`draw_anchors` clamps).
-        cumulative: int64 ``(E + 1,)``; episode ``j`` owns draws ``[cumulative[j], cumulative[j + 1])``.
-        before, after: the margin, both >= 0.
+        ends: int64 ``(E,)``: episode ``j``'s anchors are ``[starts[j] + before, ends[j])``
+            (``stops - after`` unless :func:`anchor_index` was given other ends).
+        cumulative: int64 ``(E + 1,)``; episode ``j`` owns anchor numbers ``[cumulative[j], cumulative[j + 1])``.
+        before, after: the margin, both >= 0 (``after`` applies to the open episode and to ``ends`` by default).
     """
 
     starts: np.ndarray
     stops: np.ndarray
+    ends: np.ndarray
     cumulative: np.ndarray
     before: int
     after: int
 
 
-def anchor_index(starts: np.ndarray, stops: np.ndarray, before: int, after: int) -> AnchorIndex:
-    """The :class:`AnchorIndex` of closed episodes ``[starts, stops)`` (int64 ``(E,)``), in ``O(E)``."""
+def anchor_index(starts: np.ndarray, stops: np.ndarray, before: int, after: int,
+                 ends: np.ndarray | None = None) -> AnchorIndex:
+    """The :class:`AnchorIndex` of closed episodes ``[starts, stops)`` (int64 ``(E,)``), in ``O(E)``.
+
+    ``ends`` (int64 ``(E,)``, default ``stops - after``) bounds each episode's anchors from above
+    (exclusive); transitions use it to keep the last steps of episodes that have a final observation.
+    """
+    ends = (stops - after) if ends is None else np.asarray(ends, np.int64)
     cumulative = np.zeros(len(starts) + 1, np.int64)
-    np.cumsum(_anchor_counts(starts, stops, before, after), out=cumulative[1:])
-    return AnchorIndex(starts.copy(), stops.copy(), cumulative, before, after)
+    np.cumsum(_anchor_counts(starts, ends, before), out=cumulative[1:])
+    return AnchorIndex(starts.copy(), stops.copy(), ends.copy(), cumulative, before, after)
+
+
+@dataclass(frozen=True)
+class HeldAnchors:
+    """The valid anchors of the held steps, numbered ``0 .. total - 1`` in step order (see :func:`held_anchors`)."""
+
+    index: AnchorIndex
+    oldest: int
+    appended: int
+    open_from: int | None  # first held step of the open episode, or None
+    skip: int  # anchor numbers of ``index`` before the first held anchor
+    closed_total: int  # anchor numbers of ``index`` in use by closed episodes (including skipped ones)
+    total: int
+
+
+def held_anchors(index: AnchorIndex, *, oldest: int, appended: int, open_start: int | None) -> HeldAnchors:
+    """Count the valid anchors of the held steps, in ``O(log E)``.
+
+    The held steps are the global steps ``[oldest, appended)``; the closed episodes are those of
+    ``index`` (steps before ``oldest`` are not held: the ring overwrote them), the open one (if
+    ``open_start`` is not ``None``) holds ``[open_start, appended)`` and has the margin of ``index``.
+    """
+    before, after, cumulative = index.before, index.after, index.cumulative
+    n = len(index.starts)
+    j = int(np.searchsorted(index.stops, oldest, side="right"))  # the first closed episode with a held step
+    through_j = int(cumulative[j + 1]) if j < n else int(cumulative[-1])
+    first = (int(_anchor_counts(max(int(index.starts[j]), oldest), int(index.ends[j]), before)) if j < n else 0)
+    open_from = None if open_start is None or appended <= open_start else max(open_start, oldest)
+    in_open = int(_anchor_counts(open_from, appended - after, before)) if open_from is not None else 0
+    closed_total = int(cumulative[-1])
+    total = first + (closed_total - through_j) + in_open
+    return HeldAnchors(index, oldest, appended, open_from, through_j - first, closed_total, total)
+
+
+def anchors_at(held: HeldAnchors, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The anchors numbered ``numbers`` (int ``(B,)`` in ``[0, held.total)``), in ``O(B log E)``.
+
+    Returns:
+        ``(anchors, episode_starts, episode_stops)``, int64 ``(B,)`` each, in logical indices
+        (global step minus ``oldest``): the anchor and the held steps ``[start, stop)`` of its episode.
+
+    Raises:
+        IndexError: a number outside ``[0, held.total)``.
+    """
+    numbers = np.asarray(numbers, np.int64).reshape(-1)
+    if len(numbers) and (numbers.min() < 0 or numbers.max() >= held.total):
+        raise IndexError(f"anchor numbers must lie in [0, {held.total}), got {numbers.min()}..{numbers.max()}")
+    index, before = held.index, held.index.before
+    k = numbers + held.skip  # numbers of episodes before the first held one, and of its overwritten steps, skipped
+    closed = k < held.closed_total
+    episode = np.searchsorted(index.cumulative, k[closed], side="right") - 1
+    anchors = np.empty(len(k), np.int64)
+    ep_start = np.empty(len(k), np.int64)
+    ep_stop = np.empty(len(k), np.int64)
+    anchors[closed] = index.starts[episode] + before + (k[closed] - index.cumulative[episode])
+    ep_start[closed] = np.maximum(index.starts[episode], held.oldest)
+    ep_stop[closed] = index.stops[episode]
+    if not closed.all():
+        anchors[~closed] = held.open_from + before + (k[~closed] - held.closed_total)
+        ep_start[~closed] = held.open_from
+        ep_stop[~closed] = held.appended
+    return anchors - held.oldest, ep_start - held.oldest, ep_stop - held.oldest
+
+
+def no_anchor_message(held: HeldAnchors) -> str:
+    """Why :attr:`HeldAnchors.total` is 0, with the longest held episode."""
+    index, oldest = held.index, held.oldest
+    j = int(np.searchsorted(index.stops, oldest, side="right"))
+    longest = max(int(np.max(index.stops[j:] - np.maximum(index.starts[j:], oldest))) if j < len(index.stops) else 0,
+                  held.appended - held.open_from if held.open_from is not None else 0)
+    return (f"no held step has {index.before} steps before it and {index.after} after it in its episode "
+            f"(longest episode: {longest} steps)")
 
 
 def draw_anchors(index: AnchorIndex, *, oldest: int, appended: int, open_start: int | None, batch_size: int,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``batch_size`` anchors drawn uniformly with replacement among the valid anchors of the held steps.
 
-    The held steps are the global steps ``[oldest, appended)``; the closed episodes are those of
-    ``index`` (steps before ``oldest`` are not held: the ring overwrote them), the open one (if ``open_start`` is
-    not ``None``) holds ``[open_start, appended)``. Every valid anchor is equally likely, so a long
+    See :func:`held_anchors` for the held steps. Every valid anchor is equally likely, so a long
     episode gives proportionally more windows. Valid anchors are numbered in step order and draw
-    ``k`` picks the ``k``-th, which is what drawing from the concatenated list of all of them did.
+    ``k`` picks the ``k``-th (:func:`anchors_at`), which is what drawing from the concatenated list
+    of all of them did.
 
     Returns:
-        ``(anchors, episode_starts, episode_stops)``, int64 ``(B,)`` each, in logical indices
-        (global step minus ``oldest``): the anchor and the held steps ``[start, stop)`` of its episode.
+        ``(anchors, episode_starts, episode_stops)`` as :func:`anchors_at`.
 
     Raises:
         ValueError: ``batch_size`` < 1, or no held step is a valid anchor (the message gives the
@@ -80,35 +159,10 @@ def draw_anchors(index: AnchorIndex, *, oldest: int, appended: int, open_start: 
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    before, after, cumulative = index.before, index.after, index.cumulative
-    n = len(index.starts)
-    j = int(np.searchsorted(index.stops, oldest, side="right"))  # the first closed episode with a held step
-    through_j = int(cumulative[j + 1]) if j < n else int(cumulative[-1])
-    first = int(_anchor_counts(max(int(index.starts[j]), oldest), int(index.stops[j]), before, after)) if j < n else 0
-    open_from = None if open_start is None or appended <= open_start else max(open_start, oldest)
-    in_open = int(_anchor_counts(open_from, appended, before, after)) if open_from is not None else 0
-    closed_total = int(cumulative[-1])
-    total = first + (closed_total - through_j) + in_open
-    if total == 0:
-        longest = max(int(np.max(index.stops[j:] - np.maximum(index.starts[j:], oldest))) if j < n else 0,
-                      appended - open_from if open_from is not None else 0)
-        raise ValueError(f"no held step has {before} steps before it and {after} after it in its episode "
-                         f"(longest episode: {longest} steps)")
-    # Draw numbers of episodes before j, and of episode j's overwritten first steps, are skipped.
-    k = rng.integers(0, total, size=batch_size) + (through_j - first)
-    closed = k < closed_total
-    episode = np.searchsorted(cumulative, k[closed], side="right") - 1
-    anchors = np.empty(batch_size, np.int64)
-    ep_start = np.empty(batch_size, np.int64)
-    ep_stop = np.empty(batch_size, np.int64)
-    anchors[closed] = index.starts[episode] + before + (k[closed] - cumulative[episode])
-    ep_start[closed] = np.maximum(index.starts[episode], oldest)
-    ep_stop[closed] = index.stops[episode]
-    if in_open:
-        anchors[~closed] = open_from + before + (k[~closed] - closed_total)
-        ep_start[~closed] = open_from
-        ep_stop[~closed] = appended
-    return anchors - oldest, ep_start - oldest, ep_stop - oldest
+    held = held_anchors(index, oldest=oldest, appended=appended, open_start=open_start)
+    if held.total == 0:
+        raise ValueError(no_anchor_message(held))
+    return anchors_at(held, rng.integers(0, held.total, size=batch_size))
 
 
 def window_indices(anchors: np.ndarray, episode_starts: np.ndarray, episode_stops: np.ndarray,

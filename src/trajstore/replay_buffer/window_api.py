@@ -10,7 +10,7 @@ camera leaf asked for at offset 0 decodes ``B`` frames (fewer with repeats), nev
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
@@ -26,11 +26,12 @@ Drawn = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class WindowMethods:
-    """``sample_windows`` of a :class:`~trajstore.replay_buffer.ReplayBuffer` (no state of its own)."""
+    """``sample_windows``, ``count_anchors`` and ``windows_at`` of a
+    :class:`~trajstore.replay_buffer.ReplayBuffer` (no state of their own)."""
 
     def sample_windows(self: "ReplayBuffer", batch_size: int, window: int | None = None, *,
                        delta_indices: Mapping[str, Any] | None = None, pad: bool | None = None,
-                       rng: np.random.Generator | None = None) -> Any:
+                       rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None) -> Any:
         """``batch_size`` windows of steps around anchor steps, drawn uniformly with replacement.
 
         **Plain form** ``sample_windows(B, window)``: ``window`` consecutive steps of one episode;
@@ -66,6 +67,8 @@ class WindowMethods:
           [round(t * fps) for t in seconds]}`` with ``pad=True``; LeRobot's ``{key}_is_pad`` is
           ``is_pad[key]``.
 
+        ``episodes``: episode ids (``Episode.id``): only anchors inside those episodes are drawn.
+
         All draws use ``rng`` (default: a fresh ``np.random.default_rng()``). A call costs
         O(B log episodes) plus the reads: the valid anchors per episode are prefix sums cached until
         an episode is closed or dropped.
@@ -75,10 +78,11 @@ class WindowMethods:
                 ``delta_indices`` not a mapping of str.
             ValueError: ``window`` < 1 or ``batch_size`` < 1; a name not in the space, a leaf named
                 twice, offsets not a non-empty 1-D int sequence; no held step is a valid anchor
-                (the message gives the longest episode).
+                (the message gives the longest episode); ``episodes`` names an id that is not held.
             StaleReadError: never from here: a reader of a live ring redraws by itself.
         """
         rng = rng or np.random.default_rng()
+        selected = self._selected_ids(episodes)
         if delta_indices is None:
             if window is None:
                 raise TypeError("sample_windows needs a window length or delta_indices")
@@ -87,24 +91,64 @@ class WindowMethods:
             if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
                 raise ValueError(f"window must be an int >= 1, got {window!r}")
             steps = np.arange(int(window), dtype=np.int64)
-            flat = self._draw_and_read(
-                lambda: (self._draw_windows(0, int(window) - 1, batch_size, rng)[0][:, None] + steps).reshape(-1))
+            flat = self._draw_and_read(lambda: (
+                self._draw_anchors(0, int(window) - 1, batch_size, rng, selected)[0][:, None] + steps).reshape(-1))
             return map_leaves(self.space, flat, lambda v: v.reshape(batch_size, int(window), *v.shape[1:]))
         if window is not None:
             raise TypeError("give sample_windows a window length or delta_indices, not both")
         plan = window_plan(self.space, delta_indices)
         margin = (0, 0) if pad is None or pad else (plan.before, plan.after)
-        return self._draw_and_read(lambda: self._draw_windows(*margin, batch_size, rng),
+        return self._draw_and_read(lambda: self._draw_anchors(*margin, batch_size, rng, selected),
                                    lambda drawn: self._read_windows(plan, drawn))
 
-    def _draw_windows(self: "ReplayBuffer", before: int, after: int, batch_size: int,
-                      rng: np.random.Generator) -> Drawn:
-        """Anchors with ``before`` steps before them and ``after`` after them in their episode."""
-        self._check_open()
-        episodes, ring = self._episodes, self._ring
-        return samplers.draw_anchors(episodes.anchor_index(before, after), oldest=ring.first_step,
-                                     appended=ring.appended, open_start=episodes.open_start,
-                                     batch_size=batch_size, rng=rng)
+    def count_anchors(self: "ReplayBuffer", delta_indices: Mapping[str, Any] | None = None, *, pad: bool = True,
+                      episodes: Iterable[int] | None = None) -> int:
+        """How many valid anchors the held steps have for ``delta_indices`` (:meth:`sample_windows`);
+        without ``delta_indices``, how many held steps (of ``episodes``, if given) there are. ``O(log E)``.
+
+        Anchors are numbered ``0 .. count - 1`` in step order; :meth:`windows_at` reads them by number.
+
+        Raises:
+            as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
+        """
+        before, after = self._margin(delta_indices, pad)
+        return self._held_anchors(before, after, self._selected_ids(episodes)).total
+
+    def anchors_at(self: "ReplayBuffer", numbers: Any, delta_indices: Mapping[str, Any] | None = None, *,
+                   pad: bool = True, episodes: Iterable[int] | None = None) -> np.ndarray:
+        """Logical indices, int64 ``(N,)``, of the anchors numbered ``numbers`` (int or int ``(N,)``), as
+        :meth:`count_anchors` numbers them. ``O(N log E)``.
+
+        Raises:
+            IndexError: a number outside ``[0, count_anchors(...))``.
+        """
+        before, after = self._margin(delta_indices, pad)
+        return samplers.anchors_at(self._held_anchors(before, after, self._selected_ids(episodes)), numbers)[0]
+
+    def windows_at(self: "ReplayBuffer", numbers: Any, delta_indices: Mapping[str, Any], *, pad: bool = True,
+                   episodes: Iterable[int] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+        """The windows anchored at the anchors numbered ``numbers`` (int64 ``(B,)``, see :meth:`count_anchors`),
+        as :meth:`sample_windows` returns them: ``(data, is_pad)`` with a leading axis ``B``, in the
+        order given. Every anchor can be read this way once per epoch (the torch dataset of windows).
+
+        Raises:
+            IndexError: a number outside ``[0, count_anchors(...))``.
+            StaleReadError: a reader raced the writer reusing the slots read; the view is refreshed
+                (and the numbering may have moved).
+            as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
+        """
+        plan = window_plan(self.space, delta_indices)
+        before, after = (0, 0) if pad else (plan.before, plan.after)
+        held = self._held_anchors(before, after, self._selected_ids(episodes))
+        return self._read_windows(plan, samplers.anchors_at(held, numbers))
+
+    def _margin(self: "ReplayBuffer", delta_indices: Mapping[str, Any] | None, pad: bool) -> tuple[int, int]:
+        if delta_indices is None or pad:
+            if delta_indices is not None:
+                window_plan(self.space, delta_indices)  # checked all the same
+            return 0, 0
+        plan = window_plan(self.space, delta_indices)
+        return plan.before, plan.after
 
     def _read_windows(self: "ReplayBuffer", plan: WindowPlan, drawn: Drawn) -> tuple[Any, dict[str, np.ndarray]]:
         """Read each offset group of ``plan`` at the windows of ``drawn`` under the current view."""
@@ -118,7 +162,8 @@ class WindowMethods:
             indices, is_pad = samplers.window_indices(*drawn, group.offsets)
             masks.append(is_pad)
             logical = from_slots(indices.reshape(-1))
-            first, last = min(first, int(logical.slots[0])), max(last, int(logical.slots[-1]))
+            if len(logical.slots):
+                first, last = min(first, int(logical.slots[0])), max(last, int(logical.slots[-1]))
             sel = view.slots_of(logical)
             values = self.storage.read_leaves(Selection(sel.slots), group.leaves)
             for position, windowed, value in zip(group.leaves, group.windowed, values):
@@ -126,5 +171,6 @@ class WindowMethods:
                     value = value[sel.order]
                 shape = (batch, len(group.offsets)) if windowed else (batch,)
                 leaves[position] = value.reshape(*shape, *value.shape[1:])
-        self._check_not_stale(view, view_episodes, first, last)
+        if last >= 0:
+            self._check_not_stale(view, view_episodes, first, last)
         return tree.unflatten(self.space, leaves), {name: masks[g] for name, g in plan.names.items()}
