@@ -20,14 +20,14 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+def write_json_atomic(path: str | os.PathLike, data: Any, *, indent: int | None = 1) -> None:
     """Replace ``path`` with ``data`` as JSON: write a temp file, fsync, rename, fsync the folder.
 
     A reader sees the old file or the new one, never a torn one; a crash leaves one of the two.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = json.dumps(data, indent=1, allow_nan=False).encode()
+    payload = json.dumps(data, indent=indent, allow_nan=False, separators=None if indent else (",", ":")).encode()
     with open(tmp, "wb") as f:
         f.write(payload)
         f.flush()

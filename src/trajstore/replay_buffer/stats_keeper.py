@@ -156,7 +156,7 @@ class StatsKeeper:
                 return None
             if self._changed or self.descriptor is None:
                 stats_id = uuid.uuid4().hex
-                write_json_atomic(folder / STATS_FILE, live.to_json(stats_id))
+                write_json_atomic(folder / STATS_FILE, live.to_json(stats_id), indent=None)  # compact: rewritten at commits
                 self.descriptor = {"file": STATS_FILE, "id": stats_id, "first": live.first, "stop": live.stop}
                 self._changed = False
             return dict(self.descriptor)
