@@ -57,6 +57,18 @@ def read_log(folder: Path) -> dict[int, tuple[int, int, int]]:
     return table
 
 
+def encoded_frames(folder: Path, positions) -> list:
+    """Back door: each slot's encoded bytes, found through ``read_log``, opened with Pillow."""
+    table = read_log(folder)
+    images = []
+    for p in positions.tolist():
+        fid, off, n = table[p]
+        with open(folder / chunk_name(fid), "rb") as f:
+            f.seek(off)
+            images.append(Image.open(io.BytesIO(f.read(n))))
+    return images
+
+
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
@@ -71,15 +83,10 @@ class ImageTests(StorageTests):
         return smooth_frames(n, seed)
 
     def back_door_read(self, storage, positions):
-        table = read_log(storage.cache_path)
         frames = []
-        for p in positions.tolist():
-            fid, off, n = table[p]
-            with open(storage.cache_path / chunk_name(fid), "rb") as f:
-                f.seek(off)
-                img = Image.open(io.BytesIO(f.read(n)))
-                assert img.format == self.create_kwargs()["format"].upper() and img.mode == "RGB"
-                frames.append(np.asarray(img))
+        for img in encoded_frames(storage.cache_path, positions):
+            assert img.format == self.create_kwargs()["format"].upper() and img.mode == "RGB"
+            frames.append(np.asarray(img))
         return np.stack(frames)
 
 
@@ -130,15 +137,10 @@ class TestImageStorageDepthPNG(StorageTests):
         return frames
 
     def back_door_read(self, storage, positions):
-        table = read_log(storage.cache_path)
         frames = []
-        for p in positions.tolist():
-            fid, off, n = table[p]
-            with open(storage.cache_path / chunk_name(fid), "rb") as f:
-                f.seek(off)
-                img = Image.open(io.BytesIO(f.read(n)))
-                assert img.format == "PNG" and img.mode in ("I;16", "I")  # older Pillow opens 16-bit as "I"
-                frames.append(np.asarray(img).astype(np.uint16))
+        for img in encoded_frames(storage.cache_path, positions):
+            assert img.format == "PNG" and img.mode in ("I;16", "I")  # older Pillow opens 16-bit as "I"
+            frames.append(np.asarray(img).astype(np.uint16))
         return np.stack(frames)
 
 
