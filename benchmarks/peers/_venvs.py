@@ -38,9 +38,16 @@ class PeerSpec:
     packages: tuple[str, ...]
     check: str  # python code run in the venv; it must exit 0 once the install is complete
     torch: str | None = None  # the torch version installed first, from a local CPU wheel
+    # later ``pip install`` calls, each its own argument list (e.g. ``--no-deps`` for a package whose
+    # declared requirements would replace the pinned torch)
+    more: tuple[tuple[str, ...], ...] = ()
+    no_deps: bool = False  # install ``packages`` without their declared requirements
 
     def stamp(self) -> dict:
-        return {"packages": list(self.packages), "torch": self.torch, "check": self.check}
+        stamp = {"packages": list(self.packages), "torch": self.torch, "check": self.check}
+        if self.more or self.no_deps:  # absent otherwise, so venvs built before these fields stay valid
+            stamp.update(more=[list(m) for m in self.more], no_deps=self.no_deps)
+        return stamp
 
 
 PEERS: dict[str, PeerSpec] = {
@@ -53,6 +60,22 @@ PEERS: dict[str, PeerSpec] = {
         torch=TORCH_VERSION,
         check=("import torch, torchrl, tensordict; assert torch.__version__.split('+')[0] == '%s', torch.__version__; "
                "assert torch.version.cuda is None, 'torch is a CUDA build'" % TORCH_VERSION)),
+    # LeRobot 0.4.4 pins torch<2.11 (a CUDA build here): it goes in with --no-deps, then its runtime
+    # requirements under the torch pin, then a torchvision whose compiled ops are never called
+    # (see shared/reference/lerobot-offline.md; the scripts that import lerobot patch around them).
+    "lerobot": PeerSpec(
+        packages=("lerobot==0.4.4",),
+        torch=TORCH_VERSION,
+        more=(("datasets>=4.0.0,<5.0.0", "huggingface-hub>=0.34.2,<0.36.0", "av>=15.0.0,<16.0.0",
+               "jsonlines>=4,<5", "packaging>=24.2,<26.0", "draccus==0.10.0", "gymnasium>=1.1.1,<2.0.0",
+               "deepdiff>=7.0.1,<9.0.0", "imageio[ffmpeg]>=2.34.0,<3.0.0", "termcolor>=2.4.0,<4.0.0",
+               "einops>=0.8.0,<0.9.0", "opencv-python-headless>=4.9.0,<4.13.0", "pyserial>=3.5,<4.0",
+               "setuptools>=71.0.0,<81.0.0"),
+              ("--no-deps", "torchvision==0.28.0"),
+              ("accelerate>=1.10.0,<2.0.0",)),
+        no_deps=True,
+        check=("import torch, lerobot, datasets, av, pyarrow; "
+               "assert torch.__version__.split('+')[0] == '%s', torch.__version__" % TORCH_VERSION)),
 }
 
 STAMP = ".trajstore-peer.json"
@@ -145,9 +168,13 @@ def _build(venv: Path, spec: PeerSpec) -> str | None:
         constraints = venv / "constraints.txt"
         constraints.write_text(f"torch=={spec.torch}\n")
         pip += ["-c", str(constraints)]
-    err = _run(pip + list(spec.packages), log)
+    err = _run(pip + (["--no-deps"] if spec.no_deps else []) + list(spec.packages), log)
     if err:
         return f"pip install {' '.join(spec.packages)}: {err}"
+    for args in spec.more:
+        err = _run(pip + list(args), log)
+        if err:
+            return f"pip install {' '.join(args)}: {err}"
     err = _check(py, spec)
     if err:
         return f"installed, but the import check fails: {err}"
