@@ -64,6 +64,28 @@ def test_random_appends_extends_flushes_match_numpy(tmp_path, seed):
         assert_matches(reader.stats(), reader[:])
 
 
+@pytest.mark.parametrize("shape,layout", [((6, 5, 1), "HWC"), ((6, 5, 2), "HWC"), ((6, 5, 3), "HWC"),
+                                          ((6, 5, 4), "HWC"), ((6, 5, 5), "HWC"), ((3, 6, 5), "CHW")])
+def test_uint8_frames_of_every_channel_count_match_numpy(shape, layout):
+    """Each channel count takes its own counting path (Pillow band histograms for 1-4, bincount else)."""
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    leaf = BoxSpace(0, 255, shape, np.uint8, metadata={"kind": "image", "layout": layout})
+    frames = rng.integers(0, 256, (40, *shape), dtype=np.uint8)
+    frames[:, 0] = 7  # a value shared by every channel in one row, so per-channel mixing shows
+    acc = LeafAccumulator(leaf)
+    for chunk in np.array_split(frames, 3):
+        acc.add(chunk)
+    axis = layout.index("C") + 1
+    x = np.moveaxis(frames, axis, -1).reshape(-1, shape[axis - 1]).astype(np.float64)
+    s = acc.result("cam")
+    np.testing.assert_array_equal(s.count, len(x))
+    np.testing.assert_array_equal(s.min, x.min(0))
+    np.testing.assert_array_equal(s.max, x.max(0))
+    np.testing.assert_allclose(s.mean, x.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(s.std, x.std(0), rtol=1e-10)
+    np.testing.assert_array_equal(s.q50, np.quantile(x, 0.5, axis=0))
+
+
 def test_uint8_all_0_and_all_255_frames_give_exactly_127_5():
     leaf = BoxSpace(0, 255, (8, 8, 3), np.uint8, metadata={"kind": "image", "layout": "HWC"})
     acc = LeafAccumulator(leaf)
