@@ -84,6 +84,7 @@ class SlotIndex:
         self.before_compact = before_compact
         self._buf = np.full((max(n_slots, 0), 3), -1, dtype=np.int64)  # rows past _n are spare
         self._n = max(n_slots, 0)
+        self._n_given = self._n  # slots the owner declared (its capacity)
         self._counts = np.zeros(0, dtype=np.int64)  # live slots per file id
         self._max_file_id = -1  # highest file id ever reserved or referenced
         self._records = 0  # records in the current log file (for the compaction rule)
@@ -197,7 +198,9 @@ class SlotIndex:
             return False
         raw = os.pread(self._fd, whole, self._pos)
         whole = len(raw) // RECORD_BYTES * RECORD_BYTES
-        self._apply(np.frombuffer(raw[:whole], dtype=RECORD).reshape(-1, 4))
+        rec = np.frombuffer(raw[:whole], dtype=RECORD).reshape(-1, 4)
+        self._check_records(rec, self._records)
+        self._apply(rec)
         self._pos += whole
         self._records += whole // RECORD_BYTES
         return whole > 0
@@ -313,9 +316,33 @@ class SlotIndex:
         self._buf[:] = -1
         self._counts = np.zeros(0, dtype=np.int64)
         self._max_file_id = -1
+        self._check_records(rec, 0)
         self._apply(rec)
         self._pos = HEADER_BYTES + whole
         self._records = len(rec)
+
+    def _check_records(self, rec: np.ndarray, before: int) -> None:
+        """Refuse records read from the log that no writer writes (a damaged log), before they size
+        any table: a slot must be below ``max(n_slots, records in the log)`` (slots are written from 0
+        up, each with a record, and a compaction keeps the last one), a slot's file id must have been
+        reserved (a reservation is logged before a file is used, and a compaction keeps the highest),
+        offsets and lengths must not be negative.
+
+        Raises:
+            FormatError: names the log and the first bad record.
+        """
+        if len(rec) == 0:
+            return
+        slot, fid, off, length = rec.T
+        reserved = max(self._max_file_id, int(fid[slot < 0].max(initial=-1)))
+        written = slot >= 0
+        bad = ((slot < -1) | (slot >= max(self._n_given, before + len(rec))) | (fid < -1)
+               | (written & (fid > reserved)) | (written & (fid >= 0) & ((off < 0) | (length < 0))))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(f"{self.path} is damaged: record {before + i} at byte "
+                              f"{HEADER_BYTES + (before + i) * RECORD_BYTES} is (slot {int(slot[i])}, file "
+                              f"{int(fid[i])}, offset {int(off[i])}, length {int(length[i])}), which no writer logs")
 
     def _append(self, rec: np.ndarray) -> None:
         data = np.ascontiguousarray(rec, dtype=RECORD).tobytes()
