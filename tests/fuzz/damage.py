@@ -69,7 +69,8 @@ def build_buffer(folder: Path, *, video: bool | None = None) -> Path:
         key_storage_cls["observation/video"] = VideoStorage
         key_kwargs["observation/video"] = {"segment_frames": 8, "gop_size": 4, "preset": "ultrafast"}
     kwargs = dict_storage_kwargs_from_space(
-        space, kind_storage_cls={"image": ImageStorage, "depth": ImageStorage}, kind_kwargs={"depth": {"format": "PNG"}},
+        space, kind_storage_cls={"image": ImageStorage, "depth": ImageStorage},
+        kind_kwargs={"depth": {"format": "PNG"}},
         key_storage_cls=key_storage_cls, key_kwargs=key_kwargs, default_kwargs={"compression": "gzip"})
     frames = moving_scene(64, H, W, seed=5)
     rng = np.random.default_rng(0)
