@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from trajstore.replay_buffer.samplers import AnchorIndex, anchor_index
+
+if TYPE_CHECKING:
+    from trajstore.replay_buffer.ring import RingState
 
 _ROWS = 5  # ids, starts, stops, final observation number (-1: none), interrupted (0/1)
 
@@ -232,6 +235,26 @@ class EpisodeTable:
                 "final": self._table[3, cols].tolist(), "interrupted": self._table[4, cols].astype(bool).tolist(),
                 "data": [d or {} for d in self._data[cols]], "open_start": self.open_start, "next_id": self.next_id,
                 "final_count": self.final_count, "discards": self.discards}
+
+    def check_within(self, ring: "RingState") -> None:
+        """Check the table against the ring state it was committed with (both from one metadata file).
+
+        Raises:
+            ValueError: an episode or the open one ends after the last step appended or starts before
+                step 0, an id at or past ``next_id``, or a negative counter.
+        """
+        open_start = self.open_start
+        if open_start is not None and not (isinstance(open_start, int) and 0 <= open_start <= ring.appended):
+            raise ValueError(f"inconsistent episode table: open episode start {open_start!r} outside the "
+                             f"{ring.appended} steps appended")
+        if len(self) and (self.starts[0] < 0 or self.stops[-1] > ring.appended or self.ids[0] < 0
+                          or self.ids[-1] >= self.next_id
+                          or (open_start is not None and open_start < self.stops[-1])):
+            raise ValueError(f"inconsistent episode table: episodes {self.ids[0]}..{self.ids[-1]} span steps "
+                             f"{self.starts[0]}..{self.stops[-1]}, next id {self.next_id}, with "
+                             f"{ring.appended} steps appended")
+        if self.final_count < 0 or self.discards < 0:
+            raise ValueError("inconsistent episode table: negative counters")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "EpisodeTable":

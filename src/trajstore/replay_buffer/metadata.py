@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trajstore._damage import damaged_file
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.ring import RingState
@@ -60,12 +61,13 @@ def read_meta(folder: Path) -> dict[str, Any]:
     Raises:
         FormatError: missing or corrupt file, not a trajstore buffer, or a newer format version.
     """
-    meta = read_json(folder / META_FILE, "replay buffer metadata")
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise FormatError(f"{folder / META_FILE} is not a trajstore replay buffer file")
-    if int(meta.get("format_version", 0)) > FORMAT_VERSION:
-        raise FormatError(f"{folder}: format version {meta['format_version']} is newer than this trajstore "
-                          f"reads ({FORMAT_VERSION}); upgrade trajstore")
+    with damaged_file(folder / META_FILE):
+        meta = read_json(folder / META_FILE, "replay buffer metadata")
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise FormatError(f"{folder / META_FILE} is not a trajstore replay buffer file")
+        if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+            raise FormatError(f"{folder}: format version {meta['format_version']} is newer than this trajstore "
+                              f"reads ({FORMAT_VERSION}); upgrade trajstore")
     return meta
 
 

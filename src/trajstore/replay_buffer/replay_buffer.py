@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 
+from trajstore._damage import damaged_file
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, StaleReadError
@@ -37,7 +38,7 @@ from trajstore.replay_buffer.window_api import WindowMethods
 from trajstore.replay_buffer.write_behind import WriteBehindMethods
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.final_observations import FinalObservations
-from trajstore.replay_buffer.metadata import (STORAGE_DIR, Committed, file_signature, read_meta,
+from trajstore.replay_buffer.metadata import (META_FILE, STORAGE_DIR, Committed, file_signature, read_meta,
                                               view_before_overwrite, write_meta)
 from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.staging import BackgroundWriter, StagingArea, WriteStats
@@ -160,7 +161,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         A reader sees such a fragment as the open episode.
 
         Raises:
-            FormatError: not a trajstore buffer folder, or a newer format version.
+            FormatError: not a trajstore buffer folder, a newer format version, or a missing or damaged
+                file (the message names it, or the storage folder holding it).
             UnknownTypeError: the folder names a storage type this trajstore does not know.
             LockedError: ``read_only=False`` while another process is writing.
         """
@@ -169,26 +171,28 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         lock = None
         try:
             lock = lock_for(path, read_only)
-            space = space_from_json(meta["space"])
-            ring = RingState.from_json(meta["ring"])
-            if meta["storage"]["dir"] != STORAGE_DIR:
-                raise FormatError(f"{path}: unexpected storage folder {meta['storage']['dir']!r}")
-            storage_cls = STORAGE_TYPES.get(meta["storage"]["type"])
+            with damaged_file(path / META_FILE):
+                space = space_from_json(meta["space"])
+                ring = RingState.from_json(meta["ring"])
+                episodes = EpisodeTable.from_json(meta["episodes"])
+                episodes.check_within(ring)
+                if meta["storage"]["dir"] != STORAGE_DIR:
+                    raise FormatError(f"unexpected storage folder {meta['storage']['dir']!r}")
+                storage_cls = STORAGE_TYPES.get(meta["storage"]["type"])
+                check_bounds = meta.get("check_bounds", True)
+                if not isinstance(check_bounds, bool):
+                    raise FormatError(f"check_bounds must be true or false, got {check_bounds!r}")
             storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
                                               multiprocessing=multiprocessing, lock=lock)
-            check_bounds = meta.get("check_bounds", True)
-            if not isinstance(check_bounds, bool):
-                raise FormatError(f"{path}: check_bounds must be true or false, got {check_bounds!r}")
-            rb = cls(storage, ring=ring, episodes=EpisodeTable.from_json(meta["episodes"]), cache_path=path,
-                     read_only=read_only, multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
-            rb._meta_signature = file_signature(path)
-            if not read_only:
-                rb._stats.adopt(path, meta, ring)
-            if len(storage) < ring.count:
-                storage.close()
-                raise FormatError(f"{path}: the metadata records {ring.count} steps but the storage holds "
-                                  f"{len(storage)}")
+            rb = cls(storage, ring=ring, episodes=episodes, cache_path=path, read_only=read_only,
+                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
             try:
+                rb._meta_signature = file_signature(path)
+                if not read_only:
+                    rb._stats.adopt(path, meta, ring)
+                if len(storage) < ring.count:
+                    raise FormatError(f"{path / META_FILE} records {ring.count} steps but the storage holds "
+                                      f"{len(storage)}{short_parts(storage, ring.count)}")
                 rb._finals.open(meta, lock, rb._episodes.final_count)
                 if not read_only:
                     rb._end_interrupted_episode()
@@ -201,7 +205,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                 lock.release()
             if isinstance(exc, (FormatError, LockedError)):
                 raise
-            raise FormatError(f"{path} cannot be opened as a replay buffer: {type(exc).__name__}: {exc}") from exc
+            # What is left: the metadata's space or capacity differs from a storage's own (ValueError).
+            raise FormatError(f"{path / META_FILE} does not match the files it names: {type(exc).__name__}: "
+                              f"{exc}") from exc
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -338,6 +344,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
 
         Raises:
             IndexError, TypeError, ValueError: a bad index.
+            FormatError: a damaged file (the message names it, or its storage folder).
             StaleReadError: (an ``IndexError``) a reader raced the writer reusing the slots of requested
                 steps (a ring overwriting its oldest steps, or ``discard_episode``); no torn data is
                 returned, index again.
@@ -347,13 +354,22 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             self._write_staged()  # the writer reads its own staged steps
         view, view_episodes = self._ring, self._episodes
         sel = select(index, view.count)
-        data = self.storage.read(view.slots_of(sel))
+        try:
+            data = self.storage.read(view.slots_of(sel))
+        except FormatError as exc:
+            # What looks like damage may be slots the writer was rewriting: a StaleReadError (index
+            # again) only if the view moved so that it could be; a damaged file is not retried.
+            if len(sel.slots):
+                self._check_not_stale(view, view_episodes, int(sel.slots[0]), int(sel.slots[-1]), exc)
+            raise
         if len(sel.slots):
             self._check_not_stale(view, view_episodes, int(sel.slots[0]), int(sel.slots[-1]))
         return data
 
-    def _check_not_stale(self, view: RingState, view_episodes: EpisodeTable, first: int, last: int) -> None:
-        """After reading logical ``first..last`` under ``view``: raise if a writer may have reused those slots.
+    def _check_not_stale(self, view: RingState, view_episodes: EpisodeTable, first: int, last: int,
+                         cause: BaseException | None = None) -> None:
+        """After reading logical ``first..last`` under ``view`` (which raised ``cause``, if given): raise if a
+        writer may have reused those slots.
 
         Raises:
             StaleReadError: see :meth:`get_at`.
@@ -366,7 +382,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             return
         raise StaleReadError(f"the writer of {self.cache_path} overwrote or discarded steps while they were read; "
                              f"the view is refreshed (now {self._ring.count} steps from step number "
-                             f"{self._ring.first_step}): index again")
+                             f"{self._ring.first_step}): index again") from cause
 
     def __getitem__(self, index: Any) -> Any:
         return self.get_at(index)
@@ -401,8 +417,10 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             return False
         meta = read_meta(self.cache_path)
         self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
-        self._ring = RingState.from_json(meta["ring"])
-        self._episodes = EpisodeTable.from_json(meta["episodes"])
+        with damaged_file(self.cache_path / META_FILE):
+            ring, episodes = RingState.from_json(meta["ring"]), EpisodeTable.from_json(meta["episodes"])
+            episodes.check_within(ring)
+        self._ring, self._episodes = ring, episodes
         self._finals.refresh(meta, self._episodes.final_count)
         self._meta_signature = now
         return True
@@ -421,6 +439,12 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
     def __repr__(self) -> str:
         return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={self._ring.count}, capacity={self.capacity}, "
                 f"episodes={self._episodes.count(self._ring.appended)}, storage={type(self.storage).__name__})")
+
+
+def short_parts(storage: SpaceStorage, count: int) -> str:
+    """``" (<folder>: <n> slots, ...)"``: the sub-storages of a DictStorage holding fewer than ``count`` slots."""
+    parts = [f"{sub.cache_path}: {len(sub)}" for sub in getattr(storage, "storages", {}).values() if len(sub) < count]
+    return f" ({', '.join(parts)} slots)" if parts else ""
 
 
 def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:

@@ -36,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from trajstore._damage import damaged_file
 from trajstore._fs import read_json, write_json_atomic
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.leaf_stats import LeafAccumulator, has_stats
+from trajstore.replay_buffer.metadata import META_FILE
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space, tree
 
@@ -81,8 +83,8 @@ class RangeStats:
             leaves = {tree.path_name(p): LeafAccumulator.from_json(leaf, data["leaves"][tree.path_name(p)])
                       for p, leaf in tree.leaves(space) if has_stats(leaf)}
             return cls(space, int(data["first"]), int(data["stop"]), leaves)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"statistics file does not fit the buffer: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - any damage; the caller names the file
+            raise FormatError(f"statistics file does not fit the buffer: {type(exc).__name__}: {exc}") from exc
 
 
 class StatsKeeper:
@@ -173,15 +175,18 @@ class StatsKeeper:
         self.descriptor = desc
         if not isinstance(desc, dict) or desc.get("file") != STATS_FILE:
             return None
-        if (int(desc.get("first", -1)), int(desc.get("stop", -1))) != (ring.first_step, ring.appended):
+        with damaged_file(folder / META_FILE, "its stats entry"):
+            covered = int(desc.get("first", -1)), int(desc.get("stop", -1))
+        if covered != (ring.first_step, ring.appended):
             return None
-        try:
-            data = read_json(folder / STATS_FILE, "replay buffer statistics")
-        except FormatError:
-            if not (folder / STATS_FILE).exists():
+        with damaged_file(folder / STATS_FILE):
+            try:
+                data = read_json(folder / STATS_FILE, "replay buffer statistics")
+            except FormatError:
+                if not (folder / STATS_FILE).exists():
+                    return None
+                raise
+            if not isinstance(data, dict) or data.get("id") != desc.get("id"):
                 return None
-            raise
-        if not isinstance(data, dict) or data.get("id") != desc.get("id"):
-            return None
-        stats = RangeStats.from_json(self.space, data)
+            stats = RangeStats.from_json(self.space, data)
         return stats if stats.covers(ring) else None

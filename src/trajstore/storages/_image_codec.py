@@ -208,9 +208,13 @@ def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUAL
     return out
 
 
-def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: str = "JPEG") -> None:
+def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: str = "JPEG",
+                 where: Callable[[int], str] | None = None) -> None:
     """Decode ``N`` payloads into ``out`` (C-contiguous; shapes and dtypes as :func:`decode_into`, with
     a leading axis ``N``), on the shared pool.
+
+    ``where(i)`` says where payload ``i`` came from (file, offset, slot); it starts the message of a
+    payload that does not decode.
 
     Raises:
         ValueError: ``len(payloads) != len(out)`` or ``out`` is not a C-contiguous uint8 / uint16 array.
@@ -222,6 +226,11 @@ def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: s
 
     def work(a: int, b: int) -> None:
         for i in range(a, b):
-            decode_into(payloads[i], out[i], fmt)
+            try:
+                decode_into(payloads[i], out[i], fmt)
+            except FormatError as exc:
+                if where is None:
+                    raise
+                raise FormatError(f"{where(i)}: {exc}") from exc
 
     _run_split(len(payloads), work)

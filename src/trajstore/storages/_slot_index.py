@@ -10,7 +10,10 @@ On disk (``index.log``), all little-endian:
 * then fixed-size 32-byte records ``(slot, file_id, offset, length)``, each an int64.
   ``file_id == -1`` marks a slot as unwritten again. A record with ``slot == -1`` is a
   *file-id reservation* (see :meth:`SlotIndex.new_file_id`), so file ids are never reused,
-  even across a reopen after every file was deleted.
+  even across a reopen after every file was deleted; its ``offset`` field may declare a slot
+  count (0 otherwise; readers before it ignore it). Loading refuses records no writer logs
+  (a damaged log) with a ``FormatError`` naming the log and the record, before any table is
+  sized from them (:meth:`SlotIndex._check_records`).
 
 Every change appends records (one ``os.write`` per batch). Loading replays the log; the
 last record of a slot wins. A crash can leave a torn partial record at the end: readers
@@ -84,6 +87,8 @@ class SlotIndex:
         self.before_compact = before_compact
         self._buf = np.full((max(n_slots, 0), 3), -1, dtype=np.int64)  # rows past _n are spare
         self._n = max(n_slots, 0)
+        self._n_given = self._n  # slots the owner declared (its capacity)
+        self._declared = 0  # slots declared by reservation records of the log (see _check_records)
         self._counts = np.zeros(0, dtype=np.int64)  # live slots per file id
         self._max_file_id = -1  # highest file id ever reserved or referenced
         self._records = 0  # records in the current log file (for the compaction rule)
@@ -197,7 +202,9 @@ class SlotIndex:
             return False
         raw = os.pread(self._fd, whole, self._pos)
         whole = len(raw) // RECORD_BYTES * RECORD_BYTES
-        self._apply(np.frombuffer(raw[:whole], dtype=RECORD).reshape(-1, 4))
+        rec = np.frombuffer(raw[:whole], dtype=RECORD).reshape(-1, 4)
+        self._check_records(rec, self._records)
+        self._apply(rec)
         self._pos += whole
         self._records += whole // RECORD_BYTES
         return whole > 0
@@ -245,6 +252,12 @@ class SlotIndex:
             return np.zeros(0, dtype=np.int64)
         if rec[:, 0].min() < 0:
             raise ValueError(f"slots must be >= 0, got {int(rec[:, 0].min())}")
+        # A file id not reserved yet, or a slot past every bound a reader checks (_check_records): log a
+        # reservation record first, which declares both.
+        top, high = int(rec[:, 1].max()), int(rec[:, 0].max()) + 1
+        if top > self._max_file_id or high > max(self._n_given, self._declared, self._records + len(rec)):
+            reserve = np.array([[-1, max(top, self._max_file_id), high, 0]], dtype=RECORD)
+            rec = np.concatenate([reserve, rec])
         self._append(rec)
         emptied = self._apply(rec)
         if self._records > 4 * len(self._table) + 1024:
@@ -278,7 +291,7 @@ class SlotIndex:
             keep[-1] = True  # the last slot keeps the slot count even when it is unwritten
         written = np.flatnonzero(keep)
         rec = np.empty((len(written) + 1, 4), dtype=RECORD)
-        rec[0] = (-1, self._max_file_id, 0, 0)  # keeps file ids from being reused
+        rec[0] = (-1, self._max_file_id, self._n, 0)  # keeps file ids from being reused; declares the slots
         rec[1:, 0] = written
         rec[1:, 1:] = self._table[written]
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
@@ -313,9 +326,36 @@ class SlotIndex:
         self._buf[:] = -1
         self._counts = np.zeros(0, dtype=np.int64)
         self._max_file_id = -1
+        self._declared = 0
+        self._check_records(rec, 0)
         self._apply(rec)
         self._pos = HEADER_BYTES + whole
         self._records = len(rec)
+
+    def _check_records(self, rec: np.ndarray, before: int) -> None:
+        """Refuse records read from the log that no writer writes (a damaged log), before they size
+        any table. A slot must be below ``n_slots``, the number of records in the log (storages
+        write slots from 0 up, each with a record) or the slot count a reservation declared (in its
+        offset field: :meth:`update` logs one before a slot past both, :meth:`compact` one for the
+        table); a slot's file id must have been reserved (a reservation is logged before a file is
+        used, and a compaction keeps the highest); offsets and lengths must not be negative.
+
+        Raises:
+            FormatError: names the log and the first bad record.
+        """
+        if len(rec) == 0:
+            return
+        slot, fid, off, length = rec.T
+        reserved = max(self._max_file_id, int(fid[slot < 0].max(initial=-1)))
+        declared = max(self._declared, int(off[slot < 0].max(initial=0)))
+        written = slot >= 0
+        bad = ((slot < -1) | (slot >= max(self._n_given, before + len(rec), declared)) | (fid < -1)
+               | (written & (fid > reserved)) | (written & (fid >= 0) & ((off < 0) | (length < 0))))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(f"{self.path} is damaged: record {before + i} at byte "
+                              f"{HEADER_BYTES + (before + i) * RECORD_BYTES} is (slot {int(slot[i])}, file "
+                              f"{int(fid[i])}, offset {int(off[i])}, length {int(length[i])}), which no writer logs")
 
     def _append(self, rec: np.ndarray) -> None:
         data = np.ascontiguousarray(rec, dtype=RECORD).tobytes()
@@ -332,6 +372,7 @@ class SlotIndex:
         if len(rec) == 0:
             return np.zeros(0, dtype=np.int64)
         self._max_file_id = max(self._max_file_id, int(rec[:, 1].max()))
+        self._declared = max(self._declared, int(rec[rec[:, 0] < 0, 2].max(initial=0)))
         rec = rec[rec[:, 0] >= 0]  # reservations carry no slot
         if len(rec) == 0:
             return np.zeros(0, dtype=np.int64)

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from trajstore._damage import damaged_file
 from trajstore._fs import fsync_dir
 from trajstore.errors import FormatError
 
@@ -273,6 +274,7 @@ class SegmentReader:
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
+        FormatError: libav cannot open it as a video (names the file).
     """
 
     def __init__(self, path: Path, height: int, width: int, fps: float, gop_size: int):
@@ -281,12 +283,21 @@ class SegmentReader:
         if not self.path.exists():
             raise FileNotFoundError(self.path)
         self.height, self.width, self.gop_size = height, width, int(gop_size)
-        self._container = av.open(str(self.path), "r")
-        self._stream = self._container.streams.video[0]
-        # One thread per decoder: parallelism comes from decoding several files at once, and a
-        # decoder without worker threads can be dropped safely in a forked child.
-        self._stream.codec_context.thread_count = 1
-        ticks = 1 / (fps_fraction(fps) * self._stream.time_base)  # stream time units per frame
+        # libav's errors on a damaged container (InvalidDataError, ...); a file the writer has just
+        # deleted stays a FileNotFoundError: VideoStorage refreshes its index and reads again.
+        with damaged_file(self.path, keep=(FileNotFoundError,)):
+            self._container = av.open(str(self.path), "r")
+            try:
+                if not self._container.streams.video:
+                    raise FormatError(f"{self.path} holds no video stream")
+                self._stream = self._container.streams.video[0]
+                # One thread per decoder: parallelism comes from decoding several files at once, and a
+                # decoder without worker threads can be dropped safely in a forked child.
+                self._stream.codec_context.thread_count = 1
+                ticks = 1 / (fps_fraction(fps) * self._stream.time_base)  # stream time units per frame
+            except BaseException:
+                self._container.close()
+                raise
         self._ticks = ticks
         self._reformatter = _reformatter()
         self._frames: Any = None  # the decode generator, positioned after frame self._pos
@@ -313,17 +324,18 @@ class SegmentReader:
 
         Raises:
             FormatError: a frame number that the file does not hold (the segment was cut short or
-                damaged); names the file and the frame. Not an ``IndexError``: the index asked for
-                is valid, the file is not.
+                damaged), or a frame libav cannot decode; names the file and the frame. Not an
+                ``IndexError``: the index asked for is valid, the file is not.
         """
         out = np.empty((len(numbers), self.height, self.width, 3), np.uint8)
         for i, number in enumerate(int(n) for n in numbers):
-            if self._frames is None or number <= self._pos or \
-                    (number // self.gop_size) * self.gop_size > self._pos:
-                self._seek(number)  # behind us, or a keyframe lies between: jump instead of decoding through
-            frame = self._advance_to(number)
-            rgb = self._reformatter.reformat(frame, format="rgb24", threads=1)
-            out[i] = rgb.to_ndarray()[: self.height, : self.width]
+            with damaged_file(self.path, f"frame {number}"):  # libav's decoding and seeking errors
+                if self._frames is None or number <= self._pos or \
+                        (number // self.gop_size) * self.gop_size > self._pos:
+                    self._seek(number)  # behind us, or a keyframe lies between: jump instead of decoding through
+                frame = self._advance_to(number)
+                rgb = self._reformatter.reformat(frame, format="rgb24", threads=1)
+                out[i] = rgb.to_ndarray()[: self.height, : self.width]
         return out
 
     def _advance_to(self, number: int) -> Any:

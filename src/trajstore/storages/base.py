@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from trajstore._damage import damaged_file
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._fs import read_json, write_json_atomic
 from trajstore._lock import WriterLock
@@ -64,11 +65,11 @@ def check_capacity(capacity: Any) -> int | None:
     return int(capacity)
 
 
-def stored_space(path: Path, stored: Any, expected: Space | None) -> Space:
+def stored_space(path: Path, stored: Any, expected: Space | None, parsed: Space | None = None) -> Space:
     """The space a folder records, checked against ``expected`` when given.
 
     The comparison is on the JSON forms, so an owner that knows the space (a buffer reopening
-    its storage) pays no parsing.
+    its storage) pays no parsing. ``parsed``: ``stored`` already parsed, if it was.
 
     Raises:
         ValueError: ``expected`` differs from the stored space.
@@ -76,7 +77,7 @@ def stored_space(path: Path, stored: Any, expected: Space | None) -> Space:
     """
     if expected is not None and stored == expected.to_json():
         return expected
-    space = space_from_json(stored)
+    space = parsed if parsed is not None else space_from_json(stored)
     if expected is not None and space != expected:
         raise ValueError(f"{path}: the given space differs from the stored one:\n"
                          f"  given:  {expected!r}\n  stored: {space!r}")
@@ -220,7 +221,8 @@ class SpaceStorage(FolderOwner, abc.ABC):
             space, capacity: if given, must equal what the folder records (a check, not an override).
 
         Raises:
-            FormatError: no/corrupt ``storage.json``, another storage type, or a newer format version.
+            FormatError: no/corrupt ``storage.json``, another storage type, a newer format version, or a
+                missing or damaged file of the storage (the message names it, or the storage folder).
             UnknownTypeError: the recorded type is not registered.
             ValueError: ``space`` or ``capacity`` differ from the recorded ones.
             LockedError: ``read_only=False`` while another writer holds the folder.
@@ -240,23 +242,35 @@ class SpaceStorage(FolderOwner, abc.ABC):
     @classmethod
     def _load_owned(cls, path: Path, space: Space | None, *, capacity: Any, read_only: bool,
                     multiprocessing: bool, lock: WriterLock | None) -> "SpaceStorage":
-        """Reopen ``path``; a writer's lock is held by the caller (this storage's or its owner's)."""
-        desc = read_json(path / STORAGE_FILE, "storage descriptor")
-        if not isinstance(desc, dict) or "type" not in desc:
-            raise FormatError(f"{path / STORAGE_FILE} has no 'type' field")
-        target = STORAGE_TYPES.get(desc["type"]) if cls is SpaceStorage else cls
-        if desc["type"] != target.type_name:
-            raise FormatError(f"{path} holds a {desc['type']!r} storage, not {target.type_name!r}")
-        if int(desc.get("format_version", 0)) > target.format_version:
-            raise FormatError(f"{path}: format version {desc.get('format_version')} is newer than this "
-                              f"trajstore reads ({target.format_version}); upgrade trajstore")
-        the_space = stored_space(path, desc.get("space"), space)
-        stored_capacity = desc.get("capacity")
+        """Reopen ``path``; a writer's lock is held by the caller (this storage's or its owner's).
+
+        Damage is reported where it is found: ``storage.json`` while it is parsed, the storage's own
+        files while ``_open`` reads them (:func:`~trajstore._damage.damaged_file`). A space or
+        capacity that differs from the given one is a ``ValueError`` (the caller's to word: a
+        buffer's metadata names them).
+        """
+        with damaged_file(path / STORAGE_FILE):
+            desc = read_json(path / STORAGE_FILE, "storage descriptor")
+            if not isinstance(desc, dict) or "type" not in desc:
+                raise FormatError(f"{path / STORAGE_FILE} has no 'type' field")
+            target = STORAGE_TYPES.get(desc["type"]) if cls is SpaceStorage else cls
+            if desc["type"] != target.type_name:
+                raise FormatError(f"{path} holds a {desc['type']!r} storage, not {target.type_name!r}")
+            if int(desc.get("format_version", 0)) > target.format_version:
+                raise FormatError(f"{path}: format version {desc.get('format_version')} is newer than this "
+                                  f"trajstore reads ({target.format_version}); upgrade trajstore")
+            stored = desc.get("space")
+            parsed = None if space is not None and stored == space.to_json() else space_from_json(stored)
+            stored_capacity = desc.get("capacity")
+            if stored_capacity is not None:
+                check_capacity(stored_capacity)
+        the_space = stored_space(path, stored, space, parsed)
         if capacity != "stored" and check_capacity(capacity) != stored_capacity:
             raise ValueError(f"{path}: capacity {capacity!r} differs from the stored {stored_capacity!r}")
-        config = target._config_for_open(path, the_space, desc.get("config", {}))
-        return target._open(path, the_space, capacity=stored_capacity, config=config, read_only=read_only,
-                            multiprocessing=multiprocessing, lock=lock)
+        with damaged_file(path):
+            config = target._config_for_open(path, the_space, desc.get("config", {}))
+            return target._open(path, the_space, capacity=stored_capacity, config=config, read_only=read_only,
+                                multiprocessing=multiprocessing, lock=lock)
 
     @classmethod
     def _config_for_open(cls, path: Path, space: Space, stored: Any) -> Any:
@@ -324,7 +338,12 @@ class SpaceStorage(FolderOwner, abc.ABC):
         the storage keeps leaves apart (:meth:`_read_some`).
         """
         self._check_open()
-        return self._read(sel) if which is None else self._read_some(sel, which)
+        if self.cache_path is None:
+            return self._read(sel) if which is None else self._read_some(sel, which)
+        # The storage's files are parsed here: damage found while reading them is a FormatError
+        # naming the storage folder, unless the storage named the file itself.
+        with damaged_file(self.cache_path, f"reading {type(self).__name__} slots"):
+            return self._read(sel) if which is None else self._read_some(sel, which)
 
     def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
         """The leaves at positions ``which``; this default reads them all and keeps those. A storage

@@ -34,6 +34,9 @@ compressed leaves when HDF5 reused a rewritten chunk's space. What is left to re
   memory page could still tear that block.
 
 Readers open the file in SWMR mode and :meth:`~HDF5Storage.refresh` to see new flushes.
+Damaged files: a SWMR reader retries a block whose checksum fails, with doubling sleeps that
+never end by default; readers bound the retries, and every error of HDF5 on a damaged file
+becomes a ``FormatError`` naming ``data.h5`` (:mod:`~trajstore.storages._hdf5_files`).
 HDF5 older than 1.10 cannot read these files; nor can HDF5 without SWMR mode while a
 writer has the file open (or died with it open).
 
@@ -56,11 +59,13 @@ from typing import Any, Sequence
 import h5py
 import numpy as np
 
+from trajstore._damage import damaged_file
 from trajstore._fs import fsync_dir, write_json_atomic
 from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, Space, TextSpace, tree
 from trajstore.storages import _hdf5_recovery as _recovery
+from trajstore.storages._hdf5_files import open_h5
 from trajstore.storages._names import safe_name
 from trajstore.storages._options import Option, one_of, optional, positive_int
 from trajstore.storages._selection import Selection
@@ -284,15 +289,17 @@ class HDF5Storage(SpaceStorage):
             raise FormatError(f"{path} is missing: the storage's data file")
         if swmr and not self.read_only and _recovery.status_flags(path):
             self._recover_crashed_writer()
-        f = h5py.File(path, "r" if self.read_only else "r+", swmr=self._swmr_read(),
-                      libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=self._cache_bytes())
-        try:
-            if swmr and not self.read_only:
-                f.swmr_mode = True
-            self._attach(f)
-        except BaseException:
-            f.close()
-            raise
+        # HDF5's errors on a damaged file, and why a SWMR reader needs a bound on retries: _hdf5_files.
+        with damaged_file(path):
+            f = open_h5(path, read_only=self.read_only, swmr_read=self._swmr_read(),
+                        libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=self._cache_bytes())
+            try:
+                if swmr and not self.read_only:
+                    f.swmr_mode = True
+                self._attach(f)
+            except BaseException:
+                f.close()
+                raise
 
     def _attach(self, f: h5py.File) -> None:
         names = [_dataset_name(keys) for keys, _ in self._leaves]
@@ -389,9 +396,13 @@ class HDF5Storage(SpaceStorage):
     def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
         out = []
         for i in which:  # one dataset per leaf: the others are not touched
-            leaf, raw = self._leaves[i][1], read_rows(self._datasets[i], sel, self._row_bytes[i])
-            if isinstance(leaf, TextSpace):
-                raw = np.strings.decode(raw, "utf-8")
+            keys, leaf = self._leaves[i]
+            # A damaged chunk or chunk index (OSError, RuntimeError...) or text that is not UTF-8.
+            with damaged_file(self.cache_path / DATA_FILE if self.cache_path else "memory",  # type: ignore[operator]
+                              f"dataset {_dataset_name(keys)!r}"):
+                raw = read_rows(self._datasets[i], sel, self._row_bytes[i])
+                if isinstance(leaf, TextSpace):
+                    raw = np.strings.decode(raw, "utf-8")
             out.append(raw.astype(leaf.dtype, copy=False))
         return out
 

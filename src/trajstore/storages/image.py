@@ -40,7 +40,7 @@ from trajstore.storages import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
 from trajstore.storages._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
-from trajstore.storages._slot_index import SlotIndex, _write_all, check_live_files
+from trajstore.storages._slot_index import LOG_FILE, SlotIndex, _write_all, check_live_files
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 CHUNK_DIR = "chunks"
@@ -288,18 +288,32 @@ class ImageStorage(SpaceStorage):
         payloads: list[memoryview] = []
         for a, b in zip(starts.tolist(), stops.tolist()):
             first, total = int(off[a]), int(off[b - 1] + length[b - 1] - off[a])
-            data = memoryview(os.pread(self._fd(int(fid[a])), total, first))
+            fd = self._fd(int(fid[a]))
+            if first + total > os.fstat(fd).st_size:  # before pread allocates `total` bytes read from the index
+                raise FormatError(f"{self._where(slots[written[a]], int(fid[a]), first)}: {LOG_FILE} points "
+                                  f"{total} bytes past offset {first}, beyond the end of the chunk: the chunk is "
+                                  "truncated or the index damaged")
+            data = memoryview(os.pread(fd, total, first))
             if len(data) != total:
                 raise FormatError(f"{self.cache_path / chunk_name(int(fid[a]))} is truncated: "  # type: ignore
                                   f"needed {total} bytes at offset {first}, got {len(data)}")
             rel = (off[a:b] - first).tolist()
             payloads.extend(data[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
+
+        def where(i: int) -> str:
+            return self._where(slots[written[i]], int(fid[i]), int(off[i]))
+
         if len(written) == len(slots):
-            codec.decode_batch(payloads, out, self._format)
+            codec.decode_batch(payloads, out, self._format, where)
         else:  # some slots were never written: they stay zero
             frames = np.empty((len(written), *self._frame_shape), dtype=self._dtype)
-            codec.decode_batch(payloads, frames, self._format)
+            codec.decode_batch(payloads, frames, self._format, where)
             out[written] = frames
+
+    def _where(self, slot: Any, file_id: int, offset: int) -> str:
+        """Where the frame of ``slot`` is, for error messages: its chunk file, offset, and the index."""
+        return (f"{self.cache_path / chunk_name(file_id)} at offset {offset} (slot {int(slot)} in "  # type: ignore
+                f"{LOG_FILE})")
 
     def _fd(self, file_id: int) -> int:
         fd = self._fds.get(file_id)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from trajstore._lock import WriterLock
-from trajstore.errors import UnsupportedSpaceError
+from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, Space
 from trajstore.storages._selection import Selection
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
@@ -121,8 +121,12 @@ class MemmapStorage(SpaceStorage):
             self._array.flush()  # msync: the pages reach the file
 
     def refresh(self) -> None:
+        """See rows another process appended; raises FormatError if ``data.bin`` is shorter than the capacity."""
         if self.cache_path is not None:
             rows = self.capacity if self.capacity is not None else self._file_rows()
+            if self.capacity is not None and self._file_rows() < self.capacity:
+                raise FormatError(f"{self.cache_path / DATA_FILE} is truncated: {self._file_rows()} rows of "
+                                  f"{self._row_stride} bytes, expected {self.capacity}")
             if self._array is None or rows != self._length:
                 self._release()
                 self._map(rows)
