@@ -229,11 +229,17 @@ class EpisodeLog:
         return rows, data
 
     # -- writer ----------------------------------------------------------------------------
-    def prepare(self, table: EpisodeTable) -> LogPosition:
+    def prepare(self, table: EpisodeTable, *, may_compact: bool) -> LogPosition:
         """Make the log hold ``table``'s closed episodes and make that durable; returns the position
         for the metadata to commit (then call :meth:`committed`). Appends the episodes closed since
-        the last commit, or writes the live ones to the next generation when dead records
-        outnumber them. Nothing is committed until the metadata names the result.
+        the last commit, or, if ``may_compact``, writes the kept ones to the next generation when dead
+        records outnumber them. Nothing is committed until the metadata names the result.
+
+        ``table`` is a suffix of the closed episodes: the log holds its newest ones or will after
+        this call, so ``skip`` is the records before its first. Compact only for the writer's own
+        table (``may_compact``), never for a ring's shrunk view
+        (:func:`~trajstore.replay_buffer.metadata.view_before_overwrite`): the next commit of the
+        writer's table names episodes that the view dropped, which must still be in the log.
 
         Raises:
             OSError: the write failed (the committed part of the log is left as it was).
@@ -243,7 +249,7 @@ class EpisodeLog:
         records = committed.records + rows.shape[1]
         dead = records - len(table)
         self._pending_last_id = max(self._last_id, int(rows[0, -1]) if rows.shape[1] else -1)
-        if dead > max(len(table), MIN_DEAD - 1):
+        if may_compact and dead > max(len(table), MIN_DEAD - 1):
             return self._compact(table, committed)
         end = committed.bytes
         if rows.shape[1]:
@@ -320,7 +326,8 @@ def load_table(folder: Path, entry: Any, *, read_only: bool, log: EpisodeLog | N
                 log.close()
             log = fresh
             table = EpisodeTable.from_columns(rows, data, counters)
-        table.keep_last(position.records - position.skip)
+        if not table.keep_last(position.records - position.skip):  # more than a reader's table has kept
+            return load_table(folder, entry, read_only=read_only, log=log)
     except (ValueError, TypeError, KeyError) as exc:
         if isinstance(exc, FormatError):
             raise

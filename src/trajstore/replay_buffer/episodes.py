@@ -274,13 +274,19 @@ class EpisodeTable:
         self._first, self._n = 0, kept.shape[1]
         self._used = [self._n]
 
-    def keep_last(self, n: int) -> None:
-        """Keep only the ``n`` newest closed episodes (a reader applying the log's ``skip``)."""
-        if not 0 <= n <= len(self):
-            raise ValueError(f"inconsistent episode table: cannot keep {n} of {len(self)} episodes")
-        if n < len(self):
+    def keep_last(self, n: int) -> bool:
+        """Keep the ``n`` newest closed episodes (a reader applying the log's ``skip``); False, with
+        nothing changed, if fewer than ``n`` are still at hand (read the log again).
+
+        A ring's shrunk view drops episodes that the next commit names again; their columns are
+        still before ``_first`` unless the storage was copied since.
+        """
+        if n < 0 or n > self._n:
+            return False
+        if n != len(self):
             self._first = self._n - n
             self._anchor_indexes.clear()
+        return True
 
     def counters_json(self) -> dict[str, Any]:
         """The table's counters (everything but the closed episodes), JSON."""

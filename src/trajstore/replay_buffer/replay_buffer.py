@@ -233,9 +233,10 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             self._stats.mark_boundary(self._ring)
         if self.cache_path is None:
             return
+        own = committed is None  # the writer's own table, not a ring's shrunk view: the log may compact
         committed = committed or Committed.of(self._ring, self._episodes)
         assert self._log is not None
-        position = self._log.prepare(committed.episodes)  # durable before the metadata names it
+        position = self._log.prepare(committed.episodes, may_compact=own)  # durable before the metadata names it
         episodes = {**committed.episodes.counters_json(), "log": position.to_json()}
         write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, episodes,
                    self._finals.descriptor(), self._stats.commit(self.cache_path, committed.ring),
