@@ -126,6 +126,10 @@ def decode(raw: bytes, path: Path) -> tuple[np.ndarray, list[dict[str, Any] | No
     return np.ascontiguousarray(rows), data
 
 
+#: fdatasync where the OS has it (the log's length changes with each append, so it is synced too).
+_datasync = getattr(os, "fdatasync", os.fsync)
+
+
 def _write_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
@@ -257,7 +261,7 @@ class EpisodeLog:
             if os.fstat(self._fd).st_size != end:
                 os.ftruncate(self._fd, end)  # bytes of a commit whose metadata write failed
             _write_all(self._fd, payload, end)
-            os.fdatasync(self._fd)
+            _datasync(self._fd)
             end += len(payload)
         return LogPosition(committed.file, end, records, dead)
 
