@@ -8,6 +8,10 @@ can check what it reads without a second copy of the data.
 Since format version 2 (:data:`EPISODE_FEATURES_SINCE`) each episode ``k`` ends with
 ``expected_episode_data(k)`` and the final observation ``expected_step(stop)["observation"]``,
 and :data:`INTERRUPTED_TAIL` more steps are left open and ended as interrupted by a writable reopen.
+
+Since format version 3 (the episode log, :data:`UNCHECKED_BOUNDS_SINCE`) the buffers are made with
+``check_bounds=False``: ``expected_step``'s joints leave the space's bounds after step 10, which
+folders of versions 1 and 2 stored before bounds were checked.
 """
 
 from __future__ import annotations
@@ -58,6 +62,15 @@ def expected_episode_data(k: int) -> dict:
     return {"task": f"task {k % 3}", "success": k % 2 == 0, "seed": 100 + k, "scores": [k, k / 4, None]}
 
 
+#: First format version whose fixtures were made with ``check_bounds=False``.
+UNCHECKED_BOUNDS_SINCE = 3
+
+
+def checks_bounds(version: str) -> bool:
+    """Whether the fixtures of ``version`` check bounds (see the module docstring)."""
+    return int(version.lstrip("v")) < UNCHECKED_BOUNDS_SINCE
+
+
 def has_episode_features(version: str) -> bool:
     """Whether the fixtures of ``version`` (``"v2"``) were written with episode data, finals and a tail."""
     return int(version.lstrip("v")) >= EPISODE_FEATURES_SINCE
@@ -72,7 +85,7 @@ LAYOUTS = {
 }
 
 
-def write(root: Path, name: str) -> None:
+def write(root: Path, name: str, check_bounds: bool) -> None:
     capacity, routing, episodes = LAYOUTS[name]
     if routing.get("kind_storage_cls") == "video":
         from trajstore.storages import VideoStorage
@@ -81,7 +94,7 @@ def write(root: Path, name: str) -> None:
     space = fixture_space()
     routing["default_kwargs"] = {"chunk_rows": 8}  # HDF5 allocates whole chunks: keep the fixture small
     rb = ReplayBuffer.create(DictStorage, space, cache_path=root / name, capacity=capacity,
-                             **dict_storage_kwargs_from_space(space, **routing))
+                             check_bounds=check_bounds, **dict_storage_kwargs_from_space(space, **routing))
     g = 0
     for k, n in enumerate(episodes):
         for _ in range(n):
@@ -98,5 +111,5 @@ def write(root: Path, name: str) -> None:
 if __name__ == "__main__":
     root = Path(__file__).parent / sys.argv[1]
     for layout in LAYOUTS:
-        write(root, layout)
+        write(root, layout, checks_bounds(sys.argv[1]))
         (root / layout / "writer.lock").unlink()

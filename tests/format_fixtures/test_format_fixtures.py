@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.format_fixtures.make_fixtures import (INTERRUPTED_TAIL, LAYOUTS, expected_episode_data, expected_step,
-                                                 has_episode_features)
+from tests.format_fixtures.make_fixtures import (INTERRUPTED_TAIL, LAYOUTS, checks_bounds, expected_episode_data,
+                                                 expected_step, has_episode_features)
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
 
@@ -75,10 +75,11 @@ def test_fixture_reads_back(tmp_path, version, layout):
             else:
                 assert psnr(final["camera"], want["camera"]) >= 30
     # A writer can reopen an old folder and go on appending. The fixtures' joints leave the space's
-    # bounds [-10, 10] after step 10 (written before bounds were checked); an old folder checks them now.
+    # bounds [-10, 10] after step 10 (versions 1 and 2 were written before bounds were checked, and
+    # check them now; later versions were made with check_bounds=False).
     with ReplayBuffer.load_from(folder, read_only=False) as rb:
-        assert rb.check_bounds
-        if total > 10:
+        assert rb.check_bounds == checks_bounds(version)
+        if total > 10 and rb.check_bounds:
             with pytest.raises(InvalidValueError, match="observation/joints"):
                 rb.append(expected_step(total))
         rb.append(in_bounds(expected_step(total)))

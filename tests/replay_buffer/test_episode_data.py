@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.replay_buffer.log_backdoor import committed_records
 from tests.replay_buffer.test_replay_buffer import batch, make
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
@@ -100,4 +101,5 @@ def test_a_ring_drops_the_data_of_dropped_episodes_and_keeps_that_of_overwritten
     with ReplayBuffer.load_from(tmp_path / "rb") as rb:
         assert [e.data for e in rb.episodes] == [{"k": 1}, {"k": 2}]
         meta = json.loads((tmp_path / "rb" / META_FILE).read_text())
-        assert meta["format_version"] == 2 and meta["episodes"]["data"] == [{"k": 1}, {"k": 2}]
+        assert meta["format_version"] == 3 and [r["data"] for r in committed_records(tmp_path / "rb")] == [
+            {"k": 1}, {"k": 2}]

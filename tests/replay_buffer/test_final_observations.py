@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.replay_buffer.log_backdoor import committed_records
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.final_observations import FINAL_DIR
@@ -111,7 +112,8 @@ def test_final_observations_round_trip_with_the_observation_routing(tmp_path, im
     assert info.nbytes > sum(s.nbytes for s in info.storages)
     meta = json.loads((tmp_path / "rb" / META_FILE).read_text())
     assert meta["final_observations"] == {"type": "dict", "dir": FINAL_DIR}
-    assert meta["episodes"]["final"] == [0, -1, 1] and meta["episodes"]["final_count"] == 2
+    assert [r["final"] for r in committed_records(tmp_path / "rb")] == [0, -1, 1]
+    assert meta["episodes"]["final_count"] == 2
     out = subprocess.run([sys.executable, "-c", READ_FINALS, str(tmp_path / "rb")], capture_output=True, text=True,
                          check=True)
     got = json.loads(out.stdout)  # a fresh process reads them from the folder alone

@@ -37,7 +37,7 @@ class EpisodeMethods:
             interrupted: the episode was cut short before its end (its env was reset or closed, the
                 operator stopped it): kept, and flagged ``Episode.interrupted`` (``done`` False), as
                 a fragment left by a crashed writer is.
-            **data: JSON values kept with the episode in ``trajstore.json`` (``task="push"``,
+            **data: JSON values kept with the episode in the episode log (``task="push"``,
                 ``success=True``, ``seed=3``, lists and dicts of them); read back as
                 ``episode(k).data``. NumPy scalars become Python values and tuples lists.
 

@@ -1,7 +1,7 @@
 """Per-episode data (``end_episode(task=..., success=..., seed=...)``): checked to be JSON, copied.
 
-The data is kept in the episode table of ``trajstore.json``, so it must be plain JSON: it is
-checked and copied here, once, before the buffer changes anything.
+The data is kept in the episode log (JSON lines, see :mod:`~trajstore.replay_buffer.episode_log`),
+so it must be plain JSON: it is checked and copied here, once, before the buffer changes anything.
 """
 
 from __future__ import annotations

@@ -92,6 +92,7 @@ class EpisodeTable:
         self.final_count = 0
         self.discards = 0
         self._anchor_indexes: dict[tuple, AnchorIndex] = {}  # cleared when closed episodes change
+        self._used = [0]  # columns in use in _table, shared with snapshots (see _make_room)
 
     @property
     def ids(self) -> np.ndarray:
@@ -128,16 +129,12 @@ class EpisodeTable:
         if not self.is_open(appended):
             self.open_start = None
             return False
-        if self._n == self._table.shape[1]:
-            kept = self._table[:, self._first:self._n]
-            self._table = np.zeros((_ROWS, max(16, 2 * kept.shape[1])), np.int64)
-            self._table[:, :kept.shape[1]] = kept
-            self._data = self._data[self._first:]
-            self._first, self._n = 0, kept.shape[1]
+        self._make_room(1)
         final = self.final_count if with_final else -1
         self._table[:, self._n] = (self.next_id, self.open_start, appended, final, int(interrupted))
         self._data.append(data or None)
         self._n += 1
+        self._used[0] = self._n
         self._anchor_indexes.clear()
         self.next_id += 1
         self.final_count += int(with_final)
@@ -229,12 +226,119 @@ class EpisodeTable:
             return None
         return int(self._table[3, col])
 
+    # -- snapshots and the episode log ------------------------------------------------------
+    def snapshot(self) -> "EpisodeTable":
+        """A copy in O(1) that later changes of either table do not reach.
+
+        The copies share the column storage: a column below ``_n`` is never written again (closing
+        an episode writes column ``_n``, dropping moves ``_first``, growing copies), and only one
+        of them (the writer's live table, or a reader's newest) ever closes more episodes.
+        """
+        twin = copy.copy(self)
+        twin._anchor_indexes = {}
+        return twin
+
+    def closed_after(self, last_id: int) -> tuple[np.ndarray, list[dict[str, Any] | None]]:
+        """The kept closed episodes whose id is greater than ``last_id``: int64 columns ``(5, E)``
+        (id, start, stop, final number or -1, interrupted 0/1) and their data (``None``: no data)."""
+        col = self._first + int(np.searchsorted(self.ids, last_id, side="right"))
+        return self._table[:, col:self._n], self._data[col:self._n]
+
+    def with_appended(self, rows: np.ndarray, data: list[dict[str, Any] | None]) -> "EpisodeTable":
+        """A :meth:`snapshot` with closed episodes appended after the newest one (a reader following
+        the log), in O(new episodes); ``rows`` is int64 ``(5, E)`` as in :meth:`closed_after`.
+
+        Final numbers are checked against ``final_count`` by the :meth:`set_counters` that follows.
+
+        Raises:
+            ValueError: the new columns do not continue the table (ids, steps or final numbers go back).
+        """
+        twin = self.snapshot()
+        n = rows.shape[1]
+        if n == 0:
+            return twin
+        _check_columns(rows, data, None, self._table[:, self._n - 1] if self._n else None)
+        twin._make_room(n)
+        twin._table[:, twin._n:twin._n + n] = rows
+        twin._data.extend(d or None for d in data)
+        twin._n += n
+        twin._used[0] = twin._n
+        return twin
+
+    def _make_room(self, n: int) -> None:
+        """Make columns ``[_n, _n + n)`` free to write: in place when this table is the one that used
+        the shared storage last (amortised O(1), by doubling), else in a copy of the kept columns."""
+        if self._n + n <= self._table.shape[1] and self._used[0] == self._n == len(self._data):
+            return
+        kept = self._table[:, self._first:self._n]
+        self._table = np.zeros((_ROWS, max(16, 2 * (kept.shape[1] + n))), np.int64)
+        self._table[:, :kept.shape[1]] = kept
+        self._data = self._data[self._first:self._n]
+        self._first, self._n = 0, kept.shape[1]
+        self._used = [self._n]
+
+    def keep_last(self, n: int) -> bool:
+        """Keep the ``n`` newest closed episodes (a reader applying the log's ``skip``); False, with
+        nothing changed, if fewer than ``n`` are still at hand (read the log again).
+
+        A ring's shrunk view drops episodes that the next commit names again; their columns are
+        still before ``_first`` unless the storage was copied since.
+        """
+        if n < 0 or n > self._n:
+            return False
+        if n != len(self):
+            self._first = self._n - n
+            self._anchor_indexes.clear()
+        return True
+
+    def counters_json(self) -> dict[str, Any]:
+        """The table's counters (everything but the closed episodes), JSON."""
+        return {"open_start": self.open_start, "next_id": self.next_id, "final_count": self.final_count,
+                "discards": self.discards}
+
+    def set_counters(self, data: dict[str, Any]) -> None:
+        """Set the counters of :meth:`counters_json` (``next_id`` defaults to the number of episodes).
+
+        Raises:
+            ValueError: a counter is not an int (``open_start`` may be ``None``) or a kept episode's final
+                number is not below ``final_count``.
+        """
+        open_start = data.get("open_start")
+        values = [data.get("next_id", len(self)), data.get("final_count", 0), data.get("discards", 0)]
+        if not all(type(v) is int and v >= 0 for v in values) or not (
+                open_start is None or (type(open_start) is int and open_start >= 0)):
+            raise ValueError(f"inconsistent episode table: bad counters {data!r:.200}")
+        self.open_start = open_start
+        self.next_id, self.final_count, self.discards = values
+        if len(self) and int(self.finals.max()) >= self.final_count:
+            raise ValueError("inconsistent episode table: a final observation number is not below final_count")
+
+    @classmethod
+    def from_columns(cls, rows: np.ndarray, data: list[dict[str, Any] | None],
+                     counters: dict[str, Any]) -> "EpisodeTable":
+        """A table of closed episodes given as int64 columns ``(5, E)`` (see :meth:`closed_after`) with
+        their data, and the counters of :meth:`counters_json`.
+
+        Raises:
+            ValueError: inconsistent columns (order, lengths, final numbers, data that is not a dict).
+        """
+        table = cls()
+        n = rows.shape[1]
+        _check_columns(rows, data, None, None)
+        table._table = np.zeros((_ROWS, max(16, n)), np.int64)
+        table._table[:, :n] = rows
+        table._data = [d or None for d in data]
+        table._n = n
+        table._used = [n]
+        table.set_counters(counters)
+        return table
+
     def to_json(self) -> dict[str, Any]:
+        """The whole table as JSON, as format versions 1 and 2 keep it in ``trajstore.json``."""
         cols = slice(self._first, self._n)
         return {"ids": self.ids.tolist(), "starts": self.starts.tolist(), "stops": self.stops.tolist(),
                 "final": self._table[3, cols].tolist(), "interrupted": self._table[4, cols].astype(bool).tolist(),
-                "data": [d or {} for d in self._data[cols]], "open_start": self.open_start, "next_id": self.next_id,
-                "final_count": self.final_count, "discards": self.discards}
+                "data": [d or {} for d in self._data[cols]], **self.counters_json()}
 
     def check_within(self, ring: "RingState") -> None:
         """Check the table against the ring state it was committed with (both from one metadata file).
@@ -258,34 +362,40 @@ class EpisodeTable:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "EpisodeTable":
-        """The table of :meth:`to_json`; a format-1 table (no data, finals or interrupted flags) is accepted.
+        """The table of :meth:`to_json` (format 2); a format-1 table (no data, finals or interrupted flags)
+        is accepted.
 
         Raises:
             ValueError: inconsistent arrays (lengths, order, final numbers, data that is not a dict).
         """
-        table = cls()
         rows = np.asarray([data["ids"], data["starts"], data["stops"]], np.int64).reshape(3, -1)
         n = rows.shape[1]
         final = np.asarray(data.get("final", [-1] * n), np.int64).reshape(-1)
         interrupted = np.asarray(data.get("interrupted", [False] * n), bool).reshape(-1)
         episode_data = data.get("data", [{}] * n)
-        table.final_count = int(data.get("final_count", 0))
         if len(final) != n or len(interrupted) != n or len(episode_data) != n:
             raise ValueError("inconsistent episode table: its lists differ in length")
-        if np.any(rows[2] <= rows[1]) or np.any(np.diff(rows[2]) <= 0) or np.any(np.diff(rows[0]) <= 0):
-            raise ValueError("inconsistent episode table")
-        numbered = final[final >= 0]
-        if np.any(final < -1) or np.any(np.diff(numbered) <= 0) or np.any(numbered >= table.final_count):
-            raise ValueError("inconsistent episode table: bad final observation numbers")
-        if not all(isinstance(d, dict) for d in episode_data):
-            raise ValueError("inconsistent episode table: episode data must be JSON objects")
-        table._table = np.zeros((_ROWS, max(16, n)), np.int64)
-        table._table[:3, :n] = rows
-        table._table[3, :n] = final
-        table._table[4, :n] = interrupted
-        table._data = [d or None for d in episode_data]
-        table._n = n
-        table.open_start = data.get("open_start")
-        table.next_id = int(data.get("next_id", n))
-        table.discards = int(data.get("discards", 0))
-        return table
+        columns = np.concatenate([rows, final[None], interrupted[None].astype(np.int64)])
+        counters = {k: data[k] for k in ("open_start", "next_id", "final_count", "discards") if k in data}
+        return cls.from_columns(columns, list(episode_data), counters)
+
+
+def _check_columns(rows: np.ndarray, data: list[Any], final_count: int | None, last: np.ndarray | None) -> None:
+    """Raise ValueError unless ``rows`` (int64 ``(5, E)``) are closed episodes in order (after column
+    ``last``, when given) with one JSON object (or ``None``) of data each."""
+    if rows.ndim != 2 or rows.shape[0] != _ROWS or rows.shape[1] != len(data):
+        raise ValueError("inconsistent episode table: its lists differ in length")
+    ids, starts, stops, final, interrupted = rows
+    if last is not None:
+        ids, stops = np.concatenate([last[:1], ids]), np.concatenate([last[2:3], stops])
+        final = np.concatenate([last[3:4], final])
+    if np.any(rows[2] <= rows[1]) or np.any(np.diff(stops) <= 0) or np.any(np.diff(ids) <= 0):
+        raise ValueError("inconsistent episode table")
+    numbered = final[final >= 0]
+    if np.any(final < -1) or np.any(np.diff(numbered) <= 0) or (
+            final_count is not None and np.any(numbered >= final_count)):
+        raise ValueError("inconsistent episode table: bad final observation numbers")
+    if np.any((interrupted != 0) & (interrupted != 1)):
+        raise ValueError("inconsistent episode table: interrupted flags must be 0 or 1")
+    if not all(d is None or isinstance(d, dict) for d in data):
+        raise ValueError("inconsistent episode table: episode data must be JSON objects")

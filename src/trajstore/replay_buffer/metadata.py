@@ -2,16 +2,25 @@
 signatures, and the rule that keeps it crash-safe while a ring overwrites slots. No data I/O.
 
 The file names the format and version, the space, the storage's registered type and folder, the
-ring state and the episode table. It is replaced atomically after the data it describes is
-flushed, so a crash leaves the last committed state.
+ring state and the episode table's counters and log position. It is replaced atomically after the
+data it describes is flushed, so a crash leaves the last committed state.
 
 Format versions: 1 had episodes as ``ids``, ``starts``, ``stops``; 2 adds each episode's JSON
 data, final observation number and interrupted flag, the counters ``final_count`` and
-``discards``, and the ``final_observations`` storage (named only once one was stored). Version 1
-folders open as they are and are written as version 2 from their first commit. An optional
-``check_bounds: false`` (a buffer that stores values outside the space's bounds as they are) is
-absent from folders that check bounds, the default.
-``stats`` key (version 2 still; older readers ignore it) names the committed statistics file.
+``discards``, and the ``final_observations`` storage (named only once one was stored). 3 moves the
+closed episodes out of this file into the append-only episode log
+(:mod:`~trajstore.replay_buffer.episode_log`), so that the file's size, and the cost of a commit,
+no longer grow with the number of episodes; ``"episodes"`` keeps the counters and names the log.
+
+Older folders: read-only, versions 1 and 2 open as they are (the table is read from this file).
+Opened for writing, they are migrated at once, atomically: the log is written and fsynced, then
+this file is replaced by its version 3 in one rename; a crash in between leaves the old folder as
+it was plus an unnamed log file, which the next writer removes. Older trajstore releases refuse a
+version 3 folder (a newer version) instead of misreading it.
+
+An optional ``check_bounds: false`` (a buffer that stores values outside the space's bounds as
+they are) is absent from folders that check bounds, the default. An optional ``stats`` key names
+the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`).
 """
 
 from __future__ import annotations
@@ -31,13 +40,17 @@ from trajstore._fs import read_json, write_json_atomic
 META_FILE = "trajstore.json"
 STORAGE_DIR = "storage"
 FORMAT = "trajstore.replay_buffer"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
-def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: EpisodeTable,
+def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: dict[str, Any],
                final_observations: dict[str, Any] | None = None, stats: dict[str, Any] | None = None, *,
                check_bounds: bool = True) -> None:
     """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder).
+
+    ``episodes`` is the table's counters and the committed log position
+    (:func:`~trajstore.replay_buffer.episode_log.LogPosition.to_json` under ``"log"``), written after
+    the log records it commits are durable.
 
     ``final_observations`` is the ``{"type", "dir"}`` of the final observation storage, once it exists;
     ``stats`` names the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`), if any.
@@ -45,7 +58,7 @@ def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, e
     """
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
             "storage": {"type": storage_type, "dir": STORAGE_DIR},
-            "ring": ring.to_json(), "episodes": episodes.to_json()}
+            "ring": ring.to_json(), "episodes": episodes}
     if final_observations is not None:
         meta["final_observations"] = final_observations
     if not check_bounds:
@@ -73,14 +86,15 @@ def read_meta(folder: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Committed:
-    """What the metadata file on disk says: the ring state and a copy of the episode table."""
+    """What the metadata file on disk says: the ring state and a snapshot of the episode table."""
 
     ring: RingState
     episodes: EpisodeTable
 
     @classmethod
     def of(cls, ring: RingState, episodes: EpisodeTable) -> "Committed":
-        return cls(ring, EpisodeTable.from_json(episodes.to_json()))
+        """In O(1): the table is an :meth:`~trajstore.replay_buffer.episodes.EpisodeTable.snapshot`."""
+        return cls(ring, episodes.snapshot())
 
 
 def file_signature(folder: Path) -> tuple[int, int, int]:

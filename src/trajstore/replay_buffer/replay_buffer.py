@@ -2,13 +2,15 @@
 
 The folder at ``cache_path`` describes itself::
 
-    trajstore.json   format version, space, storage type and folder, ring state, episode table
+    trajstore.json   format version, space, storage type and folder, ring state, episode counters
+    episodes.000000.log   the closed episodes, appended at each commit (episode_log.py)
     writer.lock      held by the one writer process
     storage/         the storage (for the usual DictStorage: one sub-folder per sub-storage)
     final_observations/   the episodes' final observations, once one was stored (final_observations.py)
 
-Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, then replaces
-``trajstore.json`` atomically, so a crash leaves the last flushed state. Readers see what
+Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, appends the newly
+closed episodes to the log, then replaces ``trajstore.json`` atomically, so a crash leaves the
+last flushed state. Readers see what
 was flushed; steps appended after the last flush are not visible to other processes.
 
 The episode methods (``end_episode``, ``discard_episode``, ``episodes``, ``final_observation``,
@@ -36,6 +38,7 @@ from trajstore.replay_buffer.sampling_api import SamplingMethods
 from trajstore.replay_buffer.transition_api import TransitionMethods
 from trajstore.replay_buffer.window_api import WindowMethods
 from trajstore.replay_buffer.write_behind import WriteBehindMethods
+from trajstore.replay_buffer.episode_log import EpisodeLog, read_committed
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import (META_FILE, STORAGE_DIR, Committed, file_signature, read_meta,
@@ -81,8 +84,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
 
     def __init__(self, storage: SpaceStorage, *, ring: RingState, episodes: EpisodeTable,
                  cache_path: Path | None, read_only: bool, multiprocessing: bool, lock: WriterLock | None,
-                 check_bounds: bool = True):
+                 check_bounds: bool = True, log: EpisodeLog | None = None):
         self.storage = storage
+        self._log = log  # the episode log (episode_log.py); None in memory
         #: Whether appended values must lie inside the space's bounds (and not be NaN); see :meth:`create`.
         self.check_bounds = check_bounds
         self.space: Space = storage.space
@@ -144,8 +148,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         with fresh_folder(cache_path) as (path, lock):
             storage = storage_cls._create_owned(space, capacity=capacity, path=path / STORAGE_DIR if path else None,
                                                 plan=plan, multiprocessing=multiprocessing, lock=lock)
+            log = EpisodeLog.start(path) if path is not None else None
             rb = cls(storage, ring=RingState(capacity), episodes=EpisodeTable(), cache_path=path, read_only=False,
-                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
+                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds, log=log)
             rb._stats.start(rb._ring)
             rb._write_meta()
         return rb
@@ -160,6 +165,10 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         fragment is never merged into the next episode (``Episode.interrupted``, ``done=False``).
         A reader sees such a fragment as the open episode.
 
+        A folder of an older format version (1 or 2, episodes kept in ``trajstore.json``) opens as it is
+        for reading; a writer migrates it to version 3 (the episode log) at once and atomically, see
+        :mod:`~trajstore.replay_buffer.metadata`.
+
         Raises:
             FormatError: not a trajstore buffer folder, a newer format version, or a missing or damaged
                 file (the message names it, or the storage folder holding it).
@@ -167,14 +176,16 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             LockedError: ``read_only=False`` while another process is writing.
         """
         path = Path(cache_path)
-        meta = read_meta(path)
-        lock = None
+        read_meta(path)  # not a buffer folder: a FormatError before anything else
+        lock = log = None
         try:
             lock = lock_for(path, read_only)
+            meta, episodes, log = read_committed(path, read_only=read_only)
+            if log is None and not read_only:  # format 1 or 2: migrated below
+                log = EpisodeLog.start(path)
             with damaged_file(path / META_FILE):
                 space = space_from_json(meta["space"])
                 ring = RingState.from_json(meta["ring"])
-                episodes = EpisodeTable.from_json(meta["episodes"])
                 episodes.check_within(ring)
                 if meta["storage"]["dir"] != STORAGE_DIR:
                     raise FormatError(f"unexpected storage folder {meta['storage']['dir']!r}")
@@ -185,7 +196,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
                                               multiprocessing=multiprocessing, lock=lock)
             rb = cls(storage, ring=ring, episodes=episodes, cache_path=path, read_only=read_only,
-                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
+                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds, log=log)
             try:
                 rb._meta_signature = file_signature(path)
                 if not read_only:
@@ -196,11 +207,15 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                 rb._finals.open(meta, lock, rb._episodes.final_count)
                 if not read_only:
                     rb._end_interrupted_episode()
+                    if rb._log.position is None:  # type: ignore[union-attr]
+                        rb._write_meta(rb._committed)  # migrate: the log, then trajstore.json of this version
             except BaseException:
                 storage.close()
                 rb._finals.close()
                 raise
         except (OSError, KeyError, TypeError, ValueError) as exc:
+            if log is not None:
+                log.close()
             if lock is not None:
                 lock.release()
             if isinstance(exc, (FormatError, LockedError)):
@@ -209,6 +224,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             raise FormatError(f"{path / META_FILE} does not match the files it names: {type(exc).__name__}: "
                               f"{exc}") from exc
         except BaseException:
+            if log is not None:
+                log.close()
             if lock is not None:
                 lock.release()
             raise
@@ -221,10 +238,15 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             self._stats.mark_boundary(self._ring)
         if self.cache_path is None:
             return
+        own = committed is None  # the writer's own table, not a ring's shrunk view: the log may compact
         committed = committed or Committed.of(self._ring, self._episodes)
-        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, committed.episodes,
+        assert self._log is not None
+        position = self._log.prepare(committed.episodes, may_compact=own)  # durable before the metadata names it
+        episodes = {**committed.episodes.counters_json(), "log": position.to_json()}
+        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, episodes,
                    self._finals.descriptor(), self._stats.commit(self.cache_path, committed.ring),
                    check_bounds=self.check_bounds)
+        self._log.committed(position)
         self._committed = committed
 
     def _drop_before_overwrite(self, appended_after: int) -> None:
@@ -264,6 +286,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                     self._writer.close()
                 self.storage.close()
                 self._finals.close()
+                if self._log is not None:
+                    self._log.close()
             finally:
                 self._release_lock()
                 self.closed = True
@@ -415,10 +439,11 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         now = file_signature(self.cache_path)
         if now == self._meta_signature:
             return False
-        meta = read_meta(self.cache_path)
+        meta, episodes, self._log = read_committed(self.cache_path, read_only=True, log=self._log,
+                                                   previous=self._episodes)  # only the new log records
         self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
         with damaged_file(self.cache_path / META_FILE):
-            ring, episodes = RingState.from_json(meta["ring"]), EpisodeTable.from_json(meta["episodes"])
+            ring = RingState.from_json(meta["ring"])
             episodes.check_within(ring)
         self._ring, self._episodes = ring, episodes
         self._finals.refresh(meta, self._episodes.final_count)
@@ -433,6 +458,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             self._ring = self._planned = self._written
             self._episodes.forget_after(self._written.appended)
         if self.cache_path is not None:
+            if self._log is not None and not self._log.read_only:
+                self._log.close()  # the parent's: this process's copy of the descriptor only
+                self._log = None
             self._meta_signature = None
             self.refresh()
 
