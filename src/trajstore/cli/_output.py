@@ -26,6 +26,9 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES_HELP = ("Exit status: 0 ok; 1 damage found by verify; 2 bad input (not a buffer folder, unknown "
                    "episode, bad option); 130 interrupted.")
 
+#: Seconds of work before a progress bar appears (quick commands print no bar).
+PROGRESS_DELAY_S = 1.0
+
 # Not a terminal (make, CI logs): rich would wrap at 80 columns; tables read better wider.
 console = Console(width=None if sys.stdout.isatty() else 132)
 
@@ -38,7 +41,9 @@ def fail(exc: BaseException | str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 
 def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str, unit: str,
                  enabled: bool = True) -> Any:
-    """A tqdm bar on stderr (stdout keeps the report or the JSON); ``enabled=False`` shows nothing."""
+    """A tqdm bar on stderr (stdout keeps the report or the JSON), shown once the work has taken a second
+    (:data:`PROGRESS_DELAY_S`); ``enabled=False`` shows nothing."""
     from tqdm import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False)
+    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False,
+                delay=PROGRESS_DELAY_S)

@@ -103,29 +103,6 @@ def info(path: Path = typer.Argument(..., help="Buffer folder."),
     console.print(f"total: {d.nbytes:,} bytes")
 
 
-@app.command()
-def verify(path: Path = typer.Argument(..., help="Buffer folder."),
-           reference: Path = typer.Option(..., help="The .npz saved by `record --reference`.")) -> None:
-    """Read every step back and compare it with the reference (lossy leaves within the codec bound)."""
-    from trajstore.integrations.recording import MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, verify_buffer
-
-    try:
-        checks = verify_buffer(path, reference)
-    except (TrajstoreError, OSError, ValueError) as exc:
-        raise fail(exc)
-    table = Table("leaf", "storage", "check", "max |error|", "mean |error|", "min PSNR (dB)", "result",
-                  title=f"read-back of {path}")
-    for c in checks:
-        rule = "exact" if c.exact else f">= {MIN_PSNR_DB:g} dB, mean <= {MAX_MEAN_ABS_ERROR:g}"
-        psnr = "inf" if c.min_psnr_db is None else f"{c.min_psnr_db:.1f}"
-        table.add_row(c.key, c.storage, rule, f"{c.max_abs_error:g}", f"{c.mean_abs_error:.3g}",
-                      psnr if not c.exact else "-", "[green]ok[/green]" if c.ok else "[red]FAIL[/red]")
-    console.print(table)
-    if not all(c.ok for c in checks):
-        raise typer.Exit(1)
-    console.print("every step read back within bounds")
-
-
 #: Elements of one leaf shown by `trajstore stats` (all of them with --json).
 STATS_ROWS = 8
 
@@ -159,6 +136,16 @@ def stats(path: Path = typer.Argument(..., help="Buffer folder."),
         if n > STATS_ROWS:
             table.add_row("", "", f"... {n - STATS_ROWS} more (--json)", *[""] * 7)
     console.print(table)
+
+
+# Commands kept in their own modules (trajstore.cli.<name>).
+from trajstore.cli import copy_merge, episodes, preview, verify  # noqa: E402
+
+app.command()(episodes.episodes)
+app.command()(preview.preview)
+app.command()(verify.verify)
+app.command()(copy_merge.copy)
+app.command()(copy_merge.merge)
 
 
 if __name__ == "__main__":
