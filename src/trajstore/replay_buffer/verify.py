@@ -221,6 +221,9 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
         batches, short = plan(sub)
         if short:
             problem(short)
+        if kind == "hdf5":
+            for what in _hdf5_past_end(folder):
+                problem(what)
         for label, sel in batches:
             unwritten = _unwritten(sub, sel.slots)
             if unwritten:
@@ -243,6 +246,41 @@ def _unwritten(sub: SpaceStorage, slots: np.ndarray) -> int:
     known = slots < index.n_slots
     rows = index.lookup(slots[known])
     return int(np.count_nonzero(~known)) + int(np.count_nonzero(rows[:, 0] < 0))
+
+
+def _hdf5_past_end(folder: Path) -> list[str]:
+    """Datasets of ``data.h5`` with stored chunks past the end of the file.
+
+    HDF5 readers in SWMR mode (every trajstore reader) skip the end-of-file check, and a read past
+    the end comes back as zeros, not as an error: a truncated file is found only by comparing where
+    each chunk lies with the file's size.
+    """
+    import h5py
+
+    from trajstore.storages.hdf5 import DATA_FILE
+
+    path = folder / DATA_FILE
+    size = path.stat().st_size
+    found: list[str] = []
+
+    def visit(name: str, obj: Any) -> None:
+        if not isinstance(obj, h5py.Dataset) or found:
+            return
+        ds = obj.id
+        if obj.chunks is None:
+            offset, nbytes = ds.get_offset(), ds.get_storage_size()
+            ends = [] if offset is None else [(offset, offset + nbytes)]
+        else:
+            ends = [(c.byte_offset, c.byte_offset + c.size)
+                    for c in (ds.get_chunk_info(i) for i in range(ds.get_num_chunks()))]
+        past = [(a, b) for a, b in ends if b > size]
+        if past:
+            found.append(f"{DATA_FILE} is truncated ({size:,} bytes): dataset {name!r} has {len(past)} chunk(s) past "
+                         f"its end, from byte {past[0][0]:,} (they would read back as zeros)")
+
+    with h5py.File(path, "r", swmr=True, libver=("v110", "v110"), locking=False) as f:
+        f.visititems(visit)
+    return found
 
 
 def _open_whole(folder: Path) -> list[Problem]:
