@@ -212,6 +212,11 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
         elif check.problems == MAX_PROBLEMS_PER_STORAGE + 1:
             report.problems.append(Problem(str(folder), "more problems not listed"))
 
+    if kind == "hdf5":
+        truncated = _hdf5_truncated(folder)
+        if truncated:  # read no further: SWMR reads past the end retry for minutes, or return zeros
+            problem(truncated)
+            return
     try:
         sub = SpaceStorage.load_from(folder, read_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure to open is damage to report
@@ -221,9 +226,6 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
         batches, short = plan(sub)
         if short:
             problem(short)
-        if kind == "hdf5":
-            for what in _hdf5_past_end(folder):
-                problem(what)
         for label, sel in batches:
             unwritten = _unwritten(sub, sel.slots)
             if unwritten:
@@ -248,39 +250,53 @@ def _unwritten(sub: SpaceStorage, slots: np.ndarray) -> int:
     return int(np.count_nonzero(~known)) + int(np.count_nonzero(rows[:, 0] < 0))
 
 
-def _hdf5_past_end(folder: Path) -> list[str]:
-    """Datasets of ``data.h5`` with stored chunks past the end of the file.
+def _hdf5_truncated(folder: Path) -> str | None:
+    """Why ``data.h5`` is shorter than HDF5's own record of its end, or ``None``.
 
-    HDF5 readers in SWMR mode (every trajstore reader) skip the end-of-file check, and a read past
-    the end comes back as zeros, not as an error: a truncated file is found only by comparing where
-    each chunk lies with the file's size.
+    trajstore's readers open in SWMR mode, which skips HDF5's end-of-file check: a read past the end
+    then returns zeros or retries for minutes. A plain (non-SWMR) read-only open makes that check; a
+    file a writer has open (or died with open) refuses such an open, and then the stored chunks are
+    compared with the file size instead.
     """
     import h5py
 
     from trajstore.storages.hdf5 import DATA_FILE
 
     path = folder / DATA_FILE
+    if not path.is_file():
+        return None  # the storage's own open names the missing file
+    try:
+        h5py.File(path, "r", libver=("earliest", "v110"), locking=False).close()
+        return None
+    except OSError as exc:
+        if "truncated file" in str(exc):
+            return f"{DATA_FILE} is truncated: {' '.join(str(exc).split())}"
+    return _chunks_past_end(path)
+
+
+def _chunks_past_end(path: Path) -> str | None:
+    import h5py
+
     size = path.stat().st_size
     found: list[str] = []
 
     def visit(name: str, obj: Any) -> None:
-        if not isinstance(obj, h5py.Dataset) or found:
+        if found or not isinstance(obj, h5py.Dataset) or obj.chunks is None:
             return
         ds = obj.id
-        if obj.chunks is None:
-            offset, nbytes = ds.get_offset(), ds.get_storage_size()
-            ends = [] if offset is None else [(offset, offset + nbytes)]
-        else:
-            ends = [(c.byte_offset, c.byte_offset + c.size)
-                    for c in (ds.get_chunk_info(i) for i in range(ds.get_num_chunks()))]
-        past = [(a, b) for a, b in ends if b > size]
-        if past:
-            found.append(f"{DATA_FILE} is truncated ({size:,} bytes): dataset {name!r} has {len(past)} chunk(s) past "
-                         f"its end, from byte {past[0][0]:,} (they would read back as zeros)")
+        for i in range(ds.get_num_chunks()):
+            c = ds.get_chunk_info(i)
+            if c.byte_offset + c.size > size:
+                found.append(f"{path.name} is truncated ({size:,} bytes): dataset {name!r} has a chunk at byte "
+                             f"{c.byte_offset:,} past its end")
+                return
 
-    with h5py.File(path, "r", swmr=True, libver=("v110", "v110"), locking=False) as f:
-        f.visititems(visit)
-    return found
+    try:
+        with h5py.File(path, "r", swmr=True, libver=("v110", "v110"), locking=False) as f:
+            f.visititems(visit)
+    except OSError:
+        return None  # the storage's own open reports it
+    return found[0] if found else None
 
 
 def _open_whole(folder: Path) -> list[Problem]:
