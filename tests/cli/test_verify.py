@@ -116,7 +116,7 @@ def test_not_a_buffer_folder_raises(tmp_path):
     (tmp_path / "file.txt").write_text("x")
     with pytest.raises(FormatError, match="is not a trajstore buffer folder: it is a file"):
         verify_buffer(tmp_path / "file.txt")
-    with pytest.raises(FormatError, match="has no trajstore.json"):
+    with pytest.raises(FormatError, match="has no trajstore.json .* does not exist"):
         verify_buffer(tmp_path)
 
 

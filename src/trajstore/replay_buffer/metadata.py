@@ -64,7 +64,8 @@ def read_meta(folder: Path) -> dict[str, Any]:
     folder = Path(folder)
     if not folder.is_dir() or not (folder / META_FILE).is_file():
         what = "does not exist" if not folder.exists() else ("is a file" if not folder.is_dir()
-                                                             else f"has no {META_FILE}")
+                                                             else f"has no {META_FILE} ({folder / META_FILE} "
+                                                                  "does not exist)")
         raise FormatError(f"{folder} is not a trajstore buffer folder: it {what}")
     meta = read_json(folder / META_FILE, "replay buffer metadata")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
