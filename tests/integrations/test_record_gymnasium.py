@@ -90,11 +90,11 @@ def test_resume_appends_and_continues_the_seeds(tmp_path):
     ]
     for args, message in refused:
         result = cli(*args, "--episodes", 1, "--out", out)
-        assert result.exit_code == 1 and message in result.output, (args, result.output)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
     with ReplayBuffer.load_from(out) as rb:
         assert rb.total_steps == steps and rb.num_episodes == 3  # nothing was written
     result = cli("--env", CARTPOLE, "--resume", "--episodes", 1, "--out", tmp_path / "missing")
-    assert result.exit_code == 1 and not (tmp_path / "missing").exists()
+    assert result.exit_code == 2 and not (tmp_path / "missing").exists()
 
 
 @pytest.mark.parametrize("env, message", [
@@ -105,7 +105,7 @@ def test_resume_appends_and_continues_the_seeds(tmp_path):
 ])
 def test_bad_env_is_refused_before_anything_is_written(tmp_path, env, message):
     result = cli("--env", env, "--episodes", 1, "--out", tmp_path / "rb")
-    assert result.exit_code == 1 and message in result.output, result.output
+    assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "rb").exists()
 
 

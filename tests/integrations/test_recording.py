@@ -56,9 +56,9 @@ def test_cli_record_info_verify(tmp_path):
     result = runner.invoke(app, ["verify", str(out), "--reference", str(tmp_path / "ref.npz")])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["record", "--episodes", "1", "--out", str(out)])  # exists
-    assert result.exit_code == 1 and "already exists" in result.output
+    assert result.exit_code == 2 and "already exists" in result.output
     result = runner.invoke(app, ["info", str(tmp_path / "nope")])
-    assert result.exit_code == 1 and "does not exist" in result.output
+    assert result.exit_code == 2 and "does not exist" in result.output
 
 
 def test_record_video_and_ring(tmp_path):

@@ -242,7 +242,7 @@ def test_cli_stats_prints_a_table_and_json(tmp_path):
     data = json.loads(res.output)
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
         assert data["action"]["mean"] == reader.stats()["action"].mean.tolist()
-    assert runner.invoke(app, ["stats", str(tmp_path / "missing")]).exit_code == 1
+    assert runner.invoke(app, ["stats", str(tmp_path / "missing")]).exit_code == 2
 
 
 def test_normalizer_mean_std_and_min_max():

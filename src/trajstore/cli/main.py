@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import os
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail
 from trajstore.errors import StorageExistsError, TrajstoreError
 
-app = typer.Typer(help="Record and inspect trajstore replay buffers.", no_args_is_help=True,
+app = typer.Typer(help="Record and inspect trajstore replay buffers. " + EXIT_CODES_HELP, no_args_is_help=True,
                   pretty_exceptions_enable=False)
-# Not a terminal (make, CI logs): rich would wrap at 80 columns; tables read better wider.
-console = Console(width=None if sys.stdout.isatty() else 132)
-
-
-def fail(exc: BaseException) -> typer.Exit:
-    """Print the error on one unwrapped line (so it can be grepped) and exit with status 1."""
-    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
-    return typer.Exit(1)
 
 
 class CameraStorage(str, Enum):
@@ -69,7 +60,7 @@ def record(
             raise ValueError(f"--env must be 'pusht' or 'gymnasium:<env id>', got {env!r}")
     except RecordingInterrupted as exc:
         console.print(escape(exc.summary.line()), soft_wrap=True)
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_INTERRUPTED)
     except StorageExistsError as exc:
         raise fail(f"{exc} (to add episodes to it: --resume)")
     except (TrajstoreError, ImportError, ValueError, EnvSetupError) as exc:
@@ -78,14 +69,20 @@ def record(
 
 
 @app.command()
-def info(path: Path = typer.Argument(..., help="Buffer folder.")) -> None:
+def info(path: Path = typer.Argument(..., help="Buffer folder."),
+         as_json: bool = typer.Option(False, "--json", help="Print the same as one JSON document.")) -> None:
     """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk."""
+    import json
+
     from trajstore.replay_buffer.info import describe
 
     try:
         d = describe(path)
     except (TrajstoreError, OSError) as exc:
         raise fail(exc)
+    if as_json:
+        print(json.dumps(d.to_json(), indent=1))
+        return
     console.print(f"[bold]{d.path}[/bold]: {d.steps} steps (capacity {d.capacity or 'unbounded'}, "
                   f"{d.total_steps} appended), {d.episodes} episodes ({d.complete_episodes} complete, "
                   f"{d.interrupted_episodes} interrupted)")
@@ -104,29 +101,6 @@ def info(path: Path = typer.Argument(..., help="Buffer folder.")) -> None:
         finals = sum(s.nbytes for s in d.final_observation_storages)
         console.print(f"final observations: {d.final_observations} held, {finals:,} bytes on disk")
     console.print(f"total: {d.nbytes:,} bytes")
-
-
-@app.command()
-def verify(path: Path = typer.Argument(..., help="Buffer folder."),
-           reference: Path = typer.Option(..., help="The .npz saved by `record --reference`.")) -> None:
-    """Read every step back and compare it with the reference (lossy leaves within the codec bound)."""
-    from trajstore.integrations.recording import MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, verify_buffer
-
-    try:
-        checks = verify_buffer(path, reference)
-    except (TrajstoreError, OSError, ValueError) as exc:
-        raise fail(exc)
-    table = Table("leaf", "storage", "check", "max |error|", "mean |error|", "min PSNR (dB)", "result",
-                  title=f"read-back of {path}")
-    for c in checks:
-        rule = "exact" if c.exact else f">= {MIN_PSNR_DB:g} dB, mean <= {MAX_MEAN_ABS_ERROR:g}"
-        psnr = "inf" if c.min_psnr_db is None else f"{c.min_psnr_db:.1f}"
-        table.add_row(c.key, c.storage, rule, f"{c.max_abs_error:g}", f"{c.mean_abs_error:.3g}",
-                      psnr if not c.exact else "-", "[green]ok[/green]" if c.ok else "[red]FAIL[/red]")
-    console.print(table)
-    if not all(c.ok for c in checks):
-        raise typer.Exit(1)
-    console.print("every step read back within bounds")
 
 
 #: Elements of one leaf shown by `trajstore stats` (all of them with --json).
@@ -162,6 +136,16 @@ def stats(path: Path = typer.Argument(..., help="Buffer folder."),
         if n > STATS_ROWS:
             table.add_row("", "", f"... {n - STATS_ROWS} more (--json)", *[""] * 7)
     console.print(table)
+
+
+# Commands kept in their own modules (trajstore.cli.<name>).
+from trajstore.cli import copy_merge, episodes, preview, verify  # noqa: E402
+
+app.command()(episodes.episodes)
+app.command()(preview.preview)
+app.command()(verify.verify)
+app.command()(copy_merge.copy)
+app.command()(copy_merge.merge)
 
 
 if __name__ == "__main__":

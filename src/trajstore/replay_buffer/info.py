@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import tree
+from trajstore.storages.base import SpaceStorage
 
 
 @dataclass
@@ -47,6 +48,10 @@ class BufferInfo:
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self.storages) + sum(s.nbytes for s in self.final_observation_storages)
 
+    def to_json(self) -> dict[str, Any]:
+        """Every field as JSON values (shapes as lists), plus ``nbytes``: what ``trajstore info --json`` prints."""
+        return {**asdict(self), "nbytes": self.nbytes}
+
 
 def describe(path: str | os.PathLike) -> BufferInfo:
     """Open the buffer at ``path`` read-only and summarise it (no data is read)."""
@@ -62,17 +67,26 @@ def describe(path: str | os.PathLike) -> BufferInfo:
                                                                    _folder_bytes(sub.cache_path)))
         children = getattr(rb.storage, "storages", None) or {"": rb.storage}
         sep = getattr(rb.storage, "nested_separator", "/")
-        holder = {}  # leaf path -> the storage holding it
         for key, sub in children.items():
             info.storages.append(StorageInfo(key, type(sub).__name__, sub.get_config(), _folder_bytes(sub.cache_path)))
-            prefix = () if key in ("", "*") else tree.parse_name(key, sep)
-            for path in tree.leaf_paths(sub.space):
-                holder[(*prefix, *path)] = sub
+        holder = leaf_holders(rb.storage)
         for path, leaf in tree.leaves(rb.space):  # in the space's order
             sub = holder[path]
             info.leaves.append(LeafInfo(sep.join(path), type(sub).__name__, str(leaf.dtype),
                                         tuple(getattr(leaf, "shape", ())), leaf.metadata.to_json(), sub.lossless))
     return info
+
+
+def leaf_holders(storage: SpaceStorage) -> dict[tuple[str, ...], SpaceStorage]:
+    """Leaf path -> the storage holding it: a ``DictStorage``'s sub-storage, or ``storage`` itself."""
+    children = getattr(storage, "storages", None) or {"": storage}
+    sep = getattr(storage, "nested_separator", "/")
+    holder = {}
+    for key, sub in children.items():
+        prefix = () if key in ("", "*") else tree.parse_name(key, sep)
+        for path in tree.leaf_paths(sub.space):
+            holder[(*prefix, *path)] = sub
+    return holder
 
 
 def _folder_bytes(path: Path | None) -> int:

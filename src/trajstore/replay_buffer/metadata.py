@@ -72,8 +72,15 @@ def read_meta(folder: Path) -> dict[str, Any]:
     """The parsed metadata of a buffer folder.
 
     Raises:
-        FormatError: missing or corrupt file, not a trajstore buffer, or a newer format version.
+        FormatError: ``folder`` is not a folder or has no ``trajstore.json`` (one line, no errno), a
+            corrupt file, not a trajstore buffer, or a newer format version.
     """
+    folder = Path(folder)
+    if not folder.is_dir() or not (folder / META_FILE).is_file():
+        what = "does not exist" if not folder.exists() else ("is a file" if not folder.is_dir()
+                                                             else f"has no {META_FILE} ({folder / META_FILE} "
+                                                                  "does not exist)")
+        raise FormatError(f"{folder} is not a trajstore buffer folder: it {what}")
     with damaged_file(folder / META_FILE):
         meta = read_json(folder / META_FILE, "replay buffer metadata")
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:

@@ -1,0 +1,49 @@
+"""What every ``trajstore`` command shares: the console, one-line errors, exit codes, progress bars.
+
+Exit codes (also in ``trajstore --help`` and the README):
+
+* 0 (:data:`EXIT_OK`): done; for ``verify``, no damage found.
+* 1 (:data:`EXIT_DAMAGE`): ``verify`` found damage (or a step that differs from ``--reference``).
+* 2 (:data:`EXIT_BAD_INPUT`): the command could not run as asked: a path that is not a buffer
+  folder, an unknown episode, a bad option or selection (click's own usage errors are 2 as well).
+* 130 (:data:`EXIT_INTERRUPTED`): Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_OK = 0
+EXIT_DAMAGE = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = ("Exit status: 0 ok; 1 damage found by verify; 2 bad input (not a buffer folder, unknown "
+                   "episode, bad option); 130 interrupted.")
+
+#: Seconds of work before a progress bar appears (quick commands print no bar).
+PROGRESS_DELAY_S = 1.0
+
+# Not a terminal (make, CI logs): rich would wrap at 80 columns; tables read better wider.
+console = Console(width=None if sys.stdout.isatty() else 132)
+
+
+def fail(exc: BaseException | str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    """Print the error on one unwrapped line (so it can be grepped); returns the ``typer.Exit`` to raise."""
+    console.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str, unit: str,
+                 enabled: bool = True) -> Any:
+    """A tqdm bar on stderr (stdout keeps the report or the JSON), shown once the work has taken a second
+    (:data:`PROGRESS_DELAY_S`); ``enabled=False`` shows nothing."""
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False,
+                delay=PROGRESS_DELAY_S)

@@ -1,0 +1,58 @@
+"""``trajstore copy SRC DST [--episodes SELECTION] [--capacity N]`` and ``trajstore merge A B ... OUT``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+
+from trajstore.cli._output import console, fail, progress_bar
+from trajstore.errors import TrajstoreError
+
+
+def _held_steps(paths: list[Path]) -> int:
+    from trajstore.replay_buffer.metadata import read_meta
+
+    try:
+        return sum(int(read_meta(p)["ring"]["count"]) for p in paths)
+    except Exception:  # noqa: BLE001 - only the progress total; the copy reports real errors
+        return 0
+
+
+def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
+         dst: Path = typer.Argument(..., help="New buffer folder."),
+         episodes: Optional[str] = typer.Option(None, help="Episode ids ('0,3,5-9') or an expression over episode "
+                                                           "data ('success == true', 'task == \"push the T\" and not "
+                                                           "interrupted'); default: every held episode."),
+         capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the copy (default: unbounded)."),
+         progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+    """Copy episodes into a new folder with the same layout and options, keeping episode data, final
+    observations and interrupted flags; a ring is compacted. JPEG/video frames are re-encoded."""
+    from trajstore.replay_buffer.copying import copy_episodes
+
+    try:
+        with progress_bar(total=None if episodes else _held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
+            summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update)
+    except (TrajstoreError, OSError, ValueError) as exc:
+        raise fail(exc)
+    console.print(escape(f"copied {summary.line()}"), soft_wrap=True)
+
+
+def merge(paths: List[Path] = typer.Argument(..., help="Source buffer folders, then the new output folder."),
+          capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the output (default: unbounded)."),
+          progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+    """Merge buffers with equal step spaces into a new folder (laid out like the first), every held
+    episode in the order given."""
+    from trajstore.replay_buffer.copying import merge_buffers
+
+    if len(paths) < 2:
+        raise fail("merge needs at least one source and the output folder: trajstore merge A [B ...] OUT")
+    *srcs, out = paths
+    try:
+        with progress_bar(total=_held_steps(srcs), desc="merging", unit="step", enabled=progress) as bar:
+            summary = merge_buffers(srcs, out, capacity=capacity, progress=bar.update)
+    except (TrajstoreError, OSError, ValueError) as exc:
+        raise fail(exc)
+    console.print(escape(f"merged {len(srcs)} buffers into {summary.line()}"), soft_wrap=True)
