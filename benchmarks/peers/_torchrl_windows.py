@@ -95,9 +95,9 @@ class Windows:
         rb = _buffer(path, self.capacity)
         rb.loads(path)
 
-        def sample(rng: np.random.Generator) -> Any:  # TorchRL draws with torch's generator
+        def sample(rng: np.random.Generator) -> Any:
+            torch.manual_seed(int(rng.integers(1 << 62)))  # TorchRL draws with torch's global generator
             return rebuild(rb.sample())
-        torch.manual_seed(int(np.random.default_rng(0).integers(1 << 31)))
         return sample
 
     def normalize(self, batch: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
