@@ -3,9 +3,9 @@
 One batch: 64 anchor steps drawn at random; the camera frame and the state (joint positions and
 velocities) at offsets ``[-1, 0]`` from the anchor, the action at offsets ``0 .. 15``, the reward
 at the anchor. An offset outside the anchor's episode reads the episode's first or last step and
-is flagged in a mask: Diffusion Policy's ``SequenceSampler`` with ``n_obs_steps = 2``,
-``horizon = 17`` (its action window, re-based on the last observed step), and LeRobot's
-``delta_timestamps`` rule.
+is flagged in a mask (the rule of Diffusion Policy's ``SequenceSampler`` and of LeRobot's
+``delta_timestamps``): a Diffusion Policy training sample with two observed steps and 16 actions
+from the last observed step on.
 
 A contender script offers this as a ``windows`` command (see ``_workload.run_contender``) through
 an object with three methods:

@@ -79,8 +79,11 @@ def info() -> dict[str, Any]:
     return {"library": "lerobot", "version": lerobot.__version__, "torch": torch.__version__}
 
 
-def record(out: str, data: dict[str, np.ndarray], episode_len: int, camera: str) -> tuple[float, float, float, float]:
-    """Record the workload step by step; ``(t_create, t0, record_s, end_s)`` plus the close time."""
+def record(out: str, data: dict[str, np.ndarray], episode_len: int, camera: str) -> tuple[float, ...]:
+    """Record the workload step by step with the camera as ``camera`` ("video" or "image").
+
+    Returns ``(t_create, t0, record_s, end_s, t_close, t1)`` as ``_workload.write_result`` takes them.
+    """
     frames = [{name(k): np.array(v[i]).reshape(-1) if v.ndim == 1 else np.array(v[i]) for k, v in data.items()}
               for i in range(len(data[wl.FRAME_KEY]))]
     t_create = time.perf_counter()
