@@ -11,7 +11,8 @@ of its own, in two modes:
 The end of an episode is the point where the episode is on disk and the folder reopens with it:
 trajstore ``end_episode()`` (flushes and commits); UniEnv ``mark_segment_end()`` (after appends)
 and ``dumps()`` into the buffer's own folder; TorchRL ``dumps()`` (no copy: its memory-mapped
-storage lives in that folder). See each ``peers/run_<library>.py`` for the exact calls. Steps
+storage lives in that folder); LeRobot ``save_episode()`` (parquet rows, the episode's video,
+metadata; it records with ``add_frame`` per step only, so it has no ``extend`` row). See each ``peers/run_<library>.py`` for the exact calls. Steps
 are built before the clock starts (nested dicts of NumPy arrays; TensorDicts for TorchRL).
 
 Measured per contender and mode, medians of ``--rounds`` (3) rounds, the contenders alternating
@@ -27,7 +28,8 @@ Measured per contender and mode, medians of ``--rounds`` (3) rounds, the contend
 * ratios: contender / the first trajstore ``--src`` (> 1: slower or larger than it).
 
 Camera storage: trajstore JPEG quality 75 (if the source takes the option) in chunk files;
-UniEnv JPEG quality 75 (Pillow, one file per frame); TorchRL raw frames. Files stay in the page
+UniEnv JPEG quality 75 (Pillow, one file per frame); TorchRL raw frames; LeRobot AV1 video
+(its default: PNG files from 4 writer threads, encoded by libsvtav1 at ``save_episode``). Files stay in the page
 cache; only trajstore asks for fsync at its commit points. No timing is asserted anywhere.
 
 Run (the project's python; peers get venvs of their own under ``~/.cache/trajstore-peers``)::
@@ -89,6 +91,9 @@ def run(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str], wo
                     continue
                 finally:
                     shutil.rmtree(out, ignore_errors=True)
+                if "unsupported" in res:
+                    failed[(c.label, mode)] = f"unsupported: {res['unsupported']}"
+                    continue
                 results[(c.label, mode)].append(res)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     return {"runs": results, "failed": failed}
@@ -117,7 +122,8 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str],
         rows = []
         for c in cons:
             if c.label not in med:
-                status = f"failed: {failed[(c.label, mode)]}" if (c.label, mode) in failed else c.status
+                why = failed.get((c.label, mode))
+                status = (why if why.startswith("unsupported") else f"failed: {why}") if why else c.status
                 rows.append([c.label, status])
                 continue
             m, ck = med[c.label], med[c.label]["check"]

@@ -6,7 +6,7 @@ A contender is one script in this folder, ``run_<library>.py``, run by a python 
   benchmark, or ``--python``) and ``PYTHONPATH=DIR``, so that each source tree is measured in
   processes of its own (a tree that fails to import or run is reported as failed, and the
   others go on);
-* every peer (``unienv``, ``torchrl``) with its venv's python (see ``_venvs``); a peer whose
+* every peer (``unienv``, ``torchrl``, ``lerobot``) with its venv's python (see ``_venvs``); a peer whose
   venv cannot be built is listed with the reason and skipped.
 
 Each run is a fresh process that prints one JSON line (``_workload.run_contender``). Bytecode

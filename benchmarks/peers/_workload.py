@@ -193,7 +193,7 @@ def check(read: dict[str, np.ndarray], data: dict[str, np.ndarray], episodes: in
 
 def run_contender(write: Callable[..., dict[str, Any]], reopen: Callable[..., dict[str, Any]],
                   read_all: Callable[[str], tuple[dict[str, np.ndarray], int | None]],
-                  info: Callable[[], dict[str, Any]]) -> None:
+                  info: Callable[[], dict[str, Any]], windows: Any = None) -> None:
     """Parse a contender script's command line, run the command and print one JSON line.
 
     Commands (the script's module-level imports are done before any of them starts):
@@ -212,26 +212,42 @@ def run_contender(write: Callable[..., dict[str, Any]], reopen: Callable[..., di
       ``--workload`` the step is compared with the workload (``step_ok``: low-dim leaves equal;
       ``frame_psnr`` against the frame written at ``I``, ``frame_psnr_neighbours`` the best
       against the frames at ``I - 1`` and ``I + 1``).
+    * ``windows --workload W --path DIR [--variant V] --prepare``: write the workload into ``DIR``
+      for window reads; ``windows --workload W --path DIR [--variant V] [--batches N]
+      [--check-batches K] [--seed S]``: open it, check ``K`` batches (the warm-up) and time ``N``
+      more (``windows`` is the script's contender object; see ``_windows``). A script without one
+      prints ``{"unsupported": ...}``. A ``write`` may likewise return ``{"unsupported": reason}``.
     """
     ap = argparse.ArgumentParser()
-    ap.add_argument("command", choices=["import", "write", "reopen"])
+    ap.add_argument("command", choices=["import", "write", "reopen", "windows"])
     ap.add_argument("--workload")
     ap.add_argument("--out")
     ap.add_argument("--mode", choices=["append", "extend"], default="append")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--path")
     ap.add_argument("--index", type=int, default=0)
+    ap.add_argument("--variant", default="")
+    ap.add_argument("--prepare", action="store_true")
+    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--check-batches", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     result: dict[str, Any] = {"command": args.command, **info()}
     if args.command == "write":
         data, episode_len = load(args.workload)
         result.update(write(args.out, data, episode_len, args.mode))
         result["bytes"], result["bytes_allocated"] = folder_bytes(args.out)
-        if args.check:
+        if args.check and "unsupported" not in result:
             t0 = time.perf_counter()
             read, episodes = read_all(args.out)
             result["check"] = check(read, data, episodes, len(data[FRAME_KEY]) // episode_len)
             result["check_s"] = time.perf_counter() - t0
+    elif args.command == "windows":
+        if windows is None:
+            result["unsupported"] = "no window reads in this contender"
+        else:
+            import _windows
+            result.update(_windows.run(windows, args))
     elif args.command == "reopen":
         out = reopen(args.path, args.index)
         step = flatten(out.pop("step"))

@@ -18,6 +18,8 @@ reopenable, is ``rb.dumps(folder)``.
   (``ReplayBuffer(storage=LazyMemmapStorage(2048, scratch_dir=<folder>/storage))``) and calls
   ``rb.loads(folder)``, which maps the files in place; then ``rb[index]``, with every leaf copied
   into an owned NumPy array (indexing a memory map alone reads nothing).
+* windows: ``SliceSampler`` slices of 17 steps re-cut into the Diffusion-Policy-shaped batch
+  (``_torchrl_windows``; TorchRL has no per-key offsets nor edge padding, see there).
 """
 
 from __future__ import annotations
@@ -94,4 +96,5 @@ def read_all(path: str) -> tuple[dict[str, np.ndarray], int | None]:
 
 
 if __name__ == "__main__":
-    wl.run_contender(write, reopen, read_all, info)
+    from _torchrl_windows import Windows
+    wl.run_contender(write, reopen, read_all, info, Windows(CAPACITY))

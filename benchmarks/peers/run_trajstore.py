@@ -13,6 +13,10 @@ default), every other leaf in one ``HDF5Storage``.
   then ``rb.end_episode()``; ``rb.close()`` at the end.
 * reopen: ``ReplayBuffer.load_from(path)`` (read-only), then ``rb[index]``; every leaf is
   copied into an owned NumPy array so that the step is really read.
+* windows (``_windows``): the buffer written as by ``extend`` (variant ``jpeg``, the default, or
+  ``png``: lossless frames), reopened read-only; one batch is ``rb.sample_windows(64,
+  delta_indices={"observation": [-1, 0], "action": range(16)}, pad=True)``: NumPy arrays, frames
+  uint8 ``(64, 2, 128, 128, 3)``, the reward at the anchor, ``is_pad`` per name.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ import importlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+import _windows as win
 import _workload as wl
 
 import trajstore
@@ -52,10 +57,12 @@ def make_space() -> DictSpace:
     return build(wl.nest(leaves))
 
 
-def storage_kwargs(space: DictSpace) -> tuple[dict[str, Any], str]:
-    """UniEnv's JPEG settings (quality 75, 4:2:0 chroma) where the source tree offers them."""
+def storage_kwargs(space: DictSpace, camera: str = "jpeg") -> tuple[dict[str, Any], str]:
+    """UniEnv's JPEG settings (quality 75, 4:2:0 chroma) where the source tree offers them; or PNG."""
     from trajstore.storages import ImageStorage
 
+    if camera == "png":
+        return dict_storage_kwargs_from_space(space, kind_kwargs={"image": {"format": "PNG"}}), "PNG"
     declared = {o.name for o in getattr(ImageStorage, "options", ())}
     image: dict[str, Any] = {"quality": wl.JPEG_QUALITY}
     label = f"JPEG q{wl.JPEG_QUALITY}"
@@ -69,9 +76,9 @@ def info() -> dict[str, Any]:
     return {"library": "trajstore", "source": str(Path(trajstore.__file__).resolve().parents[1])}
 
 
-def write(out: str, data: dict[str, np.ndarray], episode_len: int, mode: str) -> dict[str, Any]:
+def write(out: str, data: dict[str, np.ndarray], episode_len: int, mode: str, camera: str = "jpeg") -> dict[str, Any]:
     space = make_space()
-    kwargs, camera = storage_kwargs(space)
+    kwargs, camera = storage_kwargs(space, camera)
     n = len(data[wl.FRAME_KEY])
     items = wl.steps_of(data) if mode == "append" else wl.episodes_of(data, episode_len)
     per_episode = episode_len if mode == "append" else 1
@@ -105,5 +112,23 @@ def read_all(path: str) -> tuple[dict[str, np.ndarray], int | None]:
         rb.close()
 
 
+class Windows:
+    """The Diffusion-Policy-shaped batch (see ``_windows``) through ``sample_windows``."""
+
+    delta = {"observation": list(win.OBS_OFFSETS), "action": list(win.ACTION_OFFSETS)}
+
+    def prepare(self, path: str, data: dict[str, np.ndarray], episode_len: int, variant: str) -> dict[str, Any]:
+        return {"camera": write(path, data, episode_len, "extend", variant or "jpeg")["camera"]}
+
+    def open(self, path: str, variant: str) -> Callable[[np.random.Generator], Any]:
+        rb = ReplayBuffer.load_from(path)
+        return lambda rng: rb.sample_windows(win.BATCH, delta_indices=self.delta, pad=True, rng=rng)
+
+    def normalize(self, batch: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        data, is_pad = batch
+        masks = {k: is_pad[k.split("/")[0]] for k in win.OFFSETS}
+        return wl.flatten(data), masks
+
+
 if __name__ == "__main__":
-    wl.run_contender(write, reopen, read_all, info)
+    wl.run_contender(write, reopen, read_all, info, Windows())
