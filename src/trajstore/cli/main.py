@@ -13,10 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trajstore.cli.interop import export_app, import_app
 from trajstore.errors import StorageExistsError, TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
 # Not a terminal (make, CI logs): rich would wrap at 80 columns; tables read better wider.
 console = Console(width=None if sys.stdout.isatty() else 132)
 
