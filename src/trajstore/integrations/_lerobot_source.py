@@ -141,7 +141,7 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
             raise FormatError(f"{where}: each dot-separated part must be non-empty, not '*', without '/'")
         dtype, names = spec["dtype"], spec.get("names")
         if dtype in CAMERA_DTYPES:
-            shape = _camera_shape(shape, names, where)
+            shape, names = _camera_shape(shape, names, where)
         elif dtype == "string":
             raise FormatError(f"{where}: string features are not imported (only the task text is, as episode data)")
         out.append(Feature(key=key, path=path, dtype=dtype, shape=tuple(shape), names=names))
@@ -149,16 +149,17 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
     return tuple(out)
 
 
-def _camera_shape(shape: list[int], names: Any, where: str) -> tuple[int, int, int]:
-    """(H, W, C) of a camera feature: LeRobot lists ``shape`` in the order of ``names``
-    (``["height", "width", "channels"]`` usually, ``["channels", "height", "width"]`` in some datasets)."""
+def _camera_shape(shape: list[int], names: Any, where: str) -> tuple[tuple[int, int, int], Any]:
+    """(H, W, C) of a camera feature and its names in that order: LeRobot lists ``shape`` in the order
+    of ``names`` (``["height", "width", "channels"]`` usually, ``["channels", "height", "width"]`` in
+    some datasets); frames are decoded HWC whatever it says."""
     if len(shape) != 3:
         raise FormatError(f"{where}: a camera shape has 3 sizes, got {shape}")
     if isinstance(names, list) and len(names) == 3 and str(names[0]).lower() in ("channel", "channels", "c"):
-        shape = [shape[1], shape[2], shape[0]]
+        shape, names = [shape[1], shape[2], shape[0]], [names[1], names[2], names[0]]
     if shape[2] != 3:
         raise FormatError(f"{where}: only 3-channel (RGB) cameras are imported, got shape (H, W, C) {tuple(shape)}")
-    return shape[0], shape[1], shape[2]
+    return (shape[0], shape[1], shape[2]), names
 
 
 def _check_paths_do_not_clash(features: list[Feature], info_path: Path) -> None:
