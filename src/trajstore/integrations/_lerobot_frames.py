@@ -34,7 +34,7 @@ def array_values(table: Any, feature: Feature, where: str) -> np.ndarray:
     column = table.column(feature.key).combine_chunks()
     n = len(column)
     values = column
-    while hasattr(values, "flatten") and values.type.num_fields == 1:  # list / fixed_size_list levels
+    while _is_list(values.type):  # one level per axis of a nested list feature
         values = values.flatten()
     if values.null_count:
         raise FormatError(f"{where}: column {feature.key!r} has missing values")
@@ -48,6 +48,12 @@ def array_values(table: Any, feature: Feature, where: str) -> np.ndarray:
     except TypeError as exc:
         raise FormatError(f"{where}: feature {feature.key!r} has dtype {feature.dtype!r}, "
                           "which is not a NumPy dtype") from exc
+
+
+def _is_list(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type)
 
 
 def decode_image(cell: Any, feature: Feature, root: Path, where: str) -> np.ndarray:

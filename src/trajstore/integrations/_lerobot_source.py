@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
 from trajstore._fs import read_json
 from trajstore.errors import FormatError
 
@@ -142,11 +144,19 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
         dtype, names = spec["dtype"], spec.get("names")
         if dtype in CAMERA_DTYPES:
             shape, names = _camera_shape(shape, names, where)
-        elif dtype == "string":
-            raise FormatError(f"{where}: string features are not imported (only the task text is, as episode data)")
+        elif not _is_numeric(dtype):
+            raise FormatError(f"{where}: dtype {dtype!r} is not imported (video, image, bool and numeric "
+                              "features are; the task text becomes episode data)")
         out.append(Feature(key=key, path=path, dtype=dtype, shape=tuple(shape), names=names))
     _check_paths_do_not_clash(out, info_path)
     return tuple(out)
+
+
+def _is_numeric(dtype: str) -> bool:
+    try:
+        return np.dtype(dtype).kind in "biuf"
+    except TypeError:
+        return False
 
 
 def _camera_shape(shape: list[int], names: Any, where: str) -> tuple[tuple[int, int, int], Any]:
