@@ -48,7 +48,7 @@ def write(root: Path) -> Path:
     (root / "meta" / "info.json").write_text(json.dumps(info))
     pq.write_table(pa.table({"task_index": [0, 1], "task": list(TASKS)}), root / "meta" / "tasks.parquet")
 
-    data_file = {0: 0, 1: 0, 2: 1}
+    data_file = {e: int(e >= 2) for e in range(len(LENGTHS))}  # episodes 0, 1 in file 0, the rest in file 1
     start = 0
     rows_by_file: dict[int, list[dict]] = {0: [], 1: []}
     for e, n in enumerate(LENGTHS):

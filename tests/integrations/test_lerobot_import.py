@@ -194,3 +194,27 @@ def test_cli(tmp_path):
     again = runner.invoke(app, ["import", "lerobot", str(FIXTURE), str(tmp_path / "rb"), "--no-progress"])
     assert again.exit_code == 1 and again.output.startswith("error:") and "already exists" in again.output
     assert "Traceback" not in again.output
+
+
+def test_nearest_frame_rule():
+    """_nearest on bare timestamps: the nearest frame within half a period wins (frames every 0.05 s for
+    targets every 0.1 s); a first frame past the window (a seek that landed late) decodes again from the start."""
+    from fractions import Fraction
+    from types import SimpleNamespace
+
+    from trajstore.integrations._lerobot_frames import _nearest
+    from trajstore.integrations._lerobot_source import Feature
+
+    def frames(pts):
+        return iter([SimpleNamespace(pts=p, time_base=Fraction(1, 100)) for p in pts])
+
+    feature = Feature("cam", ("cam",), "video", (4, 4, 3))
+    targets = 0.3 + np.arange(3) / 10
+    picked = _nearest(frames(range(0, 100, 5)), targets, 0.05, "here", feature, None)
+    assert [f.pts for f in picked] == [30, 40, 50]
+    picked = _nearest(frames([32, 41, 52]), targets, 0.05, "here", feature, None)
+    assert [f.pts for f in picked] == [32, 41, 52]
+    late = _nearest(frames([60, 70]), targets, 0.05, "here", feature, lambda: frames(range(0, 100, 10)))
+    assert [f.pts for f in late] == [30, 40, 50]
+    with pytest.raises(FormatError, match=r"here: video 'cam' has no frame .* of frame 1 \(t = 0\.4000 s\)"):
+        list(_nearest(frames([30, 50, 60]), targets, 0.05, "here", feature, None))
