@@ -12,10 +12,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail
+from trajstore.cli.interop import export_app, import_app
 from trajstore.errors import StorageExistsError, TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers. " + EXIT_CODES_HELP, no_args_is_help=True,
                   pretty_exceptions_enable=False)
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
 
 
 class CameraStorage(str, Enum):

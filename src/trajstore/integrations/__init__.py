@@ -1,4 +1,4 @@
-"""Edges of trajstore: torch datasets, gymnasium recording, simulator tasks.
+"""Edges of trajstore: torch datasets, gymnasium recording, simulator tasks, LeRobot v3.0 import.
 
-Each module imports its optional dependency (torch, gymnasium, gym-pusht) lazily.
+Each module imports its optional dependency (torch, gymnasium, gym-pusht, pyarrow, av) lazily.
 """

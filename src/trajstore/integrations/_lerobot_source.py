@@ -1,0 +1,274 @@
+"""Read and check what a LeRobot v3.0 dataset folder says about itself, before anything is imported.
+
+The layout is LeRobot's (``lerobot/datasets/utils.py`` of lerobot 0.4.x, format ``codebase_version``
+``"v3.0"``)::
+
+    meta/info.json                      fps, features, data_path / video_path templates
+    meta/tasks.parquet                  task_index -> task (the task text is the pandas index)
+    meta/episodes/chunk-*/file-*.parquet one row per episode: length, data file, per-video-key
+                                        chunk/file index and from/to timestamps in that file
+    data/chunk-*/file-*.parquet         one row per frame, many episodes per file
+    videos/<key>/chunk-*/file-*.mp4     many episodes per file, one after the other
+
+:func:`read_source` checks the version, the features, the episode table and that every file the
+selected episodes need exists, and returns a :class:`LeRobotSource`; every problem is a
+:class:`~trajstore.errors.FormatError` naming the file (and column or feature).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from trajstore._fs import read_json
+from trajstore.errors import FormatError
+
+#: Versions of the LeRobot format this importer reads.
+SUPPORTED_VERSIONS = ("v3.0",)
+#: Per-frame columns LeRobot adds to every dataset; derivable from the episode table, not imported as leaves.
+BOOKKEEPING = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+#: Feature dtypes stored as encoded frames.
+CAMERA_DTYPES = ("video", "image")
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One LeRobot feature to import.
+
+    Attributes:
+        key: LeRobot's name (``"observation.images.front"``).
+        path: the trajstore leaf path, ``key`` split at ``"."`` (``("observation", "images", "front")``).
+        dtype: LeRobot's dtype: ``"video"``, ``"image"`` or a NumPy dtype name (``"float32"``, ``"bool"``).
+        shape: per-frame shape; for cameras always ``(H, W, C)`` whatever order LeRobot listed.
+        names: LeRobot's ``names`` (a list, a dict or None), kept as leaf metadata.
+    """
+
+    key: str
+    path: tuple[str, ...]
+    dtype: str
+    shape: tuple[int, ...]
+    names: Any = None
+
+    @property
+    def is_camera(self) -> bool:
+        return self.dtype in CAMERA_DTYPES
+
+
+@dataclass(frozen=True)
+class VideoSpan:
+    """Where one episode's frames of one video feature are: ``file`` from ``from_timestamp`` (s) on."""
+
+    file: Path
+    from_timestamp: float
+    to_timestamp: float
+
+
+@dataclass(frozen=True)
+class EpisodeEntry:
+    """One row of ``meta/episodes``: LeRobot's episode ``index``, its ``length`` in frames, its data file
+    and, per video feature key, its :class:`VideoSpan`."""
+
+    index: int
+    length: int
+    data_file: Path
+    videos: dict[str, VideoSpan] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LeRobotSource:
+    """A checked LeRobot v3.0 dataset: what :func:`read_source` returns."""
+
+    root: Path
+    version: str
+    fps: float
+    features: tuple[Feature, ...]
+    episodes: tuple[EpisodeEntry, ...]
+    tasks: dict[int, str]
+
+
+def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) -> LeRobotSource:
+    """Check the dataset folder ``root`` and describe it.
+
+    Args:
+        episodes: LeRobot episode indices to import (any order; imported in that order), or None for all.
+
+    Raises:
+        FormatError: ``root`` or a file is missing (names it), ``codebase_version`` is not v3.0 (names
+            ``meta/info.json`` and the version), a feature of an unsupported dtype or shape, keys that
+            clash as paths, a column missing from ``meta/episodes``, or an episode that is not there.
+        ImportError: pyarrow is not installed (``pip install 'trajstore[lerobot]'``).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise FormatError(f"{root}: no LeRobot dataset folder there")
+    info_path = root / "meta" / "info.json"
+    info = read_json(info_path, "LeRobot dataset info")
+    version = info.get("codebase_version") if isinstance(info, dict) else None
+    if version not in SUPPORTED_VERSIONS:
+        raise FormatError(f"{info_path}: codebase_version {version!r} is not supported; trajstore imports LeRobot "
+                          f"{', '.join(SUPPORTED_VERSIONS)} datasets (convert v2.x ones with LeRobot's "
+                          "v2.1 -> v3.0 conversion script first)")
+    fps = info.get("fps")
+    if not isinstance(fps, (int, float)) or isinstance(fps, bool) or fps <= 0:
+        raise FormatError(f"{info_path}: fps must be a positive number, got {fps!r}")
+    if not isinstance(info.get("data_path"), str):
+        raise FormatError(f"{info_path}: data_path is missing")
+    features = _features(info, info_path)
+    tasks = _tasks(root / "meta" / "tasks.parquet")
+    table = _episode_table(root, features)
+    entries = _entries(root, info, info_path, features, table, episodes)
+    return LeRobotSource(root=root, version=version, fps=float(fps), features=features, episodes=entries, tasks=tasks)
+
+
+def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
+    raw = info.get("features")
+    if not isinstance(raw, dict) or not raw:
+        raise FormatError(f"{info_path}: features is missing or empty")
+    out: list[Feature] = []
+    for key, spec in raw.items():
+        if key in BOOKKEEPING:
+            continue
+        where = f"{info_path}: feature {key!r}"
+        if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str):
+            raise FormatError(f"{where} has no dtype")
+        shape = spec.get("shape")
+        if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+            raise FormatError(f"{where}: shape must be a list of sizes, got {shape!r}")
+        path = tuple(key.split("."))
+        if any(not part or part == "*" or "/" in part for part in path):
+            raise FormatError(f"{where}: each dot-separated part must be non-empty, not '*', without '/'")
+        dtype, names = spec["dtype"], spec.get("names")
+        if dtype in CAMERA_DTYPES:
+            shape, names = _camera_shape(shape, names, where)
+        elif not _is_numeric(dtype):
+            raise FormatError(f"{where}: dtype {dtype!r} is not imported (video, image, bool and numeric "
+                              "features are; the task text becomes episode data)")
+        out.append(Feature(key=key, path=path, dtype=dtype, shape=tuple(shape), names=names))
+    _check_paths_do_not_clash(out, info_path)
+    return tuple(out)
+
+
+def _is_numeric(dtype: str) -> bool:
+    try:
+        return np.dtype(dtype).kind in "biuf"
+    except TypeError:
+        return False
+
+
+def _camera_shape(shape: list[int], names: Any, where: str) -> tuple[tuple[int, int, int], Any]:
+    """(H, W, C) of a camera feature and its names in that order: LeRobot lists ``shape`` in the order
+    of ``names`` (``["height", "width", "channels"]`` usually, ``["channels", "height", "width"]`` in
+    some datasets); frames are decoded HWC whatever it says."""
+    if len(shape) != 3:
+        raise FormatError(f"{where}: a camera shape has 3 sizes, got {shape}")
+    if isinstance(names, list) and len(names) == 3 and str(names[0]).lower() in ("channel", "channels", "c"):
+        shape, names = [shape[1], shape[2], shape[0]], [names[1], names[2], names[0]]
+    if shape[2] != 3:
+        raise FormatError(f"{where}: only 3-channel (RGB) cameras are imported, got shape (H, W, C) {tuple(shape)}")
+    return (shape[0], shape[1], shape[2]), names
+
+
+def _check_paths_do_not_clash(features: list[Feature], info_path: Path) -> None:
+    paths = {f.path: f.key for f in features}
+    for f in features:
+        for n in range(1, len(f.path)):
+            if f.path[:n] in paths:
+                raise FormatError(f"{info_path}: features {paths[f.path[:n]]!r} and {f.key!r} clash: trajstore "
+                                  f"nests {f.key!r} under {'/'.join(f.path[:n])}, which is a leaf")
+
+
+def _pq() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("importing LeRobot datasets needs pyarrow: pip install 'trajstore[lerobot]'") from exc
+    return pq
+
+
+def read_parquet(path: Path, what: str, columns: list[str] | None = None) -> Any:
+    """``pyarrow.parquet.read_table(path, columns=...)``, a missing or unreadable file being a FormatError."""
+    pq = _pq()
+    if not path.is_file():
+        raise FormatError(f"{what}: {path} does not exist")
+    try:
+        return pq.read_table(path, columns=columns)
+    except Exception as exc:  # pyarrow raises ArrowInvalid, KeyError (missing column), OSError
+        raise FormatError(f"{what}: cannot read {path}: {type(exc).__name__}: {exc}") from None
+
+
+def _tasks(path: Path) -> dict[int, str]:
+    """task_index -> task. LeRobot writes a pandas frame indexed by the task text; a ``task`` column is read too."""
+    table = read_parquet(path, "LeRobot tasks")
+    names = table.column_names
+    text_col = "task" if "task" in names else next((n for n in names if n.startswith("__index_level_")), None)
+    if "task_index" not in names or text_col is None:
+        raise FormatError(f"LeRobot tasks: {path} needs task_index and the task text (columns: {names})")
+    return {int(i): str(t) for i, t in zip(table.column("task_index").to_pylist(), table.column(text_col).to_pylist())}
+
+
+def _episode_table(root: Path, features: tuple[Feature, ...]) -> dict[str, list[Any]]:
+    folder = root / "meta" / "episodes"
+    files = sorted(folder.glob("chunk-*/file-*.parquet"))
+    if not files:
+        raise FormatError(f"LeRobot episodes: no {folder}/chunk-*/file-*.parquet")
+    needed = ["episode_index", "length", "data/chunk_index", "data/file_index"]
+    for f in features:
+        if f.dtype == "video":
+            needed += [f"videos/{f.key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
+    columns: dict[str, list[Any]] = {c: [] for c in needed}
+    for file in files:
+        table = read_parquet(file, "LeRobot episodes")
+        missing = [c for c in needed if c not in table.column_names]
+        if missing:
+            raise FormatError(f"LeRobot episodes: {file} has no column {', '.join(missing)}")
+        for c in needed:
+            columns[c] += table.column(c).to_pylist()
+    return columns
+
+
+def _entries(root: Path, info: dict, info_path: Path, features: tuple[Feature, ...], table: dict[str, list[Any]],
+             wanted: Iterable[int] | None) -> tuple[EpisodeEntry, ...]:
+    rows = {int(e): r for r, e in enumerate(table["episode_index"])}
+    order = sorted(rows) if wanted is None else [int(e) for e in wanted]
+    missing = [e for e in order if e not in rows]
+    if missing:
+        raise FormatError(f"{root}: no episode {missing} in meta/episodes (it has {len(rows)}: "
+                          f"{min(rows, default=None)}..{max(rows, default=None)})")
+    if len(set(order)) != len(order):
+        raise ValueError(f"episodes lists an episode twice: {order}")
+    videos = [f for f in features if f.dtype == "video"]
+    if videos and not isinstance(info.get("video_path"), str):
+        raise FormatError(f"{info_path}: video_path is missing but {videos[0].key!r} is a video feature")
+    out = []
+    for e in order:
+        r = rows[e]
+        data_file = _file(root, info["data_path"], info_path, chunk_index=table["data/chunk_index"][r],
+                          file_index=table["data/file_index"][r])
+        spans = {}
+        for f in videos:
+            col = lambda c: table[f"videos/{f.key}/{c}"][r]  # noqa: E731
+            spans[f.key] = VideoSpan(_file(root, info["video_path"], info_path, video_key=f.key,
+                                           chunk_index=col("chunk_index"), file_index=col("file_index")),
+                                     float(col("from_timestamp")), float(col("to_timestamp")))
+        if int(table["length"][r]) < 1:
+            raise FormatError(f"{root}: episode {e} has length {table['length'][r]} in meta/episodes")
+        out.append(EpisodeEntry(index=e, length=int(table["length"][r]), data_file=data_file, videos=spans))
+    return tuple(out)
+
+
+def _file(root: Path, template: str, info_path: Path, **fields: Any) -> Path:
+    """The file a path template of info.json names, inside ``root``, checked to exist."""
+    try:
+        rel = template.format(**{k: int(v) if k != "video_key" else v for k, v in fields.items()})
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise FormatError(f"{info_path}: cannot fill the path template {template!r} with {fields}: {exc}") from None
+    path = root / rel
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise FormatError(f"{info_path}: the path template {template!r} leads outside the dataset ({rel})")
+    if not path.is_file():
+        raise FormatError(f"LeRobot dataset {root}: {path} does not exist")
+    return path
