@@ -116,8 +116,8 @@ class ExportVideo:
             self.frames += 1
 
     def size(self) -> int:
-        """Bytes in the file so far."""
-        return self.path.stat().st_size
+        """Bytes in the file so far (0 before the muxer has written anything: AV1 holds frames back)."""
+        return self.path.stat().st_size if self.path.exists() else 0
 
     def close(self) -> None:
         """Drain the encoder and finish the file."""
