@@ -38,12 +38,12 @@ interop-check: venv
 	$(PY) interop/lerobot_reference.py synthetic $(INTEROP)/synthetic
 	$(PY) interop/lerobot_reference.py dump $(INTEROP)/synthetic $(INTEROP)/synthetic.npz
 	$(VENV)/bin/trajstore export lerobot $(INTEROP)/pusht $(INTEROP)/pusht-h264 --repo-id trajstore/pusht-h264
-	$(VENV)/bin/trajstore export lerobot $(INTEROP)/pusht $(INTEROP)/pusht-av1 --repo-id trajstore/pusht-av1 --vcodec libsvtav1 2>/dev/null
+	SVT_LOG=1 $(VENV)/bin/trajstore export lerobot $(INTEROP)/pusht $(INTEROP)/pusht-av1 --repo-id trajstore/pusht-av1 --vcodec libsvtav1
 	$(VENV)/bin/trajstore export lerobot $(INTEROP)/synthetic $(INTEROP)/synthetic-h264 --repo-id trajstore/synthetic-h264
 	$(VENV)/bin/trajstore export lerobot $(INTEROP)/synthetic $(INTEROP)/synthetic-png --repo-id trajstore/synthetic-png --images
 	py=$(LEROBOT_PY); test -n "$$py" || { echo "no LeRobot venv (python benchmarks/peers/_venvs.py lerobot says why)"; exit 1; }; \
 	for d in pusht-h264:pusht pusht-av1:pusht synthetic-h264:synthetic synthetic-png:synthetic; do \
-		HF_HUB_OFFLINE=1 $$py interop/lerobot_check.py $(INTEROP)/$${d%%:*} trajstore/$${d%%:*} $(INTEROP)/$${d##*:}.npz 2>/dev/null || exit 1; \
+		HF_HUB_OFFLINE=1 $$py interop/lerobot_check.py $(INTEROP)/$${d%%:*} trajstore/$${d%%:*} $(INTEROP)/$${d##*:}.npz || exit 1; \
 	done
 
 clean:
