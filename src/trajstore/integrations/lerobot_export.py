@@ -27,34 +27,29 @@ in the format and are not exported.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from trajstore._fs import fsync_dir
 from trajstore.errors import InvalidValueError, StorageExistsError
-from trajstore.integrations._lerobot_export_features import (Feature, common_fps, index_features,
-                                                              plan_features)
-from trajstore.integrations._lerobot_export_stats import FrameStats, Stats, aggregate, to_json, value_stats
+from trajstore.integrations._lerobot_export_episode import (DATA_PATH, VIDEO_PATH, OpenFiles, fsync_tree,
+                                                             write_episode)
+from trajstore.integrations._lerobot_export_features import common_fps, index_features, plan_features
+from trajstore.integrations._lerobot_export_stats import aggregate, to_json
 from trajstore.integrations._lerobot_export_video import CODECS, ExportVideo, pix_fmt_for
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episodes import Episode
-from trajstore.spaces.tree import get
 
 CODEBASE_VERSION = "v3.0"
-DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
 #: Task text of an episode whose data has no ``task``.
 DEFAULT_TASK = ""
-#: Steps read from the buffer at a time (bounds the frames held in memory).
-BLOCK_STEPS = 256
 
 
 @dataclass(frozen=True)
@@ -180,60 +175,6 @@ def _check_out(out: Path) -> None:
         raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
 
 
-def _next_file(chunk: int, file: int, chunks_size: int) -> tuple[int, int]:
-    return (chunk + 1, 0) if file + 1 >= chunks_size else (chunk, file + 1)
-
-
-class _Files:
-    """Where the next episode goes: the open data file and the open video file of each camera."""
-
-    def __init__(self, root: Path, schema: Any, chunks_size: int, data_bytes: float, video_bytes: float):
-        self.root, self.schema, self.chunks_size = root, schema, chunks_size
-        self.data_bytes, self.video_bytes = data_bytes, video_bytes
-        self.data_at = (0, 0)
-        self.data_path: Path | None = None
-        self.writer: Any = None
-        self.videos: dict[str, tuple[tuple[int, int], ExportVideo]] = {}
-
-    def data_writer(self) -> tuple[tuple[int, int], Any]:
-        import pyarrow.parquet as pq
-
-        if self.writer is not None and self.data_path.stat().st_size >= self.data_bytes:
-            self.writer.close()
-            self.writer = None
-            self.data_at = _next_file(*self.data_at, self.chunks_size)
-        if self.writer is None:
-            c, f = self.data_at
-            self.data_path = self.root / DATA_PATH.format(chunk_index=c, file_index=f)
-            self.data_path.parent.mkdir(parents=True, exist_ok=True)
-            self.writer = pq.ParquetWriter(self.data_path, self.schema)
-        return self.data_at, self.writer
-
-    def video(self, key: str, make: Any) -> tuple[tuple[int, int], ExportVideo]:
-        at, video = self.videos.get(key, ((0, 0), None))
-        if video is not None and video.size() >= self.video_bytes:
-            video.close()
-            at, video = _next_file(*at, self.chunks_size), None
-        if video is None:
-            video = make(self.root / VIDEO_PATH.format(video_key=key, chunk_index=at[0], file_index=at[1]))
-            self.videos[key] = (at, video)
-        return at, video
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        for _, video in self.videos.values():
-            video.close()
-
-
-def _png(frame: np.ndarray) -> bytes:
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(frame).save(buf, format="PNG")
-    return buf.getvalue()
-
-
 def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcodec, crf, default_task, robot_type,
             chunks_size, data_mb, video_mb) -> LeRobotExport:
     # -- every check first: nothing is written until all pass -------------------------------
@@ -266,12 +207,12 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    files = _Files(tmp, tables.data_schema(all_features), chunks_size, data_mb * 1e6, video_mb * 1e6)
+    files = OpenFiles(tmp, tables.data_schema(all_features), chunks_size, data_mb * 1e6, video_mb * 1e6)
     try:
         rows, stats = [], []
         first = 0
         for index, (ep, task_index) in enumerate(zip(chosen, task_of)):
-            row, ep_stats = _write_episode(rb, ep, index, first, task_index, tasks[task_index], features, fps, files,
+            row, ep_stats = write_episode(rb, ep, index, first, task_index, tasks[task_index], features, fps, files,
                                            lambda p, f: ExportVideo(p, f.shape[0], f.shape[1], fps, vcodec, crf,
                                                                     pix_fmts[f.key]))
             rows.append(row)
@@ -281,7 +222,7 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
         _write_meta(tmp, tables, all_features, video_keys, rows, stats, tasks, fps, vcodec, pix_fmts, first,
                     robot_type, chunks_size, data_mb, video_mb)
         written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
-        _fsync_tree(tmp)
+        fsync_tree(tmp)
         if out.exists():
             out.rmdir()  # the empty folder the caller made (checked above)
         os.rename(tmp, out)
@@ -294,61 +235,6 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return LeRobotExport(out, repo_id, [e.id for e in chosen], first, fps, tasks, video_keys, written)
-
-
-def _write_episode(rb, ep, index, first, task_index, task, features, fps, files, make_video):
-    n = len(ep)
-    values: dict[str, list] = {f.key: [] for f in features if not f.is_camera}
-    images: dict[str, list] = {f.key: [] for f in features if f.dtype == "image"}
-    frame_stats = {f.key: FrameStats() for f in features if f.is_camera}
-    row: dict[str, Any] = {"episode_index": index, "tasks": [task], "length": n}
-    for f in features:
-        if f.dtype == "video":
-            (c, fi), video = files.video(f.key, lambda p, f=f: make_video(p, f))
-            start = video.frames
-            row.update({f"videos/{f.key}/chunk_index": c, f"videos/{f.key}/file_index": fi,
-                        f"videos/{f.key}/from_timestamp": start / fps, f"videos/{f.key}/to_timestamp": (start + n) / fps})
-    for a in range(ep.start, ep.stop, BLOCK_STEPS):
-        block = rb.get_at(slice(a, min(a + BLOCK_STEPS, ep.stop)))
-        for f in features:
-            v = get(block, f.path)
-            if f.is_camera:
-                frame_stats[f.key].add(v)
-                if f.dtype == "video":
-                    files.videos[f.key][1].encode(v)
-                else:
-                    images[f.key] += [{"bytes": _png(fr), "path": f"frame-{a - ep.start + i:06d}.png"}
-                                      for i, fr in enumerate(v)]
-            else:
-                values[f.key].append(v)
-    frame_index = np.arange(n, dtype=np.int64)
-    columns = {"timestamp": (frame_index / fps).astype(np.float32), "frame_index": frame_index,
-               "episode_index": np.full(n, index, np.int64), "index": np.arange(first, first + n, dtype=np.int64),
-               "task_index": np.full(n, task_index, np.int64)}
-    for key, parts in values.items():
-        columns[key] = np.concatenate(parts) if parts else np.empty(0)
-    columns.update(images)
-    (c, fi), writer = files.data_writer()
-    row.update({"data/chunk_index": c, "data/file_index": fi, "dataset_from_index": first,
-                "dataset_to_index": first + n})
-    import pyarrow as pa
-
-    stored = [f for f in features + index_features() if f.dtype != "video"]  # the schema's order
-    table = pa.Table.from_arrays([_column(f, columns[f.key]) for f in stored], schema=files.schema)
-    writer.write_table(table, row_group_size=max(n, 1))
-    ep_stats: dict[str, Stats] = {key: s.stats() for key, s in frame_stats.items()}
-    for f in features + index_features():
-        if f.has_stats and not f.is_camera:
-            ep_stats[f.key] = value_stats(np.asarray(columns[f.key]).reshape(n, -1))
-    return row, ep_stats
-
-
-def _column(feature: Feature, values: Any) -> Any:
-    from trajstore.integrations._lerobot_export_parquet import data_column
-
-    if feature.dtype == "string":
-        values = [str(s) for s in np.asarray(values).reshape(-1)]
-    return data_column(feature, values)
 
 
 def _write_meta(root, tables, features, video_keys, rows, stats, tasks, fps, vcodec, pix_fmts, total, robot_type,
@@ -376,18 +262,6 @@ def _write_meta(root, tables, features, video_keys, rows, stats, tasks, fps, vco
     (root / "meta/info.json").write_text(json.dumps(info, indent=4))
     dataset_stats = {f.key: to_json(aggregate([s[f.key] for s in stats])) for f in features if f.has_stats}
     (root / "meta/stats.json").write_text(json.dumps(dataset_stats, indent=4))
-
-
-def _fsync_tree(root: Path) -> None:
-    """fsync every file and folder under ``root`` (before the rename that publishes it)."""
-    for folder, _, names in os.walk(root):
-        for name in names:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(folder)
 
 
 __all__ = ["export_lerobot", "LeRobotExport", "DEFAULT_TASK"]
