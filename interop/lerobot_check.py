@@ -73,10 +73,6 @@ def check(ok: bool, what: str) -> None:
         FAILURES.append(what)
 
 
-def _arrow_name(dtype: np.dtype) -> str:
-    return {"float32": "float", "float64": "double"}.get(np.dtype(dtype).name, np.dtype(dtype).name)
-
-
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
     return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
@@ -128,9 +124,12 @@ def main(root: str, repo_id: str, reference: str) -> None:
     check(value_errors == 0, f"every low-dim value of every item exact, in the dtype LeRobot hands out "
                              f"({value_errors} wrong of {ds.num_frames * len(low_dim)})")
     table = ds.hf_dataset.data  # the arrow columns LeRobot loaded: the stored dtype and values
-    stored_errors = sum(not np.array_equal(np.asarray(table.column(k).to_pylist(), dtype=ref[k].dtype).reshape(ref[k].shape),
-                                           ref[k]) or table.column(k).type.__str__().find(_arrow_name(ref[k].dtype)) < 0
-                        for k in low_dim)
+    stored_errors = 0
+    for k in low_dim:
+        typ = table.schema.field(k).type
+        value_type = getattr(typ, "value_type", typ)  # a vector's element type
+        stored = np.asarray(table.column(k).to_pylist(), dtype=ref[k].dtype).reshape(ref[k].shape)
+        stored_errors += value_type.to_pandas_dtype() != ref[k].dtype or not np.array_equal(stored, ref[k])
     check(stored_errors == 0, f"every low-dim column LeRobot loads holds the leaf's values exactly, in its dtype "
                               f"({stored_errors} of {len(low_dim)} columns wrong)")
     if cameras:
