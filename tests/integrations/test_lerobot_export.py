@@ -21,10 +21,9 @@ from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace  # noqa: E402
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space  # noqa: E402
 
-FIXTURE = Path(os.environ.get("TRAJSTORE_SHARED", Path(__file__).resolve().parents[3] / "shared"),
-               "fixtures", "lerobot_v3_sim")
-if not FIXTURE.exists():
-    FIXTURE = Path("/work/shared/fixtures/lerobot_v3_sim")
+# Written by lerobot 0.4.4 itself; shared/ lies beside the repository (the CI copies it there too).
+FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "lerobot_v3_sim"
+needs_fixture = pytest.mark.skipif(not (FIXTURE / "meta/info.json").exists(), reason=f"no LeRobot fixture at {FIXTURE}")
 FPS = 10
 LENGTHS = (12, 9, 15)
 TASKS = ("push the T into the target", "stack the red block", None)
@@ -94,6 +93,7 @@ def column(steps, get):
 
 
 # -- schemas ----------------------------------------------------------------------------------
+@needs_fixture
 def test_parquet_schemas_are_lerobots(buffer, tmp_path):
     rb, _ = buffer
     export_lerobot(rb, tmp_path / "out")
@@ -124,6 +124,7 @@ def test_parquet_schemas_are_lerobots(buffer, tmp_path):
     assert pq.read_metadata(tmp_path / "out" / DATA).num_row_groups == len(LENGTHS)  # one per episode, as LeRobot
 
 
+@needs_fixture
 def test_info_json_is_lerobots(buffer, tmp_path):
     rb, _ = buffer
     export_lerobot(rb, tmp_path / "out", robot_type="sim")
