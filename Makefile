@@ -1,11 +1,12 @@
 # make demo: fresh venv, install, record PushT episodes, print the layout, read every step back.
 # make test: fresh venv, install, run the tests.
+# make interop-check: export buffers to LeRobot v3.0 and read them back with LeRobot 0.4.4 itself (its own venv).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO := demo-out
 EPISODES ?= 10
 
-.PHONY: demo test venv clean
+.PHONY: demo test venv clean interop-check
 
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -26,5 +27,24 @@ demo: venv
 test: venv
 	$(PY) -m pytest -q
 
+INTEROP := interop-out
+# LeRobot lives in a venv of its own (it pins another torch); built on first use, ~10 min.
+LEROBOT_PY = $$($(PY) benchmarks/peers/_venvs.py lerobot | sed -n 's/^lerobot: \(\/.*\)/\1/p')
+
+interop-check: venv
+	rm -rf $(INTEROP)
+	$(VENV)/bin/trajstore record --env pusht --episodes 3 --max-steps 40 --out $(INTEROP)/pusht --no-progress
+	$(PY) interop/lerobot_reference.py dump $(INTEROP)/pusht $(INTEROP)/pusht.npz
+	$(PY) interop/lerobot_reference.py synthetic $(INTEROP)/synthetic
+	$(PY) interop/lerobot_reference.py dump $(INTEROP)/synthetic $(INTEROP)/synthetic.npz
+	$(VENV)/bin/trajstore export lerobot $(INTEROP)/pusht $(INTEROP)/pusht-h264 --repo-id trajstore/pusht-h264
+	SVT_LOG=1 $(VENV)/bin/trajstore export lerobot $(INTEROP)/pusht $(INTEROP)/pusht-av1 --repo-id trajstore/pusht-av1 --vcodec libsvtav1
+	$(VENV)/bin/trajstore export lerobot $(INTEROP)/synthetic $(INTEROP)/synthetic-h264 --repo-id trajstore/synthetic-h264
+	$(VENV)/bin/trajstore export lerobot $(INTEROP)/synthetic $(INTEROP)/synthetic-png --repo-id trajstore/synthetic-png --images
+	py=$(LEROBOT_PY); test -n "$$py" || { echo "no LeRobot venv (python benchmarks/peers/_venvs.py lerobot says why)"; exit 1; }; \
+	for d in pusht-h264:pusht pusht-av1:pusht synthetic-h264:synthetic synthetic-png:synthetic; do \
+		HF_HUB_OFFLINE=1 $$py interop/lerobot_check.py $(INTEROP)/$${d%%:*} trajstore/$${d%%:*} $(INTEROP)/$${d##*:}.npz || exit 1; \
+	done
+
 clean:
-	rm -rf $(VENV) $(DEMO)
+	rm -rf $(VENV) $(DEMO) $(INTEROP)
