@@ -164,5 +164,10 @@ def stats(path: Path = typer.Argument(..., help="Buffer folder."),
     console.print(table)
 
 
+from trajstore.cli.interop import export_app, import_app  # noqa: E402  (its commands use fail/console above)
+
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
+
 if __name__ == "__main__":
     app()

@@ -67,7 +67,7 @@ def _plan_leaves(space: Space, key_map: Mapping[str, str], exclude: set[str]) ->
         if not isinstance(leaf, (BoxSpace, BinarySpace)):
             raise UnsupportedSpaceError(f"leaf {name!r}: {type(leaf).__name__} has no zarr array form in Diffusion "
                                         "Policy's layout (numbers and bools only); pass exclude=[...] to leave it out")
-        key = key_map.get(name) or default_key(path)
+        key = key_map.get(name) or leaf.metadata.get("zarr_key") or default_key(path)
         if not key or "/" in key or key in (".", "..") or key.startswith("__"):
             raise ValueError(f"leaf {name!r}: {key!r} cannot name a zarr array (no '/', not empty, '.', '..' or '__...')")
         if key in owner:
@@ -152,7 +152,8 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
         episodes: ids of the episodes to export (``rb.select_episodes(...)``, ``rb.split_episodes``);
             default every ended episode held (interrupted ones included, the open one left out).
         key_map: ``{leaf name: zarr key}``, e.g. ``{"observation/pixels": "img", "observation/agent_pos":
-            "state"}`` for Diffusion Policy's PushT keys; other leaves get :func:`default_key`.
+            "state"}`` for Diffusion Policy's PushT keys; other leaves get the key they were imported
+            from (metadata ``zarr_key``), else :func:`default_key`.
         exclude: leaf names not to export (e.g. a text leaf).
         progress: show a progress bar (tqdm, in steps) on stderr.
 

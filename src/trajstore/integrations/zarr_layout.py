@@ -219,7 +219,8 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
     An array's leaf path is ``key_map[key]`` if given, else its ``trajstore_path`` attribute, else
     its key (``"img"`` stays a top-level leaf ``img``). Its space is the ``trajstore_space``
     attribute if present (``fps``, when given, replaces its camera metadata's fps), else
-    :func:`inferred_space`.
+    :func:`inferred_space`. A leaf named otherwise than its key by ``key_map`` or by a sub-group
+    keeps the key in its metadata (``zarr_key``), where an export finds it again.
 
     Raises:
         FormatError: the layout is broken (see :func:`read_episode_ends`, :func:`data_arrays`), an
@@ -248,12 +249,15 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
         space, float_frames = _attr_space(key, array, array_attrs), False
         if space is not None and key in image_keys and space.metadata.get("kind") != "image":
             space = None  # the user says it is a camera: infer it as one
-        if space is None:
+        inferred = space is None
+        if inferred:
             space, float_frames = inferred_space(key, array, image=key in image_keys, fps=fps or DEFAULT_FPS)
         else:
             float_frames = bool(space.metadata.get("zarr_dtype")) and np.dtype(array.dtype).kind == "f"
             if fps is not None and space.metadata.get("kind") == "image":
                 space = space.with_metadata({"fps": fps})
+        if (inferred or key in key_map) and tree.path_name(path) != key:
+            space = space.with_metadata({"zarr_key": key})  # an export names the array as it was
         out.append(SourceArray(key, array, path, space, float_frames))
     _check_paths(out, src)
     return SourceLayout(tuple(out), ends, _episode_data(attrs, len(ends), src))
