@@ -120,7 +120,7 @@ def _select_episodes(rb: Any, episodes: Iterable[int] | None) -> list[Any]:
     by_id = {e.id: e for e in closed}
     missing = sorted(set(wanted) - set(by_id))
     if missing:
-        raise ValueError(f"episodes {missing} are not ended episodes of the buffer (held ids: "
+        raise ValueError(f"{rb.cache_path or 'buffer'}: episodes {missing} are not ended episodes (held ids: "
                          f"{[e.id for e in held]}; an episode still being recorded cannot be exported)")
     return [by_id[i] for i in sorted(set(wanted))]
 
