@@ -15,7 +15,7 @@ import numpy as np
 from trajstore._fs import staged_folder
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.integrations.zarr_codecs import frame_compressor, register_codecs
-from trajstore.integrations.zarr_import import BLOCK_BYTES, _zarr
+from trajstore.integrations.zarr_import import BLOCK_BYTES, _count, _zarr
 from trajstore.integrations.zarr_layout import ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE
 from trajstore.spaces import BinarySpace, BoxSpace, Space, tree
 
@@ -35,8 +35,8 @@ class ZarrExportSummary:
     nbytes: int
 
     def line(self) -> str:
-        return (f"exported {self.episodes} episodes ({self.steps} steps, {len(self.keys)} arrays, "
-                f"{self.nbytes:,} bytes) to {self.out}")
+        return (f"exported {_count(self.episodes, 'episode')} ({_count(self.steps, 'step')}, "
+                f"{_count(len(self.keys), 'array')}, {self.nbytes:,} bytes) to {self.out}")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,13 @@ class ZarrImportSummary:
     leaves: dict[str, str]
 
     def line(self) -> str:
-        return f"imported {self.episodes} episodes ({self.steps} steps, {len(self.leaves)} leaves) into {self.out}"
+        return (f"imported {_count(self.episodes, 'episode')} ({_count(self.steps, 'step')}, "
+                f"{_count(len(self.leaves), 'leaf')}) into {self.out}")
+
+
+def _count(n: int, noun: str) -> str:
+    plural = "leaves" if noun == "leaf" else f"{noun}s"
+    return f"{n} {noun if n == 1 else plural}"
 
 
 def _zarr() -> Any:
@@ -71,7 +77,7 @@ def _read_block(layout: SourceLayout, start: int, stop: int) -> dict[str, Any]:
         node = batch
         for key in a.path[:-1]:
             node = node.setdefault(key, {})
-        node[a.path[-1]] = a.to_leaf(np.asarray(a.array[start:stop]))
+        node[a.path[-1]] = a.to_leaf(np.asarray(a.array[start:stop]), start)
     return batch
 
 

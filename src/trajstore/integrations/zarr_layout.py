@@ -62,8 +62,8 @@ class SourceArray:
     def name(self) -> str:
         return f"data/{self.key}"
 
-    def to_leaf(self, values: np.ndarray) -> np.ndarray:
-        """A block read from the array, ``(n, ...)``, as values of :attr:`space`.
+    def to_leaf(self, values: np.ndarray, start: int = 0) -> np.ndarray:
+        """A block read from the array, ``(n, ...)`` from step ``start``, as values of :attr:`space`.
 
         Raises:
             FormatError: a float frame array holds a value that is not a whole number in 0..255.
@@ -73,7 +73,8 @@ class SourceArray:
         bad = ~np.isfinite(values) | (values < 0) | (values > 255) | (values != np.round(values))
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise FormatError(f"{self.name}: image_keys names it, but value {values[where]!r} at block index {where} "
+            index = (start + where[0], *where[1:])
+            raise FormatError(f"{self.name}: image_keys names it, but value {values[where].item()!r} at index {index} "
                               "is not a whole number in 0..255 (leave it out of image_keys to keep it as a float leaf)")
         return values.astype(np.uint8)
 
@@ -118,7 +119,7 @@ def read_episode_ends(group: Any, src: Any) -> np.ndarray:
     try:
         meta = group["meta"]
         ends_array = meta["episode_ends"]
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, IndexError):
         raise FormatError(f"{src}: meta/episode_ends is missing (Diffusion Policy's layout: data/<key> arrays "
                           "and meta/episode_ends)") from None
     ends = np.asarray(ends_array[...])
