@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from trajstore.errors import FormatError, StorageExistsError
 
@@ -69,3 +70,29 @@ def remove_made(path: Path, existed: bool) -> None:
             shutil.rmtree(child) if child.is_dir() else child.unlink()
     else:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
+    """Build a folder under a temporary name beside ``out`` and rename it to ``out`` when the body
+    returns, so ``out`` appears whole or not at all; if the body raises, the temporary folder is
+    removed and ``out`` is as it was.
+
+    Yields the temporary path (it does not exist yet: the body makes it).
+
+    Raises:
+        StorageExistsError: ``out`` is a file or a non-empty folder (checked first; nothing is made).
+    """
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier run of this process id that died
+    try:
+        yield tmp
+        os.replace(tmp, out)  # an empty folder at out is replaced (POSIX rename)
+        fsync_dir(out.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
