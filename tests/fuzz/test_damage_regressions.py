@@ -123,17 +123,10 @@ def test_episode_past_the_last_step_is_a_format_error(folder, tmp_path):
 
     copy = tmp_path / "rb"
     shutil.copytree(folder, copy)
-    meta = json.loads((copy / "trajstore.json").read_text())
-    entry = meta["episodes"]["log"]  # the episode log (format 3): rewrite its last committed record
-    log = copy / entry["file"]
-    lines = log.read_bytes()[:entry["bytes"]].decode().splitlines()
-    last = json.loads(lines[-1])
-    last["stop"] = meta["ring"]["total"] + 5
-    lines[-1] = json.dumps(last)
-    raw = ("\n".join(lines) + "\n").encode()
-    log.write_bytes(raw)
-    entry["bytes"] = len(raw)
-    (copy / "trajstore.json").write_text(json.dumps(meta))
+    from tests.replay_buffer.log_backdoor import rewrite_last_record
+
+    total = json.loads((copy / "trajstore.json").read_text())["ring"]["total"]
+    rewrite_last_record(copy, stop=total + 5)  # the episode table lives in the log (format 3)
     with pytest.raises(FormatError, match="trajstore.json.*inconsistent episode table"):
         ReplayBuffer.load_from(copy)
 

@@ -21,8 +21,8 @@ from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace  # noqa: E402
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space  # noqa: E402
 
-# Written by lerobot 0.4.4 itself; shared/ lies beside the repository (the CI copies it there too).
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "lerobot_v3_sim"
+# Written by lerobot 0.4.4 itself (a copy kept in the repository, see its README).
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lerobot_v3_sim"
 needs_fixture = pytest.mark.skipif(not (FIXTURE / "meta/info.json").exists(), reason=f"no LeRobot fixture at {FIXTURE}")
 FPS = 10
 LENGTHS = (12, 9, 15)
@@ -407,4 +407,28 @@ def test_cli(buffer, tmp_path):
     assert "exported 1 episode, 9 frames at 10 fps" in ok.output and "me/pusht" in ok.output
     assert json.loads((tmp_path / "out/meta/info.json").read_text())["total_frames"] == 9
     bad = runner.invoke(app, ["export", "lerobot", str(tmp_path / "rb"), str(tmp_path / "out")])
-    assert bad.exit_code == 1 and "already exists" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2 and "already exists" in bad.output and "Traceback" not in bad.output
+
+
+def test_import_of_the_export_gives_the_buffer_back(buffer, tmp_path):
+    """import(export(x)) == x: PNG image features and every low-dim leaf exact, episodes and tasks kept."""
+    from trajstore.integrations.lerobot import import_lerobot
+
+    rb, steps = buffer
+    export_lerobot(rb, tmp_path / "lr", camera="image")
+    import_lerobot(tmp_path / "lr", tmp_path / "back", camera="png", progress=False)
+    with ReplayBuffer.load_from(tmp_path / "back") as back:
+        assert len(back) == len(steps)
+        assert [e.stop - e.start for e in back.episodes] == list(LENGTHS)
+        assert [e.data.get("task") for e in back.episodes][:2] == list(TASKS[:2])
+        got = back[:]
+        for k, step in enumerate(steps):
+            obs = got["observation"]
+            np.testing.assert_array_equal(obs["images"]["front"][k], step["observation"]["images"]["front"])
+            np.testing.assert_array_equal(obs["images"]["wrist"][k], step["observation"]["images"]["wrist"])
+            np.testing.assert_array_equal(obs["state"][k], step["observation"]["state"])
+            np.testing.assert_array_equal(got["action"][k], step["action"])
+            assert np.asarray(got["count"][k]).reshape(()) == step["count"]
+            assert bool(np.asarray(got["done"][k]).reshape(())) == step["done"]
+            assert np.asarray(got["reward"][k]).reshape(()) == np.float64(step["reward"])
+        assert list(back.space["observation"]["state"].metadata["names"]) == ["ep", "i", "code", "half"]

@@ -192,7 +192,7 @@ def test_cli(tmp_path):
     assert ok.exit_code == 0, ok.output
     assert "imported 1 episode (9 steps, 4 leaves)" in ok.output
     again = runner.invoke(app, ["import", "lerobot", str(FIXTURE), str(tmp_path / "rb"), "--no-progress"])
-    assert again.exit_code == 1 and again.output.startswith("error:") and "already exists" in again.output
+    assert again.exit_code == 2 and again.output.startswith("error:") and "already exists" in again.output
     assert "Traceback" not in again.output
 
 

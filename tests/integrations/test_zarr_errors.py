@@ -154,9 +154,9 @@ def test_cli_import_export(tmp_path):
     g = zarr.open_group(str(tmp_path / "z"), mode="r")
     assert sorted(g["data"].array_keys()) == ["action", "img", "keypoint", "state"]
     result = runner.invoke(app, ["import", "zarr", str(tmp_path / "dp"), str(tmp_path / "rb"), "--no-progress"])
-    assert result.exit_code == 1 and result.output.startswith("error:") and "already exists" in result.output
+    assert result.exit_code == 2 and result.output.startswith("error:") and "already exists" in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     result = runner.invoke(app, ["import", "zarr", str(tmp_path / "dp"), str(tmp_path / "x"), "--image-key", "cam"])
-    assert result.exit_code == 1 and "image_keys names ['cam']" in result.output
+    assert result.exit_code == 2 and "image_keys names ['cam']" in result.output
     result = runner.invoke(app, ["export", "zarr", str(tmp_path / "dp"), str(tmp_path / "y")])  # not a buffer
-    assert result.exit_code == 1 and result.output.startswith("error:")
+    assert result.exit_code == 2 and result.output.startswith("error:")

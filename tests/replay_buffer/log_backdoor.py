@@ -18,3 +18,19 @@ def committed_records(folder: Path, *, kept_only: bool = True) -> list[dict]:
     header, records = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
     assert header == {"format": "trajstore.episode_log", "version": 1} and len(records) == entry["records"]
     return records[entry["skip"]:] if kept_only else records
+
+
+def rewrite_last_record(folder: Path, **changes) -> None:
+    """Change fields of the last committed episode record in place (a damaged log that still parses)."""
+    folder = Path(folder)
+    m = meta(folder)
+    entry = m["episodes"]["log"]
+    log = folder / entry["file"]
+    lines = log.read_bytes()[:entry["bytes"]].decode().splitlines()
+    last = json.loads(lines[-1])
+    last.update({k: v(last[k]) if callable(v) else v for k, v in changes.items()})
+    lines[-1] = json.dumps(last)
+    raw = ("\n".join(lines) + "\n").encode()
+    log.write_bytes(raw)
+    entry["bytes"] = len(raw)
+    (folder / META_FILE).write_text(json.dumps(m))

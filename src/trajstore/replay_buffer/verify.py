@@ -29,6 +29,7 @@ import numpy as np
 from trajstore._fs import read_json
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episodes import EpisodeTable
+from trajstore.replay_buffer.episode_log import read_committed
 from trajstore.replay_buffer.metadata import META_FILE, STORAGE_DIR, read_meta
 from trajstore.replay_buffer.ring import RingState
 from trajstore.storages._selection import Selection, select
@@ -101,9 +102,10 @@ def verify_buffer(path: str | os.PathLike, *, progress: Progress | None = None) 
         read_meta(folder)  # raises the one-line "not a trajstore buffer folder" error
     report = VerifyReport(str(folder))
     try:
-        meta = read_meta(folder)
+        meta, table, log = read_committed(folder, read_only=True)  # the episode log too (format 3)
+        if log is not None:
+            log.close()
         ring = RingState.from_json(meta["ring"])
-        table = EpisodeTable.from_json(meta["episodes"])
     except (FormatError, KeyError, TypeError, ValueError) as exc:
         report.problems.append(Problem(str(folder / META_FILE), f"unreadable metadata: {_text(exc)}"))
         return report
