@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from trajstore._fs import fsync_dir
-from trajstore.errors import FormatError, StorageExistsError
+from trajstore._fs import staged_folder
+from trajstore.errors import FormatError
 from trajstore.integrations._lerobot_frames import VideoFrames, array_values, decode_image
 from trajstore.integrations._lerobot_source import (BOOKKEEPING, EpisodeEntry, Feature, LeRobotSource,
                                                     read_parquet, read_source)
@@ -101,28 +100,14 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
 
     routing = camera_routing(camera)
     out = Path(out)
-    _check_new(out)
     source = read_source(src, episodes)
     space = step_space(source)
-    staging = out.parent / f".{out.name}.importing-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)  # left by an earlier import of this process id that died
-    try:
+    with staged_folder(out) as staging:  # `out` appears whole or not at all
         with ReplayBuffer.create(DictStorage, space, cache_path=staging,
                                  **dict_storage_kwargs_from_space(space, **routing)) as rb:
             steps = _copy_episodes(source, rb, progress)
-        _check_new(out)
-        os.replace(staging, out)  # an empty folder `out` is replaced too
-        fsync_dir(out.parent)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return LeRobotImportSummary(path=out, episodes=len(source.episodes), steps=steps,
                                 leaves={f.key: "/".join(f.path) for f in source.features})
-
-
-def _check_new(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
 
 
 def step_space(source: LeRobotSource) -> DictSpace:
