@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -19,6 +18,7 @@ import numpy as np
 from trajstore._fs import staged_folder
 from trajstore.errors import FormatError
 from trajstore.integrations._lerobot_frames import VideoFrames, array_values, decode_image
+from trajstore.integrations.summary import ImportSummary
 from trajstore.integrations._lerobot_source import (BOOKKEEPING, EpisodeEntry, Feature, LeRobotSource,
                                                     read_parquet, read_source)
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space
@@ -28,29 +28,12 @@ from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space
 BLOCK_FRAMES = 64
 
 
-@dataclass(frozen=True)
-class LeRobotImportSummary:
-    """What :func:`import_lerobot` wrote.
-
-    Attributes:
-        path: the new buffer folder.
-        episodes, steps: episodes and steps imported.
-        leaves: LeRobot feature name -> trajstore leaf path (``"observation.images.front"`` ->
-            ``"observation/images/front"``).
-    """
-
-    path: Path
-    episodes: int
-    steps: int
-    leaves: dict[str, str]
-
-    def line(self) -> str:
-        return (f"imported {self.episodes} episode{'s' * (self.episodes != 1)} ({self.steps} steps, "
-                f"{len(self.leaves)} leaves) into {self.path}")
+#: The summary :func:`import_lerobot` returns (the name it had before imports shared one).
+LeRobotImportSummary = ImportSummary
 
 
 def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: str = "jpeg",
-                   episodes: Iterable[int] | None = None, progress: bool = True) -> LeRobotImportSummary:
+                   episodes: Iterable[int] | None = None, progress: bool = True) -> ImportSummary:
     """Copy a LeRobot v3.0 dataset (a local folder) into a new unbounded trajstore buffer folder ``out``.
 
     One LeRobot frame becomes one step; one LeRobot episode one trajstore episode, in the order of
@@ -106,7 +89,7 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
         with ReplayBuffer.create(DictStorage, space, cache_path=staging,
                                  **dict_storage_kwargs_from_space(space, **routing)) as rb:
             steps = _copy_episodes(source, rb, progress)
-    return LeRobotImportSummary(path=out, episodes=len(source.episodes), steps=steps,
+    return ImportSummary(path=out, episodes=len(source.episodes), steps=steps,
                                 leaves={f.key: "/".join(f.path) for f in source.features})
 
 

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from trajstore.integrations.summary import count as _count
+
 if TYPE_CHECKING:
     from trajstore.integrations.record_episodes import RecordEpisodes
 
@@ -150,6 +152,3 @@ def _sigint_between_steps() -> Iterator[_StopRequest]:
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

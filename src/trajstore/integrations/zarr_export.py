@@ -15,7 +15,8 @@ import numpy as np
 from trajstore._fs import staged_folder
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.integrations.zarr_codecs import frame_compressor, register_codecs
-from trajstore.integrations.zarr_import import BLOCK_BYTES, _count, _zarr
+from trajstore.integrations.summary import count as _count
+from trajstore.integrations.zarr_import import BLOCK_BYTES, _zarr
 from trajstore.integrations.zarr_layout import ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE
 from trajstore.spaces import BinarySpace, BoxSpace, Space, tree
 

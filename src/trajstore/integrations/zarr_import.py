@@ -6,13 +6,13 @@ See :mod:`trajstore.integrations.zarr_replay` for the mapping; :func:`import_zar
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from trajstore._fs import staged_folder
+from trajstore.integrations.summary import ImportSummary
 from trajstore.integrations.zarr_codecs import register_codecs
 from trajstore.integrations.zarr_layout import SourceLayout, open_group, read_layout
 from trajstore.spaces import DictSpace
@@ -21,24 +21,8 @@ from trajstore.spaces import DictSpace
 BLOCK_BYTES = 64 << 20
 
 
-@dataclass(frozen=True)
-class ZarrImportSummary:
-    """What :func:`import_zarr` wrote: ``out``, its episodes and steps, and each array's leaf
-    (``{"data/img": "img", ...}``)."""
-
-    out: Path
-    episodes: int
-    steps: int
-    leaves: dict[str, str]
-
-    def line(self) -> str:
-        return (f"imported {_count(self.episodes, 'episode')} ({_count(self.steps, 'step')}, "
-                f"{_count(len(self.leaves), 'leaf')}) into {self.out}")
-
-
-def _count(n: int, noun: str) -> str:
-    plural = "leaves" if noun == "leaf" else f"{noun}s"
-    return f"{n} {noun if n == 1 else plural}"
+#: The summary :func:`import_zarr` returns (the name it had before imports shared one).
+ZarrImportSummary = ImportSummary
 
 
 def _zarr() -> Any:
@@ -83,7 +67,7 @@ def _read_block(layout: SourceLayout, start: int, stop: int) -> dict[str, Any]:
 
 def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: Iterable[str] | None = None,
                 fps: float | None = None, key_map: Mapping[str, str] | None = None, camera: str = "jpeg",
-                check_bounds: bool = True, progress: bool = False) -> ZarrImportSummary:
+                check_bounds: bool = True, progress: bool = False) -> ImportSummary:
     """Copy a zarr group in Diffusion Policy's ``ReplayBuffer`` layout into a new buffer folder ``out``.
 
     Every ``data/<key>`` array ``(N, ...)`` becomes a leaf; ``meta/episode_ends`` cuts the steps
@@ -150,6 +134,6 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
                     bar.update(b - a)
                 kept = layout.episode_data[k] if layout.episode_data else {}
                 rb.end_episode(interrupted=bool(kept.get("interrupted", False)), **kept.get("data", {}))
-    return ZarrImportSummary(Path(out), len(layout.episode_ends), layout.steps,
+    return ImportSummary(Path(out), len(layout.episode_ends), layout.steps,
                              {a.name: "/".join(a.path) for a in layout.arrays})
 
