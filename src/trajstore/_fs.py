@@ -72,6 +72,13 @@ def remove_made(path: Path, existed: bool) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def check_new_folder(out: str | os.PathLike) -> None:
+    """Raise :class:`StorageExistsError` unless ``out`` is absent or an empty folder."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
+
+
 @contextmanager
 def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     """Build a folder under a temporary name beside ``out`` and rename it to ``out`` when the body
@@ -84,8 +91,7 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
         StorageExistsError: ``out`` is a file or a non-empty folder (checked first; nothing is made).
     """
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
+    check_new_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier run of this process id that died

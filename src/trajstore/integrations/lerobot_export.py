@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from trajstore._fs import fsync_dir
-from trajstore.errors import InvalidValueError, StorageExistsError
+from trajstore._fs import check_new_folder, staged_folder
+from trajstore.errors import InvalidValueError
 from trajstore.integrations._lerobot_export_episode import (DATA_PATH, VIDEO_PATH, OpenFiles, fsync_tree,
                                                              write_episode)
 from trajstore.integrations._lerobot_export_features import common_fps, index_features, plan_features
@@ -170,11 +169,6 @@ def _tasks(chosen: list[Episode], default_task: str) -> tuple[list[str], list[in
     return list(texts), of_episode
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
-
-
 def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcodec, crf, default_task, robot_type,
             chunks_size, data_mb, video_mb) -> LeRobotExport:
     # -- every check first: nothing is written until all pass -------------------------------
@@ -197,43 +191,36 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     pix_fmts = {f.key: pix_fmt_for(vcodec, f.shape[0], f.shape[1], f.key) for f in features if f.dtype == "video"}
     chosen = _select(rb, episodes)
     tasks, task_of = _tasks(chosen, default_task)
-    _check_out(out)
+    check_new_folder(out)
     repo_id = repo_id or f"local/{out.resolve().name}"
 
-    # -- build in a hidden sibling, rename into place at the end ------------------------------
+    # -- build in a hidden sibling, renamed into place at the end (_fs.staged_folder) ------------
     all_features = features + index_features()
     video_keys = [f.key for f in features if f.dtype == "video"]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    files = OpenFiles(tmp, tables.data_schema(all_features), chunks_size, data_mb * 1e6, video_mb * 1e6)
-    try:
-        rows, stats = [], []
-        first = 0
-        for index, (ep, task_index) in enumerate(zip(chosen, task_of)):
-            row, ep_stats = write_episode(rb, ep, index, first, task_index, tasks[task_index], features, fps, files,
-                                           lambda p, f: ExportVideo(p, f.shape[0], f.shape[1], fps, vcodec, crf,
-                                                                    pix_fmts[f.key]))
-            rows.append(row)
-            stats.append(ep_stats)
-            first += len(ep)
-        files.close()
+    with staged_folder(out) as tmp:
+        tmp.mkdir()
+        files = OpenFiles(tmp, tables.data_schema(all_features), chunks_size, data_mb * 1e6, video_mb * 1e6)
+        try:
+            rows, stats = [], []
+            first = 0
+            for index, (ep, task_index) in enumerate(zip(chosen, task_of)):
+                row, ep_stats = write_episode(rb, ep, index, first, task_index, tasks[task_index], features, fps,
+                                               files, lambda p, f: ExportVideo(p, f.shape[0], f.shape[1], fps, vcodec,
+                                                                               crf, pix_fmts[f.key]))
+                rows.append(row)
+                stats.append(ep_stats)
+                first += len(ep)
+            files.close()
+        except BaseException:
+            try:  # close the open writers before the folder goes; the first error is the one to raise
+                files.close()
+            except Exception:
+                pass
+            raise
         _write_meta(tmp, tables, all_features, video_keys, rows, stats, tasks, fps, vcodec, pix_fmts, first,
                     robot_type, chunks_size, data_mb, video_mb)
         written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
-        fsync_tree(tmp)
-        if out.exists():
-            out.rmdir()  # the empty folder the caller made (checked above)
-        os.rename(tmp, out)
-        fsync_dir(out.parent)
-    except BaseException:
-        try:
-            files.close()
-        except Exception:
-            pass
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        fsync_tree(tmp)  # the files' bytes before the rename that publishes them
     return LeRobotExport(out, repo_id, [e.id for e in chosen], first, fps, tasks, video_keys, written)
 
 
