@@ -7,6 +7,7 @@ exact outcome: a FormatError whose message names the damaged file.
 
 import json
 
+import h5py
 import numpy as np
 import pytest
 
@@ -57,11 +58,26 @@ def test_hdf5_short_superblock_is_a_format_error(folder):
     assert_format_error(outcome(folder, Mutation(H5, "truncate", 8)), H5)
 
 
+def compressed_chunk_middle(folder):
+    """File offset of the middle byte of the first chunk of a gzip-compressed dataset in data.h5."""
+    found = []
+    with h5py.File(folder / H5, "r") as f:
+        f.visititems(lambda name, obj: found.append(obj) if isinstance(obj, h5py.Dataset)
+                     and obj.compression == "gzip" and obj.id.get_num_chunks() else None)
+        info = found[0].id.get_chunk_info(0)
+        return info.byte_offset + info.size // 2
+
+
 def test_hdf5_damaged_compressed_chunk_names_the_file_and_dataset(folder):
-    # Was an OSError at read ("filter returned failure during read").
-    size = (folder / H5).stat().st_size
-    detail = outcome(folder, Mutation(H5, "truncate", size // 2))
+    # Was an OSError at read ("filter returned failure during read"); zlib's checksum catches the flip.
+    detail = outcome(folder, Mutation(H5, "flip", compressed_chunk_middle(folder), 7))
     assert_format_error(detail, H5, "dataset")
+
+
+def test_hdf5_truncated_file_is_a_format_error_in_swmr_mode(folder):
+    # A SWMR reader skips HDF5's end-of-file check: the missing chunks were read as zeros, silently.
+    size = (folder / H5).stat().st_size
+    assert_format_error(outcome(folder, Mutation(H5, "truncate", size * 2 // 3)), H5, "truncated")
 
 
 def test_slot_index_with_a_huge_slot_number_is_refused(folder):

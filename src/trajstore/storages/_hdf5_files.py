@@ -8,8 +8,10 @@ What a reader meets (measured with h5py 3.16 / HDF5 2.0 on files of the SWMR for
   file: "Unable to synchronously open file (incorrect metadata checksum after all read
   attempts)"), ``RuntimeError`` (visiting objects: "Can't deserialize object header prefix",
   "bad byte number in an address") or ``KeyError`` (opening a dataset). A short file raises
-  ``OSError`` ("truncated file: eof = ..., stored_eof = ...") or, opened in SWMR mode (which skips
-  that end-of-file check), fails at the first block past the end. A damaged compressed chunk
+  ``OSError`` ("truncated file: eof = ..., stored_eof = ...") outside SWMR mode. SWMR mode skips that
+  end-of-file check, and a SWMR reader of a short file reads the missing chunks as zeros (measured: a
+  file cut to 2/3 gave 1,589 zero rows of 5,000, silently), so :func:`open_h5` makes the check
+  itself for a SWMR reader (:func:`check_end_of_file`). A damaged compressed chunk
   raises ``OSError`` ("filter returned failure during read"). Raw (uncompressed) chunk bytes have
   no checksum: a flipped bit there reads back as a changed value.
 - SWMR mode changes one thing, and it matters: a SWMR reader may catch a block the writer is
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,9 @@ import h5py
 
 #: Metadata read attempts of a SWMR reader (see the module docstring): ~0.14 s of retries at most.
 SWMR_READ_ATTEMPTS = 27
+
+#: Looks at the end of file of a SWMR reader's file this many times, 20 ms apart, before calling it short.
+EOF_CHECKS = 5
 
 _LIBVER = {"earliest": h5py.h5f.LIBVER_EARLIEST, "v110": h5py.h5f.LIBVER_V110}
 _SET_READ_ATTEMPTS: list[Any] = []
@@ -65,6 +71,8 @@ def open_h5(path: Path, *, read_only: bool, swmr_read: bool, libver: tuple[str, 
         OSError, RuntimeError, ...: what HDF5 raises on a missing or damaged file (module docstring).
     """
     mode = "r" if read_only else "r+"
+    if swmr_read:
+        check_end_of_file(path)
     set_attempts = _set_read_attempts_fn() if swmr_read else None
     if set_attempts is None:
         return h5py.File(path, mode, swmr=swmr_read, libver=libver, locking=locking, rdcc_nbytes=rdcc_nbytes)
@@ -78,3 +86,41 @@ def open_h5(path: Path, *, read_only: bool, swmr_read: bool, libver: tuple[str, 
         return h5py.File(path, mode, swmr=swmr_read, libver=libver, locking=locking, rdcc_nbytes=rdcc_nbytes)
     flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
     return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
+
+
+def stored_end_of_file(head: bytes) -> int | None:
+    """The end-of-file address a version 2/3 superblock at offset 0 stores, or None for another layout.
+
+    Superblock v2/v3 (HDF5 file format specification, "Superblock Version 2"): signature (8 bytes),
+    version, size of offsets, size of lengths, flags (1 byte each), then base address, extension
+    address, end-of-file address, root object header address (size-of-offsets bytes each), checksum.
+    """
+    if len(head) < 12 or head[:8] != b"\x89HDF\r\n\x1a\n" or head[8] not in (2, 3):
+        return None
+    size = head[9]
+    at = 12 + 2 * size
+    if size not in (4, 8) or len(head) < at + size:
+        return None
+    return int.from_bytes(head[at:at + size], "little")
+
+
+def check_end_of_file(path: Path) -> None:
+    """Raise ``OSError`` if ``path`` is shorter than its superblock says (a truncated copy or disk).
+
+    A live writer keeps the file at least as long as the end-of-file address it last wrote (it
+    extends the file at each flush, in the same call that writes the superblock), so the check is
+    repeated :data:`EOF_CHECKS` times, 20 ms apart, before a short file is called damaged (measured:
+    400,000 checks against a writer committing 780 episodes met no short file).
+
+    Raises:
+        OSError: "truncated file: eof = N, stored_eof = M", HDF5's own words for the same fault.
+    """
+    for attempt in range(EOF_CHECKS):
+        with open(path, "rb") as fh:
+            stored = stored_end_of_file(fh.read(48))
+            eof = os.fstat(fh.fileno()).st_size
+        if stored is None or eof >= stored:
+            return
+        if attempt + 1 < EOF_CHECKS:
+            time.sleep(0.02)
+    raise OSError(f"truncated file: eof = {eof}, stored_eof = {stored}")
