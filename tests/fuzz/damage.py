@@ -72,28 +72,67 @@ def build_buffer(folder: Path, *, video: bool | None = None) -> Path:
         space, kind_storage_cls={"image": ImageStorage, "depth": ImageStorage},
         kind_kwargs={"depth": {"format": "PNG"}},
         key_storage_cls=key_storage_cls, key_kwargs=key_kwargs, default_kwargs={"compression": "gzip"})
-    frames = moving_scene(64, H, W, seed=5)
     rng = np.random.default_rng(0)
-
-    def observation(g: int) -> dict:
-        out = {"jpeg": frames[g % 64], "png": frames[(g + 7) % 64],
-               "depth": (frames[g % 64, :, :, 0].astype(np.uint16) * 257),
-               "joints": np.full(4, (g % 10) / 10, np.float32), "state": np.array([g / 10, -1, 1], np.float32)}
-        if video:
-            out["video"] = frames[(g + 3) % 64]
-        return out
 
     with ReplayBuffer.create(DictStorage, space, cache_path=folder, capacity=CAPACITY, **kwargs) as rb:
         g = 0
         for k, n in enumerate(EPISODES):
             for _ in range(n):
-                rb.append({"observation": observation(g), "action": rng.uniform(-1, 1, 2).astype(np.float32),
-                           "task": f"t{g}", "done": g % 2 == 0})
+                rb.append(step(g, video, rng))
                 g += 1
-            rb.end_episode(final_observation=observation(g), task=f"episode {k}", success=k % 2 == 0,
+            rb.end_episode(final_observation=observation(g, video), task=f"episode {k}", success=k % 2 == 0,
                            seed=k, info={"lengths": [n, n + 1]})
         rb.stats()  # commits stats.json
     return folder
+
+
+def observation(g: int, video: bool) -> dict:
+    """The observation of global step ``g`` (frames of a moving scene, values derived from ``g``)."""
+    frames = _scene()
+    out = {"jpeg": frames[g % 64], "png": frames[(g + 7) % 64],
+           "depth": (frames[g % 64, :, :, 0].astype(np.uint16) * 257),
+           "joints": np.full(4, (g % 10) / 10, np.float32), "state": np.array([g / 10, -1, 1], np.float32)}
+    if video:
+        out["video"] = frames[(g + 3) % 64]
+    return out
+
+
+def step(g: int, video: bool, rng: np.random.Generator) -> dict:
+    return {"observation": observation(g, video), "action": rng.uniform(-1, 1, 2).astype(np.float32),
+            "task": f"t{g}", "done": g % 2 == 0}
+
+
+_SCENE: list[np.ndarray] = []
+
+
+def _scene() -> np.ndarray:
+    if not _SCENE:
+        _SCENE.append(moving_scene(64, H, W, seed=5))
+    return _SCENE[0]
+
+
+#: Steps a writer appends to a damaged copy (:func:`write_more`), with global step numbers from here.
+MORE_STEPS, MORE_FROM = 3, 60
+
+
+def write_more(folder: Path) -> None:
+    """Open ``folder`` for writing, append :data:`MORE_STEPS` steps as one episode, and close."""
+    with ReplayBuffer.load_from(folder, read_only=False) as rb:
+        video = "video" in rb.space["observation"].spaces
+        rng = np.random.default_rng(1)
+        for g in range(MORE_FROM, MORE_FROM + MORE_STEPS):
+            rb.append(step(g, video, rng))
+        rb.end_episode(task="more")
+
+
+def check_more(folder: Path) -> None:
+    """The steps :func:`write_more` appended read back as the newest steps, in one episode."""
+    with ReplayBuffer.load_from(folder) as rb:
+        newest = rb[np.arange(len(rb) - MORE_STEPS, len(rb))]
+        state = newest["observation"]["state"][:, 0]
+        assert np.allclose(state, np.arange(MORE_FROM, MORE_FROM + MORE_STEPS) / 10), state
+        assert list(newest["task"]) == [f"t{g}" for g in range(MORE_FROM, MORE_FROM + MORE_STEPS)]
+        assert rb.episodes[-1].data == {"task": "more"} and len(rb.episodes[-1]) == MORE_STEPS
 
 
 def read_everything(folder: Path) -> int:

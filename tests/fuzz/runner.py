@@ -37,11 +37,11 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 class Child:
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, mode: str = "read"):
         read_fd, write_fd = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT),
                                                            os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz._child", str(folder), str(write_fd)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz._child", str(folder), str(write_fd), mode],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      pass_fds=(write_fd,), cwd=ROOT, env=env, text=True)
         os.close(write_fd)
@@ -80,8 +80,9 @@ class Child:
         return self.proc.returncode, (err or "")[-1500:]
 
 
-def run_cases(folder: Path, mutations: list[Mutation], *, timeout: float = 20.0) -> list[Result]:
-    """Apply each mutation to ``folder`` in turn, read everything in the child, restore the file."""
+def run_cases(folder: Path, mutations: list[Mutation], *, timeout: float = 20.0, mode: str = "read") -> list[Result]:
+    """Apply each mutation to ``folder`` in turn, run the child's ``mode`` case on it ("read": read
+    everything; "write": a writer appends to a copy, see ``_child``), restore the file."""
     results: list[Result] = []
     child: Child | None = None
     originals: dict[str, bytes] = {}
@@ -92,7 +93,7 @@ def run_cases(folder: Path, mutations: list[Mutation], *, timeout: float = 20.0)
             _replace(path, mutation.apply(original))
             try:
                 if child is None:
-                    child = Child(folder)
+                    child = Child(folder, mode)
                 got = child.run(case, timeout)
                 if got is None:
                     alive = child.proc.poll() is None
@@ -112,9 +113,15 @@ def run_cases(folder: Path, mutations: list[Mutation], *, timeout: float = 20.0)
 
 def failures(folder: Path, results: list[Result]) -> list[str]:
     """One line per result that is neither the data nor a trajstore error naming the damaged file
-    (or the storage folder holding it, for damage found as a mismatch between its files)."""
+    (or the storage folder holding it, for damage found as a mismatch between its files); in write
+    mode also a failed writer that changed what readers get, and a writer whose steps do not read back."""
     bad = []
     for r in results:
+        if r.detail.get("bad_write"):
+            bad.append(f"{r.mutation}: the writer succeeded but its steps do not read back: {r.detail['after']}")
+        if r.detail.get("lost"):
+            bad.append(f"{r.mutation}: a failed writer ({r.detail['type']}: {r.detail['message'][:200]}) changed "
+                       f"what a reader gets: now {str(r.detail['after'])[:200]}")
         if r.outcome == "ok":
             continue
         if r.outcome in ("crash", "hang"):

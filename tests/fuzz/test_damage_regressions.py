@@ -23,8 +23,8 @@ def folder(tmp_path_factory):
     return build_buffer(tmp_path_factory.mktemp("regress") / "rb")
 
 
-def outcome(folder, mutation, timeout=20.0):
-    (result,) = run_cases(folder, [mutation], timeout=timeout)
+def outcome(folder, mutation, timeout=20.0, mode="read"):
+    (result,) = run_cases(folder, [mutation], timeout=timeout, mode=mode)
     assert result.outcome == "error", (str(mutation), result.outcome, result.detail)
     return result.detail
 
@@ -53,6 +53,16 @@ def test_hdf5_bad_metadata_checksum_fails_fast_in_swmr_mode(folder):
     assert_format_error(detail, H5, "checksum")
 
 
+def test_hdf5_bad_metadata_checksum_fails_fast_for_a_writer(folder):
+    # The same damage met by a writer: h5py's `f.swmr_mode = True` switched HDF5 to 100 doubling
+    # read attempts whatever the file-access list said: the writer hung (measured, > 20 s) at an object
+    # header it loads after that switch (a dataset's; the root group's is read before it).
+    offset = (folder / H5).read_bytes().rindex(b"OHDR") + 12
+    detail = outcome(folder, Mutation(H5, "flip", offset, 1), timeout=30.0, mode="write")
+    assert_format_error(detail, H5, "checksum")
+    assert detail["lost"] is False  # a reader gets what it got before the writer tried
+
+
 def test_hdf5_short_superblock_is_a_format_error(folder):
     # Was a RuntimeError from h5py ("Can't decode file superblock prefix").
     assert_format_error(outcome(folder, Mutation(H5, "truncate", 8)), H5)
@@ -78,6 +88,18 @@ def test_hdf5_truncated_file_is_a_format_error_in_swmr_mode(folder):
     # A SWMR reader skips HDF5's end-of-file check: the missing chunks were read as zeros, silently.
     size = (folder / H5).stat().st_size
     assert_format_error(outcome(folder, Mutation(H5, "truncate", size * 2 // 3)), H5, "truncated")
+
+
+def test_a_writer_after_a_huge_reserved_file_id_keeps_the_folder_readable(folder):
+    # Bit 38 of a reservation's file id: readers ignore it, but a writer's next file got id 2**38 + 1
+    # and the live count per file id, a dense array, asked for 2 TiB: a MemoryError after the record
+    # was logged, so readers then failed too. Counts are sparse now: the writer's steps read back.
+    log = "storage/observation.jpeg/index.log"
+    rec = np.frombuffer((folder / log).read_bytes(), "<i8", offset=HEADER_BYTES).reshape(-1, 4)
+    reservation = int(np.flatnonzero(rec[:, 0] == -1)[0])
+    offset = HEADER_BYTES + reservation * RECORD_BYTES + 8 + 4  # byte 4 of the file id field
+    (result,) = run_cases(folder, [Mutation(log, "flip", offset, 6)], mode="write")
+    assert result.outcome == "ok" and result.detail["bad_write"] is False, result.detail
 
 
 def test_slot_index_with_a_huge_slot_number_is_refused(folder):

@@ -2,9 +2,12 @@
 or fail at once with a trajstore error naming the damaged file (or the storage folder holding it);
 never a hang, a crash of the interpreter, or an unrelated exception.
 
+The same damage met by a *writer* (``read_only=False``, then an appended episode) must fail the
+same way and leave what a reader gets unchanged, or succeed with the new steps readable.
+
 The cases run in a child process (tests/fuzz/runner.py) with a timeout per case. The default
-number of cases keeps this test under a minute on a 2-core machine; set ``TRAJSTORE_FUZZ_CASES``
-(about how many cases in all) for a longer local run.
+number of cases keeps each test under a minute on a 2-core machine; set ``TRAJSTORE_FUZZ_CASES``
+(about how many cases in all, per test) for a longer local run.
 """
 
 import os
@@ -17,6 +20,8 @@ from tests.fuzz.runner import failures, run_cases
 
 #: About how many cases the default run has (truncations of every file, then bit flips per file).
 DEFAULT_CASES = 900
+#: The same for writers: each case copies the folder and writes, about 0.1 s a case.
+DEFAULT_WRITE_CASES = 400
 TRUNCATIONS_PER_FILE = 6
 
 
@@ -50,3 +55,16 @@ def test_damaged_files_fail_fast_with_a_format_error(folder):
     # The cases reached both ends: damage that reads back as data, and damage found.
     assert outcomes["ok"] > 0 and outcomes["error"] > len(results) // 3
     print(f"{len(results)} cases: {dict(outcomes)}")
+
+
+def test_damaged_files_met_by_a_writer_fail_fast_and_lose_nothing(folder):
+    target = int(os.environ.get("TRAJSTORE_FUZZ_CASES", DEFAULT_WRITE_CASES))
+    n_files = len(buffer_files(folder))
+    flips = max(1, (target - TRUNCATIONS_PER_FILE * n_files) // n_files)
+    seed = int(os.environ.get("TRAJSTORE_FUZZ_SEED", 0)) + 1  # other offsets than the readers' run
+    results = run_cases(folder, plan_mutations(folder, flips_per_file=flips, seed=seed), timeout=20.0, mode="write")
+    outcomes = Counter(r.outcome for r in results)
+    bad = failures(folder, results)
+    assert not bad, f"{len(bad)} of {len(results)} cases failed ({dict(outcomes)}):\n" + "\n".join(bad[:40])
+    assert outcomes["ok"] > 0 and outcomes["error"] > len(results) // 4
+    print(f"{len(results)} writer cases: {dict(outcomes)}")

@@ -63,9 +63,15 @@ def _set_read_attempts_fn() -> Any:
 
 
 def open_h5(path: Path, *, read_only: bool, swmr_read: bool, libver: tuple[str, str], locking: bool,
-            rdcc_nbytes: int) -> h5py.File:
+            rdcc_nbytes: int, swmr_write: bool = False) -> h5py.File:
     """``h5py.File(path, "r" or "r+", swmr=swmr_read, libver=..., locking=..., rdcc_nbytes=...)``,
-    with a bounded number of metadata read attempts for a SWMR reader.
+    with a bounded number of metadata read attempts for a SWMR reader, and for a SWMR writer
+    (``swmr_write=True``: the file is opened in SWMR-write mode, ``f.swmr_mode`` is True).
+
+    A writer gets one attempt: nobody else writes the file, so a bad checksum is damage. It opens in
+    SWMR-write mode directly rather than through ``f.swmr_mode = True`` after opening, because HDF5
+    switches a file to 100 doubling attempts when SWMR writing starts that way, whatever the
+    file-access property list says (measured: a writer met a damaged object header and hung).
 
     Raises:
         OSError, RuntimeError, ...: what HDF5 raises on a missing or damaged file (module docstring).
@@ -73,18 +79,27 @@ def open_h5(path: Path, *, read_only: bool, swmr_read: bool, libver: tuple[str, 
     mode = "r" if read_only else "r+"
     if swmr_read:
         check_end_of_file(path)
-    set_attempts = _set_read_attempts_fn() if swmr_read else None
+    set_attempts = _set_read_attempts_fn() if (swmr_read or swmr_write) else None
     if set_attempts is None:
-        return h5py.File(path, mode, swmr=swmr_read, libver=libver, locking=locking, rdcc_nbytes=rdcc_nbytes)
+        f = h5py.File(path, mode, swmr=swmr_read, libver=libver, locking=locking, rdcc_nbytes=rdcc_nbytes)
+        if swmr_write:
+            f.swmr_mode = True
+        return f
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     fapl.set_libver_bounds(_LIBVER[libver[0]], _LIBVER[libver[1]])
     cache = list(fapl.get_cache())
     cache[2] = rdcc_nbytes
     fapl.set_cache(*cache)
     fapl.set_file_locking(locking, True)
-    if set_attempts(fapl.id, SWMR_READ_ATTEMPTS) < 0:
-        return h5py.File(path, mode, swmr=swmr_read, libver=libver, locking=locking, rdcc_nbytes=rdcc_nbytes)
-    flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
+    if set_attempts(fapl.id, SWMR_READ_ATTEMPTS if swmr_read else 1) < 0:
+        f = h5py.File(path, mode, swmr=swmr_read, libver=libver, locking=locking, rdcc_nbytes=rdcc_nbytes)
+        if swmr_write:
+            f.swmr_mode = True
+        return f
+    if swmr_write:
+        flags = h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE
+    else:
+        flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
     return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
 
 

@@ -89,7 +89,9 @@ class SlotIndex:
         self._n = max(n_slots, 0)
         self._n_given = self._n  # slots the owner declared (its capacity)
         self._declared = 0  # slots declared by reservation records of the log (see _check_records)
-        self._counts = np.zeros(0, dtype=np.int64)  # live slots per file id
+        # Live slots per file id, only ids with some: sparse, since a ring that has run for long
+        # counts only its newest files, and a damaged reservation may name any id.
+        self._counts: dict[int, int] = {}
         self._max_file_id = -1  # highest file id ever reserved or referenced
         self._records = 0  # records in the current log file (for the compaction rule)
         self._fd = -1
@@ -173,11 +175,11 @@ class SlotIndex:
 
     def live_count(self, file_id: int) -> int:
         """How many slots point into ``file_id`` now."""
-        return int(self._counts[file_id]) if 0 <= file_id < len(self._counts) else 0
+        return self._counts.get(int(file_id), 0)
 
     def live_files(self) -> np.ndarray:
         """Sorted file ids referenced by at least one slot (int64 ``(F,)``)."""
-        return np.flatnonzero(self._counts).astype(np.int64)
+        return np.array(sorted(self._counts), dtype=np.int64)
 
     @property
     def max_file_id(self) -> int:
@@ -324,7 +326,7 @@ class SlotIndex:
         whole = (len(raw) - HEADER_BYTES) // RECORD_BYTES * RECORD_BYTES
         rec = np.frombuffer(raw, dtype=RECORD, count=whole // 8, offset=HEADER_BYTES).reshape(-1, 4)
         self._buf[:] = -1
-        self._counts = np.zeros(0, dtype=np.int64)
+        self._counts = {}
         self._max_file_id = -1
         self._declared = 0
         self._check_records(rec, 0)
@@ -390,15 +392,27 @@ class SlotIndex:
         self.grow(int(slots[-1]) + 1)
         old_ids = self._table[slots, 0]
         new_ids = new[:, 0]
-        size = max(len(self._counts), int(max(old_ids.max(), new_ids.max())) + 1)
-        if size > len(self._counts):
-            self._counts = np.concatenate([self._counts, np.zeros(size - len(self._counts), np.int64)])
-        before = self._counts.copy() if len(old_ids) else self._counts
-        self._counts -= np.bincount(old_ids[old_ids >= 0], minlength=size)
-        self._counts += np.bincount(new_ids[new_ids >= 0], minlength=size)
+        emptied = []
+        for fid, n in zip(*_tally(new_ids)):
+            self._counts[fid] = self._counts.get(fid, 0) + n
+        for fid, n in zip(*_tally(old_ids)):
+            left = self._counts.get(fid, 0) - n
+            if left > 0:
+                self._counts[fid] = left
+            else:
+                self._counts.pop(fid, None)
+                emptied.append(fid)
         self._table[slots] = new
-        touched = np.flatnonzero(np.bincount(old_ids[old_ids >= 0], minlength=size))
-        return touched[(before[touched] > 0) & (self._counts[touched] == 0)]
+        return np.array(emptied, dtype=np.int64)
+
+
+def _tally(ids: np.ndarray) -> tuple[list[int], list[int]]:
+    """The distinct file ids >= 0 of ``ids`` and how often each occurs (a sort, not np.unique: see _apply)."""
+    ids = np.sort(ids[ids >= 0])
+    if len(ids) == 0:
+        return [], []
+    first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    return ids[first].tolist(), np.diff(np.r_[first, len(ids)]).tolist()
 
 
 def check_live_files(index: SlotIndex, path_of: Callable[[int], Path]) -> None:

@@ -292,10 +292,9 @@ class HDF5Storage(SpaceStorage):
         # HDF5's errors on a damaged file, and why a SWMR reader needs a bound on retries: _hdf5_files.
         with damaged_file(path):
             f = open_h5(path, read_only=self.read_only, swmr_read=self._swmr_read(),
-                        libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=self._cache_bytes())
+                        libver=SWMR_LIBVER if swmr else PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=self._cache_bytes(),
+                        swmr_write=swmr and not self.read_only)
             try:
-                if swmr and not self.read_only:
-                    f.swmr_mode = True
                 self._attach(f)
             except BaseException:
                 f.close()
