@@ -102,6 +102,15 @@ def test_a_writer_after_a_huge_reserved_file_id_keeps_the_folder_readable(folder
     assert result.outcome == "ok" and result.detail["bad_write"] is False, result.detail
 
 
+def test_a_writer_meeting_bad_episode_counters_names_trajstore_json(folder):
+    # final_count 6 -> 4: a writer's check of the episode table fails; its error named only the folder.
+    raw = (folder / "trajstore.json").read_bytes()
+    offset = raw.index(b'"final_count": 6') + len(b'"final_count": ')
+    detail = outcome(folder, Mutation("trajstore.json", "flip", offset, 1), mode="write")
+    assert_format_error(detail, "trajstore.json", "final")
+    assert detail["lost"] is False
+
+
 def test_slot_index_with_a_huge_slot_number_is_refused(folder):
     # A high bit of a slot field: was a MemoryError (a 768 TiB table).
     log = "storage/observation.depth/index.log"

@@ -50,7 +50,7 @@ import numpy as np
 from trajstore._fs import fsync_dir
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episodes import EpisodeTable
-from trajstore.replay_buffer.metadata import read_meta
+from trajstore.replay_buffer.metadata import META_FILE, read_meta
 
 LOG_FORMAT = "trajstore.episode_log"
 LOG_VERSION = 1
@@ -314,7 +314,7 @@ def load_table(folder: Path, entry: Any, *, read_only: bool, log: EpisodeLog | N
         FormatError: a bad entry, a damaged or short log.
     """
     if not isinstance(entry, dict):
-        raise FormatError(f"{folder}: bad episode table {entry!r:.200}")
+        raise FormatError(f"{folder / META_FILE}: bad episode table {entry!r:.200}")
     try:
         if "log" not in entry:  # format 1 or 2
             return EpisodeTable.from_json(entry), log
@@ -335,7 +335,8 @@ def load_table(folder: Path, entry: Any, *, read_only: bool, log: EpisodeLog | N
     except (ValueError, TypeError, KeyError) as exc:
         if isinstance(exc, FormatError):
             raise
-        raise FormatError(f"{folder}: bad episode table: {exc}") from None
+        # The counters in trajstore.json and the log's records disagree, or one of them is malformed.
+        raise FormatError(f"{folder / META_FILE}: bad episode table (with its episode log): {exc}") from None
     return table, log
 
 
