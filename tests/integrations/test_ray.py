@@ -86,7 +86,8 @@ def ray_rows(ds):
 
 
 def test_steps_equal_a_direct_read(local_ray, folder):
-    ds = read_trajstore(folder, override_num_blocks=3)
+    assert len(TrajstoreDatasource(folder, min_task_rows=4).get_read_tasks(3)) == 3
+    ds = read_trajstore(folder, override_num_blocks=3, min_task_rows=4)
     want = direct_rows(folder)
     assert ds.count() == sum(LENGTHS) == len(want["step_id"])
     got = ray_rows(ds)
@@ -101,7 +102,7 @@ def test_steps_equal_a_direct_read(local_ray, folder):
 @pytest.mark.parametrize("pad", [True, False])
 def test_windows_of_selected_episodes_equal_a_direct_read(local_ray, folder, pad):
     ds = read_trajstore(folder, window=WINDOW, pad=pad, episodes="success == true",
-                        columns=["observation/pixels", "action", "step_id"], override_num_blocks=2)
+                        columns=["observation/pixels", "action", "step_id"], override_num_blocks=2, min_task_rows=4)
     want = direct_rows(folder, WINDOW, pad, episodes=[0, 2, 4])
     got = ray_rows(ds)
     assert set(got) == {"observation/pixels", "action", "step_id", "is_pad/observation/pixels", "is_pad/action"}
@@ -138,6 +139,8 @@ def test_bad_requests_fail_before_any_task(tmp_path, folder):
         TrajstoreDatasource(folder, episodes="success ==")
     with pytest.raises(FormatError):
         TrajstoreDatasource(tmp_path / "nothing")
+    with pytest.raises(ValueError, match="min_task_rows"):
+        TrajstoreDatasource(folder, min_task_rows=0)
 
 
 def test_split_rows_balances_rows_and_cuts_at_episode_starts(folder):
@@ -145,11 +148,13 @@ def test_split_rows_balances_rows_and_cuts_at_episode_starts(folder):
         request = make_request(rb, str(folder), storage_options=None, columns=None, episodes=None,
                                window=None, pad=None)
     assert request.starts.tolist() == [0, 5, 14, 17, 29]
-    ranges = split_rows(request, 3)  # ideal cuts 12 and 24: 14 is near, 24 is inside a 12-step episode
+    ranges = split_rows(request, 3, min_rows=1)  # ideal cuts 12 and 24: 14 is near, 24 is inside a 12-step episode
     assert ranges == [(0, 14), (14, 24), (24, 36)]
-    assert split_rows(request, 1) == [(0, 36)]
-    many = split_rows(request, 100)  # at most one row per range
+    assert split_rows(request, 1, min_rows=1) == [(0, 36)]
+    many = split_rows(request, 100, min_rows=1)  # at most one row per range
     assert len(many) == 36 and many[0] == (0, 1) and many[-1] == (35, 36)
+    assert split_rows(request, 100, min_rows=10) == [(0, 14), (14, 24), (24, 36)]  # 36 // 10 = 3 ranges
+    assert split_rows(request, 100) == [(0, 36)]  # fewer rows than MIN_TASK_ROWS: one task
 
 
 def test_a_read_after_the_ring_moved_is_refused(tmp_path):

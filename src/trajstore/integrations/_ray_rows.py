@@ -25,6 +25,11 @@ from trajstore.spaces import tree
 
 #: The prefix of a window row's padding columns (``is_pad/action``), as the torch dataset's key.
 IS_PAD = "is_pad"
+#: The fewest rows a read task gets (unless the whole read is smaller): each task opens the buffer
+#: (about 10 ms) and is scheduled by Ray (a few ms more), which 256 camera rows (about 100 ms of JPEG
+#: decoding at 128x128, benchmarks/ray_read.py) make small; Ray's default plan of 200 tasks of 1 MiB
+#: each would give a task about 20 frames and spend most of the read opening buffers.
+MIN_TASK_ROWS = 256
 #: Bytes a value of no fixed dtype is counted as when sizing blocks (its length is unknown before reading).
 TEXT_BYTES = 64
 
@@ -101,15 +106,16 @@ def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any]
                       bytes_per_row=_bytes_per_row(rb.space, plan), starts=starts.astype(np.int64))
 
 
-def split_rows(request: RowRequest, parallelism: int) -> list[tuple[int, int]]:
-    """Cut rows ``[0, total)`` into at most ``parallelism`` ranges ``[lo, hi)`` of about equal length.
+def split_rows(request: RowRequest, parallelism: int, min_rows: int = MIN_TASK_ROWS) -> list[tuple[int, int]]:
+    """Cut rows ``[0, total)`` into at most ``parallelism`` ranges ``[lo, hi)`` of about equal length,
+    each of at least ``min_rows`` rows (one range when there are fewer rows than that).
 
     Each cut moves to the nearest episode start when one lies within a quarter of a range's length,
     so a range mostly holds whole episodes; an episode longer than that is cut inside. Empty ranges
     are dropped (no rows: no range).
     """
     total = request.total
-    n = max(1, min(int(parallelism), total))
+    n = max(1, min(int(parallelism), total // max(1, int(min_rows))))
     if total == 0:
         return []
     size = total / n

@@ -15,7 +15,8 @@ from ray.data import Dataset, read_datasource
 from ray.data.block import BlockAccessor, BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from trajstore.integrations._ray_rows import RowRequest, absolute, make_request, read_rows, rows_per_block, split_rows
+from trajstore.integrations._ray_rows import (MIN_TASK_ROWS, RowRequest, absolute, make_request, read_rows,
+                                              rows_per_block, split_rows)
 from trajstore.replay_buffer import ReplayBuffer
 
 __all__ = ["TrajstoreDatasource", "read_trajstore"]
@@ -27,7 +28,7 @@ DEFAULT_BLOCK_BYTES = 64 * 2**20
 def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | None = None,
                    episodes: Iterable[int] | str | None = None, window: Mapping[str, Any] | None = None,
                    pad: bool | None = None, storage_options: dict[str, Any] | None = None,
-                   **read_args: Any) -> Dataset:
+                   min_task_rows: int = MIN_TASK_ROWS, **read_args: Any) -> Dataset:
     """A ``ray.data.Dataset`` of the steps (or windows) of the buffer at ``path_or_url``.
 
     Args:
@@ -46,6 +47,10 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
             their episode.
         storage_options: fsspec options for a URL (endpoint, credentials), passed to
             ``ReplayBuffer.load_from`` only when given.
+        min_task_rows: the fewest rows a read task reads (default 256; fewer rows in all: one task).
+            Each task opens the buffer, so tasks of a handful of camera rows spend their time opening.
+            Ray asks for ``override_num_blocks`` tasks (default: about one per MiB of decoded rows,
+            at most 200); they are cut at episode starts where one is near.
         **read_args: passed to ``ray.data.read_datasource`` (``override_num_blocks``, ``concurrency``,
             ``num_cpus``, ...).
 
@@ -67,7 +72,7 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
             dataset was made; make it again.
     """
     source = TrajstoreDatasource(path_or_url, columns=columns, episodes=episodes, window=window, pad=pad,
-                                 storage_options=storage_options)
+                                 storage_options=storage_options, min_task_rows=min_task_rows)
     return read_datasource(source, **read_args)
 
 
@@ -76,8 +81,12 @@ class TrajstoreDatasource(Datasource):
 
     def __init__(self, path_or_url: str | os.PathLike, *, columns: Iterable[str] | None = None,
                  episodes: Iterable[int] | str | None = None, window: Mapping[str, Any] | None = None,
-                 pad: bool | None = None, storage_options: dict[str, Any] | None = None):
+                 pad: bool | None = None, storage_options: dict[str, Any] | None = None,
+                 min_task_rows: int = MIN_TASK_ROWS):
         super().__init__()
+        if isinstance(min_task_rows, bool) or not isinstance(min_task_rows, int) or min_task_rows < 1:
+            raise ValueError(f"min_task_rows must be an int >= 1, got {min_task_rows!r}")
+        self.min_task_rows = min_task_rows
         path = absolute(path_or_url)
         kwargs = {} if storage_options is None else {"storage_options": storage_options}
         with ReplayBuffer.load_from(path, read_only=True, **kwargs) as rb:
@@ -96,7 +105,7 @@ class TrajstoreDatasource(Datasource):
         target = getattr(data_context, "target_max_block_size", None) or DEFAULT_BLOCK_BYTES
         block_rows = rows_per_block(request, target)
         tasks = []
-        for lo, hi in split_rows(request, parallelism):
+        for lo, hi in split_rows(request, parallelism, self.min_task_rows):
             meta = BlockMetadata(num_rows=hi - lo, size_bytes=(hi - lo) * request.bytes_per_row,
                                  exec_stats=None, input_files=None)
             tasks.append(ReadTask(_Reader(request, lo, hi, block_rows), meta, per_task_row_limit=per_task_row_limit))
