@@ -25,11 +25,12 @@ from trajstore.spaces import tree
 
 #: The prefix of a window row's padding columns (``is_pad/action``), as the torch dataset's key.
 IS_PAD = "is_pad"
-#: The fewest rows a read task gets (unless the whole read is smaller): each task opens the buffer
-#: (about 10 ms) and is scheduled by Ray (a few ms more), which 256 camera rows (about 100 ms of JPEG
-#: decoding at 128x128, benchmarks/ray_read.py) make small; Ray's default plan of 200 tasks of 1 MiB
-#: each would give a task about 20 frames and spend most of the read opening buffers.
-MIN_TASK_ROWS = 256
+#: The fewest rows a read task gets (unless the whole read is smaller). Each task opens the buffer
+#: (about 10 ms) and costs Ray some scheduling; 512 camera rows take about 200 ms of JPEG decoding at
+#: 128x128. In benchmarks/ray_read.py (4096 such steps, 1 CPU) tasks of 1024, 512 and 256 rows read
+#: 3500, 3100 and 2700 steps/s; Ray's default plan (200 blocks of about 1 MiB decoded, 20 frames
+#: each) read 425.
+MIN_TASK_ROWS = 512
 #: Bytes a value of no fixed dtype is counted as when sizing blocks (its length is unknown before reading).
 TEXT_BYTES = 64
 

@@ -47,10 +47,11 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
             their episode.
         storage_options: fsspec options for a URL (endpoint, credentials), passed to
             ``ReplayBuffer.load_from`` only when given.
-        min_task_rows: the fewest rows a read task reads (default 256; fewer rows in all: one task).
+        min_task_rows: the fewest rows a read task reads (default 512; fewer rows in all: one task).
             Each task opens the buffer, so tasks of a handful of camera rows spend their time opening.
-            Ray asks for ``override_num_blocks`` tasks (default: about one per MiB of decoded rows,
-            at most 200); they are cut at episode starts where one is near.
+            The read makes ``override_num_blocks`` tasks if given (each of ``min_task_rows`` rows at
+            least), else ``min(200, rows // min_task_rows)``; cuts move to episode starts where one is
+            near. A task yields blocks of about Ray's ``target_max_block_size``.
         **read_args: passed to ``ray.data.read_datasource`` (``override_num_blocks``, ``concurrency``,
             ``num_cpus``, ...).
 
@@ -73,6 +74,11 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
     """
     source = TrajstoreDatasource(path_or_url, columns=columns, episodes=episodes, window=window, pad=pad,
                                  storage_options=storage_options, min_task_rows=min_task_rows)
+    if read_args.get("override_num_blocks") is None:
+        # Ray would ask for 200 blocks and split each task's output to reach them: tiny blocks, each a
+        # trip through the object store. Ask for the tasks we will make instead (Ray still splits
+        # blocks larger than its target size).
+        read_args["override_num_blocks"] = source.default_num_tasks()
     return read_datasource(source, **read_args)
 
 
@@ -92,6 +98,14 @@ class TrajstoreDatasource(Datasource):
         with ReplayBuffer.load_from(path, read_only=True, **kwargs) as rb:
             self.request: RowRequest = make_request(rb, path, storage_options=storage_options, columns=columns,
                                                     episodes=episodes, window=window, pad=pad)
+
+    def default_num_tasks(self) -> int:
+        """Ray's default number of read blocks (``read_op_min_num_blocks``, 200), fewer when tasks would
+        get under ``min_task_rows`` rows; at least 1."""
+        from ray.data import DataContext
+
+        most = DataContext.get_current().read_op_min_num_blocks
+        return max(1, min(most, self.request.total // self.min_task_rows))
 
     def get_name(self) -> str:
         return "Trajstore"
