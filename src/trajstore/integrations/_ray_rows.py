@@ -28,8 +28,7 @@ IS_PAD = "is_pad"
 #: The fewest rows a read task gets (unless the whole read is smaller). Each task opens the buffer
 #: (about 10 ms) and costs Ray some scheduling; 512 camera rows take about 200 ms of JPEG decoding at
 #: 128x128. In benchmarks/ray_read.py (4096 such steps, 1 CPU) tasks of 1024, 512 and 256 rows read
-#: 3500, 3100 and 2700 steps/s; Ray's default plan (200 blocks of about 1 MiB decoded, 20 frames
-#: each) read 425.
+#: 3500, 3100 and 2700 steps/s, and 200 tasks of 20 rows (Ray's default of 200 blocks) 400.
 MIN_TASK_ROWS = 512
 #: Bytes a value of no fixed dtype is counted as when sizing blocks (its length is unknown before reading).
 TEXT_BYTES = 64
