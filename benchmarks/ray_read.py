@@ -134,7 +134,8 @@ def main() -> None:
           f"median of {args.repeats} passes")
     print(f"{'reader':<12} {'steps/s':>10} {'MB/s frames':>12} {'x direct':>9}")
     for name, r in results.items():
-        assert r["steps"] == base["steps"] and abs(r["checksum"] - base["checksum"]) < 1e-6 * max(1, abs(base["checksum"]))
+        assert r["steps"] == base["steps"]
+        assert abs(r["checksum"] - base["checksum"]) < 1e-6 * max(1, abs(base["checksum"]))
         rate = r["steps"] / r["seconds"]
         print(f"{name:<12} {rate:>10,.0f} {rate * FRAME_BYTES / 1e6:>12,.1f} {base['seconds'] / r['seconds']:>9.2f}")
 

@@ -95,7 +95,8 @@ def test_steps_equal_a_direct_read(local_ray, folder):
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     assert got["observation/pixels"].dtype == np.uint8 and got["observation/pixels"].shape[1:] == (6, 8, 3)
-    assert int(got["observation/pixels"].astype(np.int64).sum()) == int(want["observation/pixels"].astype(np.int64).sum())
+    pixel_sum = int(want["observation/pixels"].astype(np.int64).sum())
+    assert int(got["observation/pixels"].astype(np.int64).sum()) == pixel_sum
     assert float(ds.sum("step_id")) == sum(range(sum(LENGTHS)))
 
 
@@ -111,6 +112,11 @@ def test_windows_of_selected_episodes_equal_a_direct_read(local_ray, folder, pad
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     assert got["action"].shape[1:] == (3, 2) and got["is_pad/action"].dtype == bool
     assert got["is_pad/action"].any() == pad  # pad=False keeps only windows inside their episode
+
+
+def test_a_selection_of_no_episode_is_an_empty_dataset(local_ray, folder):
+    ds = read_trajstore(folder, episodes="success == 42")
+    assert ds.count() == 0 and ds.take_all() == []
 
 
 def test_a_wrapped_ring_reads_its_held_steps(local_ray, tmp_path):
@@ -155,6 +161,8 @@ def test_split_rows_balances_rows_and_cuts_at_episode_starts(folder):
     assert len(many) == 36 and many[0] == (0, 1) and many[-1] == (35, 36)
     assert split_rows(request, 100, min_rows=10) == [(0, 14), (14, 24), (24, 36)]  # 36 // 10 = 3 ranges
     assert split_rows(request, 100) == [(0, 36)]  # fewer rows than MIN_TASK_ROWS: one task
+    assert TrajstoreDatasource(folder, min_task_rows=10).default_num_tasks() == 3  # what read_trajstore asks Ray for
+    assert TrajstoreDatasource(folder).default_num_tasks() == 1
 
 
 def test_a_read_after_the_ring_moved_is_refused(tmp_path):

@@ -61,8 +61,9 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
         ``ReplayBufferDataset``). Columns are the leaf names: a leaf of shape ``S`` gives a column of
         ``S``-shaped values of its dtype (camera frames: ``(H, W, 3)`` uint8 ndarrays); in a window
         row a named leaf is ``(T, *S)`` with ``T`` its number of offsets, and each name of ``window``
-        adds a bool ``(T,)`` column ``"is_pad/<name>"`` (True where the offset fell outside the
-        episode). ``ds.count()`` is known without reading.
+        that covers a column adds a bool ``(T,)`` column ``"is_pad/<name>"`` (True where the offset
+        fell outside the episode). ``ds.count()`` is known without reading. No selected row: an
+        empty dataset.
 
     Raises:
         FormatError: not a buffer folder, or a damaged one (from ``load_from``).
