@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from trajstore.errors import FormatError, StaleReadError
-from trajstore.integrations._ray_rows import make_request, read_rows, split_rows
+from trajstore.integrations._ray_rows import episode_starts, make_request, read_rows, split_rows
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
@@ -153,14 +153,19 @@ def test_split_rows_balances_rows_and_cuts_at_episode_starts(folder):
     with ReplayBuffer.load_from(folder) as rb:
         request = make_request(rb, str(folder), storage_options=None, columns=None, episodes=None,
                                window=None, pad=None)
-    assert request.starts.tolist() == [0, 5, 14, 17, 29]
-    ranges = split_rows(request, 3, min_rows=1)  # ideal cuts 12 and 24: 14 is near, 24 is inside a 12-step episode
+        starts = episode_starts(rb, request)
+        windows = make_request(rb, str(folder), storage_options=None, columns=None, episodes=[1, 3],
+                               window={"action": range(4)}, pad=False)
+        assert episode_starts(rb, windows).tolist() == [0, 6]  # 9 - 3 anchors, then 12 - 3
+    assert request.total == 36 and starts.tolist() == [0, 5, 14, 17, 29]
+    ranges = split_rows(36, starts, 3, min_rows=1)  # ideal cuts 12 and 24: 14 is near, 24 is inside a 12-step episode
     assert ranges == [(0, 14), (14, 24), (24, 36)]
-    assert split_rows(request, 1, min_rows=1) == [(0, 36)]
-    many = split_rows(request, 100, min_rows=1)  # at most one row per range
+    assert split_rows(36, starts, 1, min_rows=1) == [(0, 36)]
+    many = split_rows(36, starts, 100, min_rows=1)  # at most one row per range
     assert len(many) == 36 and many[0] == (0, 1) and many[-1] == (35, 36)
-    assert split_rows(request, 100, min_rows=10) == [(0, 14), (14, 24), (24, 36)]  # 36 // 10 = 3 ranges
-    assert split_rows(request, 100) == [(0, 36)]  # fewer rows than MIN_TASK_ROWS: one task
+    assert split_rows(36, starts, 100, min_rows=10) == [(0, 14), (14, 24), (24, 36)]  # 36 // 10 = 3 ranges
+    assert split_rows(36, starts, 100) == [(0, 36)]  # fewer rows than MIN_TASK_ROWS: one task
+    assert split_rows(0, starts[:0], 4) == []
     assert TrajstoreDatasource(folder, min_task_rows=10).default_num_tasks() == 3  # what read_trajstore asks Ray for
     assert TrajstoreDatasource(folder).default_num_tasks() == 1
 

@@ -47,7 +47,6 @@ class RowRequest:
         episodes: sorted episode ids, or ``None`` for every held episode.
         first_step: the oldest held step (global number) when the request was made.
         total: the number of rows; ``bytes_per_row``: their in-memory size, an estimate for text leaves.
-        starts: the row numbers where an episode starts (increasing, from 0), for :func:`split_rows`.
     """
 
     path: str
@@ -60,7 +59,6 @@ class RowRequest:
     first_step: int
     total: int
     bytes_per_row: int
-    starts: np.ndarray
 
     def open(self) -> ReplayBuffer:
         """The buffer, opened read-only (with ``storage_options`` only when they were given)."""
@@ -72,9 +70,7 @@ class RowRequest:
 def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any] | None,
                  columns: Iterable[str] | None, episodes: Iterable[int] | str | None,
                  window: Mapping[str, Any] | None, pad: bool | None) -> RowRequest:
-    """Check the arguments of ``read_trajstore`` against the open buffer ``rb`` and number its rows.
-
-    Costs one pass over the row numbers (int64, 8 bytes a row) to find where episodes start.
+    """Check the arguments of ``read_trajstore`` against the open buffer ``rb`` and count its rows.
 
     Raises:
         TypeError: ``pad`` without ``window``; ``columns`` not names; ``episodes`` of the wrong type.
@@ -94,27 +90,38 @@ def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any]
     selected = rb._selected_ids(episodes)
     ids = None if selected is None else tuple(int(i) for i in selected)
     total = rb.count_anchors(delta, pad=pad, episodes=ids)
-    anchors = rb.anchors_at(np.arange(total, dtype=np.int64), delta, pad=pad, episodes=ids)
-    episode_starts = np.asarray(sorted(e.start for e in rb.episodes), np.int64)
-    owner = np.searchsorted(episode_starts, anchors, side="right")
-    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if total else np.zeros(0, np.int64)
     paths = tree.leaf_paths(rb.space)
     return RowRequest(path=path, storage_options=storage_options,
                       columns=tuple(tree.path_name(paths[i]) for i in leaves), plan=plan,
                       window=None if window is None else dict(window), pad=pad, episodes=ids,
                       first_step=rb.total_steps - len(rb), total=int(total),
-                      bytes_per_row=_bytes_per_row(rb.space, plan), starts=starts.astype(np.int64))
+                      bytes_per_row=_bytes_per_row(rb.space, plan))
 
 
-def split_rows(request: RowRequest, parallelism: int, min_rows: int = MIN_TASK_ROWS) -> list[tuple[int, int]]:
+def episode_starts(rb: ReplayBuffer, request: RowRequest) -> np.ndarray:
+    """The row numbers (int64, increasing, from 0) where an episode's rows start, for :func:`split_rows`.
+
+    Costs one pass over the row numbers (int64, 8 bytes a row); kept on the driver, never sent to tasks.
+    """
+    if request.total == 0:
+        return np.zeros(0, np.int64)
+    anchors = rb.anchors_at(np.arange(request.total, dtype=np.int64), request.window, pad=request.pad,
+                            episodes=request.episodes)
+    firsts = np.asarray(sorted(e.start for e in rb.episodes), np.int64)
+    owner = np.searchsorted(firsts, anchors, side="right")
+    return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]).astype(np.int64)
+
+
+def split_rows(total: int, starts: np.ndarray, parallelism: int, min_rows: int = MIN_TASK_ROWS
+               ) -> list[tuple[int, int]]:
     """Cut rows ``[0, total)`` into at most ``parallelism`` ranges ``[lo, hi)`` of about equal length,
-    each of at least ``min_rows`` rows (one range when there are fewer rows than that).
+    each of at least ``min_rows`` rows (one range when there are fewer rows than that). ``starts``:
+    the rows where episodes start (:func:`episode_starts`).
 
     Each cut moves to the nearest episode start when one lies within a quarter of a range's length,
     so a range mostly holds whole episodes; an episode longer than that is cut inside. Empty ranges
     are dropped (no rows: no range).
     """
-    total = request.total
     n = max(1, min(int(parallelism), total // max(1, int(min_rows))))
     if total == 0:
         return []
@@ -122,8 +129,8 @@ def split_rows(request: RowRequest, parallelism: int, min_rows: int = MIN_TASK_R
     cuts = {0, total}
     for k in range(1, n):
         ideal = round(k * size)
-        j = int(np.searchsorted(request.starts, ideal))
-        near = [int(request.starts[i]) for i in (j - 1, j) if 0 <= i < len(request.starts)]
+        j = int(np.searchsorted(starts, ideal))
+        near = [int(starts[i]) for i in (j - 1, j) if 0 <= i < len(starts)]
         best = min(near, key=lambda s: abs(s - ideal), default=ideal)
         cuts.add(best if abs(best - ideal) <= size / 4 else ideal)
     edges = sorted(cuts)

@@ -15,8 +15,8 @@ from ray.data import Dataset, read_datasource
 from ray.data.block import BlockAccessor, BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from trajstore.integrations._ray_rows import (MIN_TASK_ROWS, RowRequest, absolute, make_request, read_rows,
-                                              rows_per_block, split_rows)
+from trajstore.integrations._ray_rows import (MIN_TASK_ROWS, RowRequest, absolute, episode_starts, make_request,
+                                              read_rows, rows_per_block, split_rows)
 from trajstore.replay_buffer import ReplayBuffer
 
 __all__ = ["TrajstoreDatasource", "read_trajstore"]
@@ -99,6 +99,7 @@ class TrajstoreDatasource(Datasource):
         with ReplayBuffer.load_from(path, read_only=True, **kwargs) as rb:
             self.request: RowRequest = make_request(rb, path, storage_options=storage_options, columns=columns,
                                                     episodes=episodes, window=window, pad=pad)
+            self.episode_starts = episode_starts(rb, self.request)  # for planning only: tasks get the request
 
     def default_num_tasks(self) -> int:
         """Ray's default number of read blocks (``read_op_min_num_blocks``, 200), fewer when tasks would
@@ -120,7 +121,7 @@ class TrajstoreDatasource(Datasource):
         target = getattr(data_context, "target_max_block_size", None) or DEFAULT_BLOCK_BYTES
         block_rows = rows_per_block(request, target)
         tasks = []
-        for lo, hi in split_rows(request, parallelism, self.min_task_rows):
+        for lo, hi in split_rows(request.total, self.episode_starts, parallelism, self.min_task_rows):
             meta = BlockMetadata(num_rows=hi - lo, size_bytes=(hi - lo) * request.bytes_per_row,
                                  exec_stats=None, input_files=None)
             tasks.append(ReadTask(_Reader(request, lo, hi, block_rows), meta, per_task_row_limit=per_task_row_limit))
