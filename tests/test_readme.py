@@ -10,6 +10,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def test_readme_python_blocks_run(tmp_path, monkeypatch):
     pytest.importorskip("torch")
+    pytest.importorskip("ray")  # the Ray Data example (CI installs the `ray` extra)
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert len(blocks) >= 2
     monkeypatch.chdir(tmp_path)
@@ -32,3 +33,8 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     assert namespace["first"].data == {"seed": 0, "task": "balance"} and namespace["last_state"].shape == (4,)
     batch = next(iter(namespace["loader"]))
     assert tuple(batch["observation"]["pixels"].shape) == (32, 96, 96, 3)
+    assert namespace["head"]["observation/pixels"].shape == (4, 96, 96, 3)
+    assert namespace["step_rows"].count() == 32 and namespace["window_rows"].count() == 32
+    rows = namespace["rows"]
+    assert rows["observation/pixels"].shape == (16, 2, 96, 96, 3) and rows["action"].shape == (16, 16, 2)
+    assert rows["is_pad/observation"].shape == (16, 2) and rows["is_pad/action"].dtype == bool

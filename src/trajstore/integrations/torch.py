@@ -54,6 +54,14 @@ class ReplayBufferDataset(Dataset):
     steps. Indexing follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
     used by DataLoader with automatic batching) reads the whole batch in one buffer call.
 
+    Many trainers: give each rank ``DataLoader(dataset, sampler=DistributedSampler(dataset, seed=s))``
+    and call ``sampler.set_epoch(epoch)`` every epoch. Each rank then reads ``ceil(len / world_size)``
+    items; the ranks' shards are disjoint and together hold every step (or anchor) once, from one
+    permutation per epoch that every rank computes alike. When ``len % world_size != 0`` the sampler
+    repeats the first items of the permutation to even the shards (``drop_last=True`` drops the
+    extra items instead: disjoint, not complete). Every rank must see the same ``len``: give a
+    read-only folder that no writer changes during the epoch (not ``refresh=True``).
+
     Raises:
         ValueError: ``delta_indices`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``);
             windows over a space with a top-level key ``"is_pad"``.

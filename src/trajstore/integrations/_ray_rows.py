@@ -1,0 +1,230 @@
+"""Rows of a buffer for a parallel reader, with no Ray in sight: what to read (:class:`RowRequest`,
+checked once on the driver), how to cut the rows into balanced ranges along episode boundaries
+(:func:`split_rows`), and how one range is read (:func:`read_rows`) as flat columns.
+
+A *row* is a step, or the window anchored at a step (``window=`` offsets, as in
+``rb.sample_windows(..., delta_indices=...)``). Rows are numbered like the torch dataset's items
+and ``rb.count_anchors``: in step order over the selected episodes, every valid anchor once.
+A column is a leaf named by its path joined by ``"/"`` (``observation/pixels``); windows add one
+bool column ``is_pad/<name>`` per name of ``window`` that covers a requested leaf.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from trajstore.errors import StaleReadError
+from trajstore.replay_buffer import ReplayBuffer, samplers
+from trajstore.replay_buffer.window_plan import OffsetGroup, WindowPlan, window_plan
+from trajstore.spaces import tree
+
+#: The prefix of a window row's padding columns (``is_pad/action``), as the torch dataset's key.
+IS_PAD = "is_pad"
+#: The fewest rows a read task gets (unless the whole read is smaller). Each task opens the buffer
+#: (about 10 ms) and costs Ray some scheduling; 512 camera rows take about 200 ms of JPEG decoding at
+#: 128x128. In benchmarks/ray_read.py (4096 such steps, 1 CPU) tasks of 1024, 512 and 256 rows read
+#: 3500, 3100 and 2700 steps/s, and 200 tasks of 20 rows (Ray's default of 200 blocks) 400.
+MIN_TASK_ROWS = 512
+#: Bytes a value of no fixed dtype is counted as when sizing blocks (its length is unknown before reading).
+TEXT_BYTES = 64
+
+
+@dataclass(frozen=True)
+class RowRequest:
+    """A checked request for rows of one buffer folder, small enough to send to every read task.
+
+    Attributes:
+        path: the folder (absolute) or URL, as given to ``ReplayBuffer.load_from``.
+        storage_options: passed to ``load_from`` when not ``None`` (fsspec options of a URL).
+        columns: the leaf names read, in the space's leaf order.
+        plan: the window plan restricted to those leaves (steps: one group at offset 0).
+        window: the window offsets as given (``None``: rows are steps); ``pad`` as in ``sample_windows``.
+        episodes: sorted episode ids, or ``None`` for every held episode.
+        first_step: the oldest held step (global number) when the request was made.
+        total: the number of rows; ``bytes_per_row``: their in-memory size, an estimate for text leaves.
+    """
+
+    path: str
+    storage_options: dict[str, Any] | None
+    columns: tuple[str, ...]
+    plan: WindowPlan
+    window: dict[str, Any] | None
+    pad: bool
+    episodes: tuple[int, ...] | None
+    first_step: int
+    total: int
+    bytes_per_row: int
+
+    def open(self) -> ReplayBuffer:
+        """The buffer, opened read-only (with ``storage_options`` only when they were given)."""
+        if self.storage_options is None:
+            return ReplayBuffer.load_from(self.path, read_only=True)
+        return ReplayBuffer.load_from(self.path, read_only=True, storage_options=self.storage_options)
+
+
+def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any] | None,
+                 columns: Iterable[str] | None, episodes: Iterable[int] | str | None,
+                 window: Mapping[str, Any] | None, pad: bool | None) -> RowRequest:
+    """Check the arguments of ``read_trajstore`` against the open buffer ``rb`` and count its rows.
+
+    Raises:
+        TypeError: ``pad`` without ``window``; ``columns`` not names; ``episodes`` of the wrong type.
+        KeyError: a column that is neither a leaf nor a subtree of the space (lists the keys there).
+        ValueError: ``window`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``,
+            :mod:`~trajstore.replay_buffer.episode_query`); a space with a top-level key ``"is_pad"``.
+    """
+    if window is None and pad is not None:
+        raise TypeError("pad goes with window (the offsets of a window row)")
+    leaves = _leaf_positions(rb.space, columns)
+    plan, delta = _row_plan(rb, leaves, window)
+    pad = True if pad is None else bool(pad)
+    if isinstance(episodes, str):
+        from trajstore.replay_buffer.episode_query import parse_selection
+
+        episodes = parse_selection(episodes).select(rb.episodes)
+    selected = rb._selected_ids(episodes)
+    ids = None if selected is None else tuple(int(i) for i in selected)
+    total = rb.count_anchors(delta, pad=pad, episodes=ids)
+    paths = tree.leaf_paths(rb.space)
+    return RowRequest(path=path, storage_options=storage_options,
+                      columns=tuple(tree.path_name(paths[i]) for i in leaves), plan=plan,
+                      window=None if window is None else dict(window), pad=pad, episodes=ids,
+                      first_step=rb.total_steps - len(rb), total=int(total),
+                      bytes_per_row=_bytes_per_row(rb.space, plan))
+
+
+def episode_starts(rb: ReplayBuffer, request: RowRequest) -> np.ndarray:
+    """The row numbers (int64, increasing, from 0) where an episode's rows start, for :func:`split_rows`.
+
+    Costs one pass over the row numbers (int64, 8 bytes a row); kept on the driver, never sent to tasks.
+    """
+    if request.total == 0:
+        return np.zeros(0, np.int64)
+    anchors = rb.anchors_at(np.arange(request.total, dtype=np.int64), request.window, pad=request.pad,
+                            episodes=request.episodes)
+    firsts = np.asarray(sorted(e.start for e in rb.episodes), np.int64)
+    owner = np.searchsorted(firsts, anchors, side="right")
+    return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]).astype(np.int64)
+
+
+def split_rows(total: int, starts: np.ndarray, parallelism: int, min_rows: int = MIN_TASK_ROWS
+               ) -> list[tuple[int, int]]:
+    """Cut rows ``[0, total)`` into at most ``parallelism`` ranges ``[lo, hi)`` of about equal length,
+    each of at least ``min_rows`` rows (one range when there are fewer rows than that). ``starts``:
+    the rows where episodes start (:func:`episode_starts`).
+
+    Each cut moves to the nearest episode start when one lies within a quarter of a range's length,
+    so a range mostly holds whole episodes; an episode longer than that is cut inside. Empty ranges
+    are dropped (no rows: no range).
+    """
+    n = max(1, min(int(parallelism), total // max(1, int(min_rows))))
+    if total == 0:
+        return []
+    size = total / n
+    cuts = {0, total}
+    for k in range(1, n):
+        ideal = round(k * size)
+        j = int(np.searchsorted(starts, ideal))
+        near = [int(starts[i]) for i in (j - 1, j) if 0 <= i < len(starts)]
+        best = min(near, key=lambda s: abs(s - ideal), default=ideal)
+        cuts.add(best if abs(best - ideal) <= size / 4 else ideal)
+    edges = sorted(cuts)
+    return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+
+
+def rows_per_block(request: RowRequest, target_bytes: int) -> int:
+    """How many rows make a block of about ``target_bytes`` (at least 1)."""
+    return max(1, int(target_bytes) // max(1, request.bytes_per_row))
+
+
+def read_rows(rb: ReplayBuffer, request: RowRequest, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Rows ``[lo, hi)`` of ``request`` from ``rb`` as flat columns: ``{name: array (hi - lo, ...)}``.
+
+    A step column has the leaf's shape and dtype; a windowed leaf's column is ``(rows, T, ...)``; an
+    ``is_pad/<name>`` column is bool ``(rows, T)``. Only the requested leaves, at the requested
+    offsets, are read and decoded.
+
+    Raises:
+        StaleReadError: the buffer no longer holds the rows the request numbered (a writer's ring
+            moved past its oldest steps since the read was planned, or steps were discarded).
+    """
+    first = rb.total_steps - len(rb)
+    count = rb.count_anchors(request.window, pad=request.pad, episodes=request.episodes)
+    if first != request.first_step or count < hi:
+        raise StaleReadError(f"{request.path}: the buffer changed while it was read (oldest step "
+                             f"{request.first_step} -> {first}, rows {request.total} -> {count}); read it again")
+    before, after = (0, 0) if request.pad else (request.plan.before, request.plan.after)
+    selected = None if request.episodes is None else np.asarray(request.episodes, np.int64)
+    held = rb._held_anchors(before, after, selected)
+    data, is_pad = rb._read_windows(request.plan, samplers.anchors_at(held, np.arange(lo, hi, dtype=np.int64)))
+    values = tree.flatten(rb.space, data)
+    paths = tree.leaf_paths(rb.space)
+    out = {tree.path_name(paths[i]): values[i] for group in request.plan.groups for i in group.leaves}
+    out = {name: out[name] for name in request.columns}
+    for name, mask in is_pad.items():
+        out[f"{IS_PAD}/{name}"] = mask
+    return out
+
+
+def _leaf_positions(space: Any, columns: Iterable[str] | None) -> list[int]:
+    """Positions (in leaf order) of the leaves ``columns`` name; a subtree name stands for its leaves."""
+    paths = tree.leaf_paths(space)
+    if columns is None:
+        return list(range(len(paths)))
+    if isinstance(columns, str) or not isinstance(columns, Iterable):
+        raise TypeError(f"columns must be a list of leaf names like 'observation/pixels', got {columns!r:.80}")
+    wanted: set[int] = set()
+    for name in columns:
+        if not isinstance(name, str):
+            raise TypeError(f"columns must be leaf names (str), got {name!r:.80}")
+        path = tree.parse_name(name)
+        tree.subspace(space, path)  # KeyError naming the column and the keys where it failed
+        wanted.update(i for i, p in enumerate(paths) if tree.under(p, path))
+    if not wanted:
+        raise ValueError("columns is empty: name at least one leaf")
+    return sorted(wanted)
+
+
+def _row_plan(rb: ReplayBuffer, leaves: list[int], window: Mapping[str, Any] | None
+              ) -> tuple[WindowPlan, dict[str, Any] | None]:
+    """The window plan reading only ``leaves`` (steps: every leaf at offset 0), and the offsets to number rows by."""
+    if window is None:
+        group = OffsetGroup(np.zeros(1, np.int64), tuple(leaves), (False,) * len(leaves))
+        return WindowPlan((group,), {}, 0, 0), None
+    full = window_plan(rb.space, window)
+    if IS_PAD in set(getattr(rb.space, "spaces", {}) or {}):
+        raise ValueError(f"the space has a key {IS_PAD!r}: window rows cannot add their padding columns")
+    keep = set(leaves)
+    groups, names, moved = [], {}, {}
+    for g, group in enumerate(full.groups):
+        kept = [(i, w) for i, w in zip(group.leaves, group.windowed) if i in keep]
+        if kept:
+            moved[g] = len(groups)
+            groups.append(replace(group, leaves=tuple(i for i, _ in kept), windowed=tuple(w for _, w in kept)))
+    names = {name: moved[g] for name, g in full.names.items() if g in moved}
+    return WindowPlan(tuple(groups), names, full.before, full.after), dict(window)
+
+
+def _bytes_per_row(space: Any, plan: WindowPlan) -> int:
+    spaces = tree.leaves(space)
+    size = 0
+    for group in plan.groups:
+        steps = len(group.offsets)
+        for i, windowed in zip(group.leaves, group.windowed):
+            leaf = spaces[i][1]
+            dtype = getattr(leaf, "dtype", None)
+            shape = getattr(leaf, "shape", None) or ()
+            one = TEXT_BYTES if dtype is None or np.dtype(dtype).kind == "O" else np.dtype(dtype).itemsize
+            size += one * math.prod(shape) * (steps if windowed else 1)
+    return size + sum(len(plan.groups[g].offsets) for g in plan.names.values())
+
+
+def absolute(path_or_url: str | os.PathLike) -> str:
+    """A local path made absolute (read tasks may run in another working directory); a URL as it is."""
+    text = os.fspath(path_or_url)
+    return text if "://" in text else os.path.abspath(text)
