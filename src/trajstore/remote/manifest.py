@@ -2,14 +2,16 @@
 
 ``trajstore-manifest.json`` (JSON)::
 
-    {"format": "trajstore.remote", "version": 1, "generation": 7,
+    {"format": "trajstore.remote", "version": 1, "generation": 7, "created": 1764561234.5,
      "files": {"trajstore.json": {"key": "objects/9f2c...", "size": 4711, "sha256": "9f2c...",
                                    "mtime_ns": 1764561234000000000},
                "storage/observation.pixels/chunks/000000.bin": {...}, ...}}
 
 Every object it names was uploaded before it (payload first, metadata last), and objects are never
 rewritten (their key is their content's SHA-256), so a reader that reads the manifest and then
-the objects it names sees one whole committed state. ``mtime_ns`` is the pusher's local
+the objects it names sees one whole committed state. A copy of each manifest is kept as
+``manifests/<generation, 8 digits>.json`` while its objects are retained
+(:mod:`~trajstore.remote.retention`). ``mtime_ns`` is the pusher's local
 modification time, used only by the next push from the same folder to skip re-hashing unchanged
 payload files (append-only, so a changed one has a new size).
 """
@@ -42,11 +44,16 @@ class Entry:
 
 @dataclass(frozen=True)
 class Manifest:
+    """``generation``: 1 for the first push, +1 each push; ``created``: when it was pushed (Unix seconds,
+    the pusher's clock); ``files``: relative path -> :class:`Entry`."""
+
     generation: int
     files: dict[str, Entry]
+    created: float = 0.0
 
     def to_bytes(self) -> bytes:
         return json.dumps({"format": FORMAT, "version": VERSION, "generation": self.generation,
+                           "created": self.created,
                            "files": {p: e.to_json() for p, e in sorted(self.files.items())}},
                           indent=1).encode()
 
@@ -75,7 +82,7 @@ class Manifest:
                     raise FormatError(f"{where}: {path!r} names a bad object key {key!r}")
                 files[check_relpath(path, where)] = Entry(key, int(e["size"]), str(e["sha256"]),
                                                           int(e.get("mtime_ns", 0)))
-            return cls(int(doc["generation"]), files)
+            return cls(int(doc["generation"]), files, float(doc.get("created", 0.0)))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, FormatError):
                 raise

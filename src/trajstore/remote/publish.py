@@ -10,8 +10,9 @@ Order (see :mod:`~trajstore.remote.layout` for the layout in the bucket):
 4. the manifest is written last, in one PUT (or a rename on a local file system): a reader that
    opens during a push sees the previous manifest or the new one, each naming only objects that
    are there;
-5. objects named neither by the new manifest nor by the one it replaced are deleted, so a reader
-   still holding the previous snapshot keeps working for one more push.
+5. objects that no retained snapshot names are deleted (:mod:`~trajstore.remote.retention`: the
+   replaced snapshot and those replaced less than an hour ago are kept), so a reader that opened
+   an older snapshot keeps working.
 
 One pusher per URL at a time (two concurrent pushes may delete each other's new objects).
 """
@@ -21,16 +22,19 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trajstore.errors import FormatError
 from trajstore.remote.layout import MANIFEST, OBJECTS, object_key
-from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, local_path, protocol_of
+from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of
 from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.mirror import manifest_or_none
+from trajstore.remote.retention import RETAIN_SECONDS, collect, history_name
 from trajstore.remote.snapshot import take_snapshot
+from trajstore.replay_buffer.metadata import read_meta
 
 #: Bytes uploaded per batch of concurrent PUTs (bounds the push's memory).
 UPLOAD_BATCH_BYTES = 128 * 2**20
@@ -79,9 +83,14 @@ def _read_prefix(path: Path, size: int) -> bytes:
     return data
 
 
-def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | None = None) -> PushReport:
+def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | None = None, *,
+         retain_seconds: float = RETAIN_SECONDS) -> PushReport:
     """Publish the buffer folder ``folder`` under ``url`` (any fsspec URL: ``s3://bucket/path``,
     ``file:///path``, a plain local path), incrementally; see the module docstring.
+
+    ``retain_seconds``: keep the objects of snapshots replaced less than this long ago (default one
+    hour), for readers that opened them (:mod:`~trajstore.remote.retention`); the snapshot this push
+    replaces is always kept.
 
     Raises:
         FormatError: ``folder`` is not a buffer folder, the URL holds a damaged manifest, or a writer
@@ -90,12 +99,13 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
         OSError: the store refused a request (credentials, missing bucket); the previous snapshot stays.
     """
     folder = Path(folder)
+    read_meta(folder)  # not a buffer folder: a FormatError before anything is made or sent
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
     found = manifest_or_none(fs, root, url)
     previous = found[0] if found else None
     local = protocol_of(url) in (None, *LOCAL_PROTOCOLS)
     if local:
-        os.makedirs(Path(local_path(url)) / OBJECTS, exist_ok=True)
+        os.makedirs(Path(root) / OBJECTS, exist_ok=True)
     existing = {p.rsplit("/", 1)[-1] for p in (fs.find(f"{root}/{OBJECTS}") if fs.exists(f"{root}/{OBJECTS}")
                                                else [])}
     with tempfile.TemporaryDirectory(prefix="trajstore-push-") as tmp:
@@ -110,13 +120,13 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
         else:
             raise FormatError(f"{folder}: the writer deleted payload files being published three times in a row; "
                               "push again when it records more slowly, or after it closes")
-    manifest = Manifest((previous.generation + 1) if previous else 1, files)
-    _write_manifest(fs, root, url, manifest.to_bytes(), local)
-    keep = {e.key.rsplit("/", 1)[-1] for e in files.values()}
-    keep |= {e.key.rsplit("/", 1)[-1] for e in previous.files.values()} if previous else set()
-    stale = sorted((existing | {e.key.rsplit("/", 1)[-1] for e in files.values()}) - keep)
-    if stale:
-        fs.rm([f"{root}/{OBJECTS}/{name}" for name in stale])
+    manifest = Manifest((previous.generation + 1) if previous else 1, files, time.time())
+    data = manifest.to_bytes()
+    _write_small(fs, root, history_name(manifest.generation), data, local)  # before the manifest names it
+    _write_small(fs, root, MANIFEST, data, local)
+    stale, old_history = collect(fs, root, url, manifest, previous, manifest.created, retain_seconds)
+    if stale or old_history:
+        fs.rm([*stale, *old_history])
     skipped = [e for e in files.values() if e.key.rsplit("/", 1)[-1] in existing]
     return PushReport(url, manifest.generation, snap.steps, len(files), sent_files, sent_bytes,
                       len(skipped), sum(e.size for e in skipped), len(stale))
@@ -173,12 +183,13 @@ def _upload(fs: Any, root: str, uploads: list[tuple[str, Path, int]], local: boo
     return len(uploads), sent
 
 
-def _write_manifest(fs: Any, root: str, url: str, data: bytes, local: bool) -> None:
+def _write_small(fs: Any, root: str, name: str, data: bytes, local: bool) -> None:
     """One PUT on object storage (atomic there); write-then-rename on a local file system."""
     if local:
-        final = Path(local_path(url)) / MANIFEST
-        tmp = final.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
+        final = Path(root) / name
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, final)
         return
-    fs.pipe_file(f"{root}/{MANIFEST}", data)
+    fs.pipe_file(f"{root}/{name}", data)
