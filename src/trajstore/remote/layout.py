@@ -21,8 +21,9 @@ import re
 from pathlib import Path
 
 from trajstore._lock import LOCK_FILE
+from trajstore._urls import MANIFEST_NAME
 
-MANIFEST = "trajstore-manifest.json"
+MANIFEST = MANIFEST_NAME
 OBJECTS = "objects"
 # The image storage's chunk names (image.chunk_name) and the video storage's segment names (video.segment_name).
 _PAYLOAD = re.compile(r"(?:^|/)(?:chunks/\d{6,}\.bin|segments/\d{8,}\.mp4)$")

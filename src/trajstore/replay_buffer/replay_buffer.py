@@ -32,6 +32,7 @@ from typing import Any
 from trajstore._damage import damaged_file
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
+from trajstore._urls import is_published_folder, is_remote, local_path, refuse_remote_write
 from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer.episode_api import EpisodeMethods
 from trajstore.replay_buffer.sampling_api import SamplingMethods
@@ -43,7 +44,6 @@ from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import (META_FILE, STORAGE_DIR, Committed, file_signature, read_meta,
                                               view_before_overwrite, write_meta)
-from trajstore.remote.location import is_published_folder, is_remote, local_path, refuse_remote_write
 from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.staging import BackgroundWriter, StagingArea, WriteStats
 from trajstore.replay_buffer.stale_reads import read_may_be_stale
