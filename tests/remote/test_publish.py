@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -196,7 +197,7 @@ def test_push_of_a_live_ring_while_the_writer_records(tmp_path, bucket_url, stor
     a copy that mixed files from before and after a ring overwrite would break both."""
     from tests.remote.conftest import frame
 
-    rb = make_buffer(tmp_path / "rb", capacity=48, episodes=2)
+    rb = make_buffer(tmp_path / "rb", capacity=120, episodes=2)  # drops 15 steps ahead of each overwrite
     rb.flush()
     stop = threading.Event()
     recorded = []
@@ -204,17 +205,20 @@ def test_push_of_a_live_ring_while_the_writer_records(tmp_path, bucket_url, stor
     def writer():
         e = 2
         while not stop.is_set() and e < 60:
-            record(rb, e, 1)
+            record(rb, e, 1)  # 12 steps, committed by end_episode
             recorded.append(e)
             e += 1
+            time.sleep(0.02)
 
     thread = threading.Thread(target=writer)
     thread.start()
+    wrapped = pushes = 0
     try:
         signature = {frame(e * 100 + t, 0, np.uint16)[0, :8].tobytes(): e * 100 + t
                      for e in range(61) for t in range(13)}
-        for _ in range(3):
+        while pushes < 3 or (not wrapped and thread.is_alive()):
             push(tmp_path / "rb", bucket_url, storage_options)
+            pushes += 1
             with ReplayBuffer.load_from(bucket_url, storage_options=storage_options) as remote:
                 steps = remote[:]
                 numbers = np.array([signature[d[0, :8].tobytes()] for d in steps["observation"]["depth"]])
@@ -222,12 +226,13 @@ def test_push_of_a_live_ring_while_the_writer_records(tmp_path, bucket_url, stor
                                               .astype(np.float32))
                 np.testing.assert_array_equal(steps["observation"]["joints"][:, 0],
                                               ((numbers % 50) / 10).astype(np.float32))
-                for ep in remote.episodes:  # within an episode, step numbers follow each other
-                    first = ep.start - (remote.total_steps - len(remote))
-                    run = numbers[max(first, 0):ep.stop - (remote.total_steps - len(remote))]
-                    assert np.all(np.diff(run) == 1)
+                for ep in remote.episodes:  # logical [start, stop): step numbers follow each other
+                    run = numbers[ep.start:ep.stop]
+                    assert len(run) == ep.stop - ep.start and np.all(np.diff(run) == 1), (ep, run)
+                    assert not ep.done or run[-1] == ep.id * 100 + 11, (ep, run)  # its own steps, to its last
+                wrapped = wrapped or remote.total_steps > 120
     finally:
         stop.set()
         thread.join()
         rb.close()
-    assert len(recorded) >= 1
+    assert wrapped and pushes >= 3
