@@ -236,3 +236,11 @@ def test_push_of_a_live_ring_while_the_writer_records(tmp_path, bucket_url, stor
         thread.join()
         rb.close()
     assert wrapped and pushes >= 3
+
+
+def test_push_to_a_missing_bucket_says_so(tmp_path, storage_options):
+    with make_buffer(tmp_path / "rb", episodes=1):
+        pass
+    with pytest.raises(OSError) as info:
+        push(tmp_path / "rb", "s3://no-such-bucket-here/rb", storage_options)
+    assert not isinstance(info.value, FormatError) and "bucket" in str(info.value).lower()

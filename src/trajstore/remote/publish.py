@@ -61,25 +61,44 @@ class PushReport:
                 f"({self.skipped_bytes:,} bytes), {self.deleted_objects} old objects deleted")
 
 
+class PayloadGone(Exception):
+    """A local payload file was deleted (or shrank) by the writer after the snapshot listed it."""
+
+
 def _hash_file(path: Path, size: int) -> str:
-    """SHA-256 of the first ``size`` bytes of ``path`` (a payload file may grow meanwhile)."""
+    """SHA-256 of the first ``size`` bytes of ``path`` (a payload file may grow meanwhile).
+
+    Raises:
+        PayloadGone: the file is gone or shorter than ``size``.
+    """
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        left = size
-        while left > 0:
-            block = f.read(min(_HASH_BLOCK, left))
-            if not block:
-                raise FileNotFoundError(f"{path} shrank while it was published")
-            h.update(block)
-            left -= len(block)
+    try:
+        with open(path, "rb") as f:
+            left = size
+            while left > 0:
+                block = f.read(min(_HASH_BLOCK, left))
+                if not block:
+                    raise PayloadGone(path)
+                h.update(block)
+                left -= len(block)
+    except FileNotFoundError:
+        raise PayloadGone(path) from None
     return h.hexdigest()
 
 
 def _read_prefix(path: Path, size: int) -> bytes:
-    with open(path, "rb") as f:
-        data = f.read(size)
+    """The first ``size`` bytes of ``path``.
+
+    Raises:
+        PayloadGone: the file is gone or shorter than ``size``.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(size)
+    except FileNotFoundError:
+        raise PayloadGone(path) from None
     if len(data) != size:
-        raise FileNotFoundError(f"{path} shrank while it was published")
+        raise PayloadGone(path)
     return data
 
 
@@ -115,7 +134,7 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
                 files, uploads = _entries(snap, previous, existing)
                 sent_files, sent_bytes = _upload(fs, root, uploads, local)
                 break
-            except FileNotFoundError:
+            except PayloadGone:
                 continue
         else:
             raise FormatError(f"{folder}: the writer deleted payload files being published three times in a row; "

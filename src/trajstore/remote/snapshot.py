@@ -75,8 +75,9 @@ def take_snapshot(folder: Path, staged: Path) -> Snapshot:
             return _copy_once(folder, staged)
         except (Retry, FileNotFoundError):
             continue
-    raise FormatError(f"{folder}: the writer reused the slots being copied {ATTEMPTS} times in a row; push again "
-                      "when it records more slowly, or after it closes")
+    raise FormatError(f"{folder}: the writer's ring reused the slots being copied {ATTEMPTS} times in a row (it "
+                      "drops capacity/8 steps at a time, and recorded that many while the metadata, indexes and "
+                      "HDF5 files were copied); push again when it records more slowly, or after it closes")
 
 
 def _view(meta_bytes: bytes) -> tuple[RingState, object]:
