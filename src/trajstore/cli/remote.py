@@ -46,14 +46,17 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
 
 def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or being recorded)."),
          url: str = typer.Argument(..., help="Where to publish it: s3://bucket/path or any fsspec URL."),
-         storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP)
+         storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP),
+         retain_seconds: float = typer.Option(3600.0, min=0, help="Keep the objects of snapshots replaced less than "
+                                                                 "this long ago, for readers still using them "
+                                                                 "(the one this push replaces is always kept).")
          ) -> None:
     """Publish a buffer folder under URL: only files the URL does not hold yet are uploaded, the
     manifest last, so readers see the previous push or this one, never a mix."""
     from trajstore.remote import push as push_folder
 
     try:
-        report = push_folder(folder, url, parse_storage_options(storage_option))
+        report = push_folder(folder, url, parse_storage_options(storage_option), retain_seconds=retain_seconds)
     except (TrajstoreError, OSError, ValueError, ImportError) as exc:
         raise fail(f"{url}: {exc}" if url not in str(exc) and str(folder) not in str(exc) else exc)
     console.print(escape(report.line()), soft_wrap=True)
