@@ -38,7 +38,7 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
     Raises:
         StorageExistsError: ``folder`` is a file or a non-empty folder (checked first).
         FormatError: ``url`` holds no published buffer, or an object is missing or damaged (a push
-            two generations later removed it: pull again).
+            later removed it: pull again).
         ImportError: fsspec, or the URL protocol's package, is missing.
     """
     from trajstore.errors import StorageExistsError

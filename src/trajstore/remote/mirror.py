@@ -14,8 +14,9 @@ What happens (:func:`open_remote_buffer`):
 
 So ``sample``, windows, transitions, statistics and the torch dataset work as on a local folder,
 and the HDF5 leaves are read locally. The buffer is the snapshot of one push: :meth:`refresh`
-sees nothing new; open it again to read a later push. A reader keeps working while one more push
-replaces the snapshot (the push keeps the objects of the previous manifest); after a second push
+sees nothing new; open it again to read a later push. A reader keeps working while later pushes
+replace the snapshot: a push keeps the objects of the snapshot it replaces and of every snapshot
+replaced within its retention (an hour by default, :mod:`~trajstore.remote.retention`); past that
 its payload objects may be gone, and a read says so (``FormatError``: open it again).
 
 Pickling (DataLoader workers under spawn, Ray tasks): the buffer pickles as its URL, storage

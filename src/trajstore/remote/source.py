@@ -112,7 +112,7 @@ class RemotePayload:
 
         Raises:
             FormatError: a range past the end of its file (a damaged index), or an object gone from the
-                bucket (a push two generations later removed it: reopen the buffer).
+                bucket (a later push removed it, past its retention: reopen the buffer).
         """
         for rel, a, b in zip(relpaths, starts, stops):
             if b > self.size(rel) or a < 0 or b < a:
@@ -132,8 +132,9 @@ class RemotePayload:
     def _check_blob(self, rel: str, blob: Any, expected: int) -> None:
         if isinstance(blob, BaseException):
             if isinstance(blob, FileNotFoundError):
-                raise FormatError(f"{self.url}: the object of {rel} is gone from the bucket (the buffer was "
-                                  "pushed twice since this reader opened it): open it again") from blob
+                raise FormatError(f"{self.url}: the object of {rel} is gone from the bucket (pushed again, and "
+                                  "the snapshot this reader opened is past the push's retention): open it again"
+                                  ) from blob
             raise blob
         if len(blob) != expected:
             raise FormatError(f"{self.url}/{rel}: needed {expected} bytes, got {len(blob)}: the object is truncated")
