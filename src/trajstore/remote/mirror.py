@@ -134,7 +134,8 @@ def _build_mirror(fs: Any, root: str, url: str, manifest: Manifest, data: bytes,
 
 
 def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | None = None,
-                       read_only: bool = True, multiprocessing: bool = False, cache_dir: str | os.PathLike | None = None,
+                       read_only: bool = True, multiprocessing: bool = False,
+                       cache_dir: str | os.PathLike | None = None,
                        segment_cache_bytes: int = SEGMENT_CACHE_BYTES, mirror: str | None = None) -> Any:
     """``cls.load_from`` of a URL; see the module docstring. ``mirror``: a mirror folder to reuse when it
     still holds a snapshot (set by unpickling).

@@ -33,7 +33,7 @@ from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of
 from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.mirror import manifest_or_none
 from trajstore.remote.retention import RETAIN_SECONDS, collect, history_name
-from trajstore.remote.snapshot import take_snapshot
+from trajstore.remote.snapshot import Snapshot, take_snapshot
 from trajstore.replay_buffer.metadata import read_meta
 
 #: Bytes uploaded per batch of concurrent PUTs (bounds the push's memory).
@@ -151,7 +151,8 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
                       len(skipped), sum(e.size for e in skipped), len(stale))
 
 
-def _entries(snap: Any, previous: Manifest | None, existing: set[str]) -> tuple[dict[str, Entry], list[tuple[str, Path, int]]]:
+def _entries(snap: Snapshot, previous: Manifest | None,
+             existing: set[str]) -> tuple[dict[str, Entry], list[tuple[str, Path, int]]]:
     """The manifest's entries, and the uploads ``(key, local file, size)`` of objects not in the bucket yet."""
     files: dict[str, Entry] = {}
     uploads: dict[str, tuple[str, Path, int]] = {}
