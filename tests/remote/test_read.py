@@ -137,3 +137,38 @@ def test_write_refused_before_anything_is_made(tmp_path, bucket_url, storage_opt
 def test_not_a_published_buffer(bucket_url, storage_options):
     with pytest.raises(FormatError, match="not a published trajstore buffer"):
         ReplayBuffer.load_from(bucket_url, storage_options=storage_options)
+
+
+def test_cache_dir_keeps_the_mirror_for_later_opens(tmp_path, bucket_url, storage_options):
+    with make_buffer(tmp_path / "rb", episodes=2) as rb:
+        data = rb[:]
+    push(tmp_path / "rb", bucket_url, storage_options)
+    with ReplayBuffer.load_from(bucket_url, storage_options=storage_options, cache_dir=tmp_path / "cache") as first:
+        mirror = first._remote.mirror
+        assert_same(data, first[:])
+    assert mirror.parent == tmp_path / "cache" and (mirror / "trajstore.json").is_file()  # kept after close
+    stamp = (mirror / "trajstore.json").stat().st_mtime_ns
+    with ReplayBuffer.load_from(bucket_url, storage_options=storage_options, cache_dir=tmp_path / "cache") as again:
+        assert again._remote.mirror == mirror and (mirror / "trajstore.json").stat().st_mtime_ns == stamp
+        assert_same(data, again[:])
+    # Without cache_dir the mirror is a temporary folder, removed at close.
+    with ReplayBuffer.load_from(bucket_url, storage_options=storage_options) as temporary:
+        gone = temporary._remote.mirror
+        assert gone.is_dir()
+    assert not gone.exists()
+
+
+def test_video_segment_cache_is_bounded(tmp_path, bucket_url, storage_options):
+    with make_buffer(tmp_path / "rb", episodes=4) as rb:  # 48 steps: 3+ segments of 16 frames
+        wrist = rb[:]["observation"]["wrist"]
+    push(tmp_path / "rb", bucket_url, storage_options)
+    with ReplayBuffer.load_from(bucket_url, storage_options=storage_options) as remote:
+        source = remote._remote.source
+        source.cache_bytes = 1  # keep one segment at a time
+        video = remote.storage.storages[next(k for k in remote.storage.storages if k.endswith("wrist"))]
+        for i in range(0, 48, 5):
+            video._readers = video._new_reader_cache()  # drop open decoders: every read goes to the cache
+            assert np.array_equal(remote[i]["observation"]["wrist"], wrist[i])
+            cached = list(source._cache_folder().iterdir())
+            assert len(cached) == 1 and cached[0].name.endswith(".mp4")
+        assert source.requests >= 3  # segments were fetched again after eviction
