@@ -18,10 +18,12 @@ What can change under a copy, and why the result is still one committed state:
   (the writer's ring moved on) makes the push start again. Every payload file a copied index
   points to must be listed, else the copy is taken again.
 
-HDF5 files are copied as bytes while the writer may append to them: SWMR mode (every ``data.h5``)
-orders the writer's metadata writes so that the file is consistent at every moment and never
-rewrites committed rows in place except for ring overwrites (handled above); rows appended during
-the copy are past the committed count.
+HDF5 files are copied as bytes while the writer may append to them. SWMR mode (every ``data.h5``)
+never moves committed rows (except ring overwrites, handled above) and orders its metadata writes
+so that the file is consistent at every moment; but a copy is read over an interval, so it could
+still pair a chunk index block read before a write with one read after it. So each copied
+``data.h5`` is opened and read whole (every metadata block of this format carries a checksum, and
+every compressed chunk goes through its filter); if that fails, the copy is taken again.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ def _copy_once(folder: Path, staged: Path) -> Snapshot:
             st = os.stat(folder / rel)
             payload[rel] = (st.st_size, st.st_mtime_ns)
     _check_indexes(staged, small, payload)
+    _check_hdf5(staged, small)
     log = (json.loads(first).get("episodes") or {}).get("log")
     if isinstance(log, dict) and log.get("file") not in small:  # compacted into the next generation meanwhile
         raise Retry()
@@ -134,3 +137,23 @@ def _check_indexes(staged: Path, small: list[str], payload: dict[str, tuple[int,
                 raise Retry()
         finally:
             index.close()
+
+
+def _check_hdf5(staged: Path, small: list[str]) -> None:
+    """Every copied ``data.h5`` opens and reads whole, else :class:`Retry` (see the module docstring)."""
+    import h5py
+
+    from trajstore.storages.hdf5 import DATA_FILE, LOCKING
+
+    for rel in small:
+        if rel.rsplit("/", 1)[-1] != DATA_FILE:
+            continue
+        for swmr in (True, False):  # files of the format before SWMR-always open only without it
+            try:
+                with h5py.File(staged / rel, "r", swmr=swmr, locking=LOCKING) as f:
+                    f.visititems(lambda _, obj: obj[...] if isinstance(obj, h5py.Dataset) else None)
+                break
+            except (OSError, RuntimeError, KeyError, ValueError):
+                continue
+        else:
+            raise Retry()
