@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	# torch 2.13.0 is the CPU build; an open range would pull a multi-GB CUDA build
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[dev,sim,video,torch,lerobot,zarr,ray]"
+	$(PY) -m pip install -q -e ".[dev,sim,video,torch,lerobot,zarr,ray,remote]"
 	touch $@
 
 venv: $(VENV)/.installed

@@ -31,6 +31,9 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
                                                           "operator": "ana"}
     assert robot.final_observation(0)["joints"].shape == (6,)
     assert namespace["first"].data == {"seed": 0, "task": "balance"} and namespace["last_state"].shape == (4,)
+    remote = namespace["remote_rb"]  # pushed to fsspec's memory:// file system and read back from there
+    assert len(namespace["remote_batch"]["action"]) == 256 and namespace["remote_chunks"]["action"].shape[:2] == (64, 16)
+    assert remote.episodes[0].data == {"task": "push the T", "success": True}
     batch = next(iter(namespace["loader"]))
     assert tuple(batch["observation"]["pixels"].shape) == (32, 96, 96, 3)
     assert namespace["head"]["observation/pixels"].shape == (4, 96, 96, 3)

@@ -142,13 +142,15 @@ def stats(path: Path = typer.Argument(..., help="Buffer folder."),
 
 
 # Commands kept in their own modules (trajstore.cli.<name>).
-from trajstore.cli import copy_merge, episodes, preview, verify  # noqa: E402
+from trajstore.cli import copy_merge, episodes, preview, remote, verify  # noqa: E402
 
 app.command()(episodes.episodes)
 app.command()(preview.preview)
 app.command()(verify.verify)
 app.command()(copy_merge.copy)
 app.command()(copy_merge.merge)
+app.command()(remote.push)
+app.command()(remote.pull)
 
 
 if __name__ == "__main__":

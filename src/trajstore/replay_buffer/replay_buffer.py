@@ -32,6 +32,7 @@ from typing import Any
 from trajstore._damage import damaged_file
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._lock import WriterLock
+from trajstore._urls import is_published_folder, is_remote, local_path, refuse_remote_write
 from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer.episode_api import EpisodeMethods
 from trajstore.replay_buffer.sampling_api import SamplingMethods
@@ -106,6 +107,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         self._staging: StagingArea | None = None
         self._writer: BackgroundWriter | None = None
         self.write_stats = WriteStats()
+        self._remote: Any = None  # a buffer opened from a URL: its mirror and payload source (trajstore.remote)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -137,6 +139,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
             UnsupportedSpaceError: the storage cannot take ``space``.
         """
+        refuse_remote_write(cache_path, "ReplayBuffer.create")
         capacity = check_capacity(capacity)
         if not isinstance(check_bounds, bool):
             raise TypeError(f"check_bounds must be a bool, got {check_bounds!r}")
@@ -156,9 +159,18 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         return rb
 
     @classmethod
-    def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True,
-                  multiprocessing: bool = False) -> "ReplayBuffer":
+    def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True, multiprocessing: bool = False,
+                  storage_options: dict[str, Any] | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> "ReplayBuffer":
         """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
+
+        ``cache_path`` may be a URL: ``file://`` opens the local folder; any other fsspec URL
+        (``s3://bucket/path``, ``gs://...``) opens a buffer published there by ``trajstore push``,
+        read-only, with ``storage_options`` passed to fsspec (endpoint, credentials) and its small
+        files fetched once into a temporary mirror folder (or ``cache_dir/<snapshot hash>/``, kept);
+        camera frames are then read by byte-range requests (see :mod:`trajstore.remote.mirror`).
+        A local folder that holds a pushed copy (a manifest, no ``trajstore.json``) opens the same way.
+        ``storage_options`` and ``cache_dir`` do nothing for a buffer folder on local disk.
 
         A writer (``read_only=False``) ends an episode that the last writer left open (it crashed,
         or closed without ``end_episode``) as *interrupted* and commits that at once, so the
@@ -174,8 +186,15 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                 file (the message names it, or the storage folder holding it).
             UnknownTypeError: the folder names a storage type this trajstore does not know.
             LockedError: ``read_only=False`` while another process is writing.
+            ReadOnlyError: ``read_only=False`` with a URL of object storage (nothing is fetched).
         """
-        path = Path(cache_path)
+        if is_remote(cache_path) or is_published_folder(local_path(cache_path)):
+            from trajstore.remote.mirror import open_remote_buffer  # fsspec only when asked for
+
+            url = cache_path if is_remote(cache_path) else Path(local_path(cache_path)).resolve().as_uri()
+            return open_remote_buffer(cls, str(url), storage_options=storage_options, read_only=read_only,
+                                      multiprocessing=multiprocessing, cache_dir=cache_dir)
+        path = Path(local_path(cache_path))
         read_meta(path)  # not a buffer folder: a FormatError before anything else
         lock = log = None
         try:
@@ -288,6 +307,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                 self._finals.close()
                 if self._log is not None:
                     self._log.close()
+                if self._remote is not None:
+                    self._remote.close()
             finally:
                 self._release_lock()
                 self.closed = True
@@ -302,6 +323,11 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                           "flush() are lost; use `with ReplayBuffer...` or call close()", stacklevel=2)
 
     def _reopen_args(self) -> tuple[Any, ...]:
+        if self._remote is not None:  # opened from a URL: reopen from it (trajstore.remote.mirror)
+            from trajstore.remote.mirror import reopen_remote
+
+            r = self._remote
+            return (reopen_remote, (r.url, r.storage_options, str(r.mirror), self.multiprocessing))
         return (_reopen, (str(self.cache_path), self.multiprocessing))
 
     # -- writing ---------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._fs import read_json, write_json_atomic
 from trajstore._lock import WriterLock
 from trajstore._registry import Registry
+from trajstore._urls import refuse_remote_write
 from trajstore.errors import FormatError, InvalidValueError, UnsupportedSpaceError
 from trajstore.spaces import Space, space_from_json, tree
 from trajstore.storages._options import Option, config_from
@@ -162,6 +163,7 @@ class SpaceStorage(FolderOwner, abc.ABC):
             ValueError, TypeError: a bad capacity or option; no ``cache_path`` for a storage that writes files.
             UnsupportedSpaceError: the storage cannot take ``space``.
         """
+        refuse_remote_write(cache_path, f"{cls.__name__}.create")
         check_capacity(capacity)
         cls.check_space(space)
         if cache_path is None and cls.requires_cache_path:

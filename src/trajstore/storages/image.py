@@ -38,6 +38,7 @@ from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import Space
 from trajstore.storages import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
+from trajstore.storages._payload import payload_source_for
 from trajstore.storages._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
 from trajstore.storages._slot_index import LOG_FILE, SlotIndex, _write_all, check_live_files
@@ -116,6 +117,7 @@ class ImageStorage(SpaceStorage):
         self._active_fd = -1
         self._active_size = 0
         self._dir_dirty = False  # a chunk file was created since the last fsync of chunks/
+        self._remote = None  # (PayloadSource, folder prefix) when the chunks are in object storage (_payload.py)
 
     # -- what it takes -------------------------------------------------------------------------
     @classmethod
@@ -172,7 +174,13 @@ class ImageStorage(SpaceStorage):
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only,
                                         before_compact=storage._sync_chunks)
-        check_live_files(storage._index, lambda fid: path / chunk_name(fid))
+        storage._remote = payload_source_for(path) if read_only else None
+        if storage._remote is not None:
+            source, prefix = storage._remote
+            check_live_files(storage._index, lambda fid: path / chunk_name(fid),
+                             exists=lambda p: source.exists(prefix + p.relative_to(path).as_posix()))
+        else:
+            check_live_files(storage._index, lambda fid: path / chunk_name(fid))
         storage._length = storage._index.n_slots
         if not read_only:
             storage._remove_orphans()
@@ -286,6 +294,24 @@ class ImageStorage(SpaceStorage):
         cut = np.flatnonzero((fid[1:] != fid[:-1]) | (off[1:] != off[:-1] + length[:-1])) + 1
         starts, stops = np.r_[0, cut], np.r_[cut, len(fid)]
         payloads: list[memoryview] = []
+        if self._remote is not None:
+            self._fetch_remote(fid, off, length, starts, stops, payloads)
+        else:
+            self._pread_runs(fid, off, length, starts, stops, slots, written, payloads)
+
+        def where(i: int) -> str:
+            return self._where(slots[written[i]], int(fid[i]), int(off[i]))
+
+        if len(written) == len(slots):
+            codec.decode_batch(payloads, out, self._format, where)
+        else:  # some slots were never written: they stay zero
+            frames = np.empty((len(written), *self._frame_shape), dtype=self._dtype)
+            codec.decode_batch(payloads, frames, self._format, where)
+            out[written] = frames
+
+    def _pread_runs(self, fid: np.ndarray, off: np.ndarray, length: np.ndarray, starts: np.ndarray,
+                    stops: np.ndarray, slots: np.ndarray, written: np.ndarray, payloads: list[memoryview]) -> None:
+        """The runs' bytes from the local chunk files: one ``os.pread`` per run."""
         for a, b in zip(starts.tolist(), stops.tolist()):
             first, total = int(off[a]), int(off[b - 1] + length[b - 1] - off[a])
             fd = self._fd(int(fid[a]))
@@ -300,15 +326,19 @@ class ImageStorage(SpaceStorage):
             rel = (off[a:b] - first).tolist()
             payloads.extend(data[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
 
-        def where(i: int) -> str:
-            return self._where(slots[written[i]], int(fid[i]), int(off[i]))
-
-        if len(written) == len(slots):
-            codec.decode_batch(payloads, out, self._format, where)
-        else:  # some slots were never written: they stay zero
-            frames = np.empty((len(written), *self._frame_shape), dtype=self._dtype)
-            codec.decode_batch(payloads, frames, self._format, where)
-            out[written] = frames
+    def _fetch_remote(self, fid: np.ndarray, off: np.ndarray, length: np.ndarray, starts: np.ndarray,
+                      stops: np.ndarray, payloads: list[memoryview]) -> None:
+        """The runs' bytes from object storage: one ranged request per run (close runs of one chunk
+        merged by the source), all of them concurrently; never a whole chunk file."""
+        source, prefix = self._remote  # type: ignore[misc]
+        names = [prefix + chunk_name(int(fid[a])) for a in starts.tolist()]
+        firsts = off[starts]
+        lasts = off[stops - 1] + length[stops - 1]
+        blobs = source.read_ranges(names, firsts.tolist(), lasts.tolist())
+        for a, b, data in zip(starts.tolist(), stops.tolist(), blobs):
+            view = memoryview(data)
+            rel = (off[a:b] - off[a]).tolist()
+            payloads.extend(view[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
 
     def _where(self, slot: Any, file_id: int, offset: int) -> str:
         """Where the frame of ``slot`` is, for error messages: its chunk file, offset, and the index."""

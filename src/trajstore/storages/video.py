@@ -45,6 +45,7 @@ from trajstore.spaces import Space
 from trajstore.storages._frame_space import check_rgb_frames
 from trajstore.storages import _video_codec as vcodec
 from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
+from trajstore.storages._payload import payload_source_for
 from trajstore.storages._selection import Selection
 from trajstore.storages._slot_index import SlotIndex, check_live_files
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
@@ -132,6 +133,7 @@ class VideoStorage(SpaceStorage):
         self._pending_of = np.full(0, -1, np.int64)  # slot -> pending frame number, -1 if none
         # Reading.
         self._readers = self._new_reader_cache()
+        self._remote = None  # (PayloadSource, folder prefix) when the segments are in object storage (_payload.py)
         self._pool: ThreadPoolExecutor | None = None
 
     # -- what it takes -------------------------------------------------------------------------
@@ -157,7 +159,13 @@ class VideoStorage(SpaceStorage):
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only)
-        check_live_files(storage._index, lambda fid: path / segment_name(fid))
+        storage._remote = payload_source_for(path) if read_only else None
+        if storage._remote is not None:
+            source, prefix = storage._remote
+            check_live_files(storage._index, lambda fid: path / segment_name(fid),
+                             exists=lambda p: source.exists(prefix + p.relative_to(path).as_posix()))
+        else:
+            check_live_files(storage._index, lambda fid: path / segment_name(fid))
         storage._length = storage._index.n_slots
         if not read_only:
             storage._remove_orphans()
@@ -167,8 +175,12 @@ class VideoStorage(SpaceStorage):
         folder = self.cache_path
 
         def open_reader(file_id: int) -> vcodec.SegmentReader:
-            return vcodec.SegmentReader(folder / segment_name(file_id), self._h, self._w,  # type: ignore[operator]
-                                        self._fps, self._settings.gop_size)
+            if self._remote is not None:  # a whole segment, fetched once into the source's bounded cache
+                source, prefix = self._remote
+                where = source.local_copy(prefix + segment_name(file_id))
+            else:
+                where = folder / segment_name(file_id)  # type: ignore[operator]
+            return vcodec.SegmentReader(where, self._h, self._w, self._fps, self._settings.gop_size)
 
         return vcodec.ReaderCache(open_reader, READER_CACHE_SIZE)
 

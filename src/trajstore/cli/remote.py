@@ -1,0 +1,77 @@
+"""``trajstore push FOLDER URL`` and ``trajstore pull URL FOLDER``: publish a buffer to object storage and back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.markup import escape
+
+from trajstore.cli._output import console, fail
+from trajstore.errors import TrajstoreError
+
+STORAGE_OPTION_HELP = ("fsspec storage option KEY=VALUE (repeatable); a dotted KEY nests "
+                       "(client_kwargs.endpoint_url=http://127.0.0.1:9000); VALUE is JSON if it parses, else text. "
+                       "Credentials may also come from the usual environment variables (AWS_ACCESS_KEY_ID, ...).")
+
+
+def parse_storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
+    """``["key=test", "client_kwargs.endpoint_url=http://h:1"]`` -> nested dict; ``None`` for none.
+
+    Raises:
+        ValueError: a pair without ``=`` or with an empty key.
+    """
+    if not pairs:
+        return None
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ValueError(f"--storage-option expects KEY=VALUE, got {pair!r}")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"--storage-option {pair!r}: {part} was given a value and keys")
+        node[last] = value
+    return out
+
+
+def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or being recorded)."),
+         url: str = typer.Argument(..., help="Where to publish it: s3://bucket/path or any fsspec URL."),
+         storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP),
+         retain_seconds: float = typer.Option(3600.0, min=0, help="Keep the objects of snapshots replaced less than "
+                                                                 "this long ago, for readers still using them "
+                                                                 "(the one this push replaces is always kept).")
+         ) -> None:
+    """Publish a buffer folder under URL: only files the URL does not hold yet are uploaded, the
+    manifest last, so readers see the previous push or this one, never a mix."""
+    from trajstore.remote import push as push_folder
+
+    try:
+        report = push_folder(folder, url, parse_storage_options(storage_option), retain_seconds=retain_seconds)
+    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
+        raise fail(f"{url}: {exc}" if url not in str(exc) and str(folder) not in str(exc) else exc)
+    console.print(escape(report.line()), soft_wrap=True)
+
+
+def pull(url: str = typer.Argument(..., help="A published buffer: s3://bucket/path or any fsspec URL."),
+         folder: Path = typer.Argument(..., help="A new (or empty) local folder."),
+         storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP)
+         ) -> None:
+    """Copy a published buffer into a new local folder (whole or not at all; every file checked
+    against its SHA-256)."""
+    from trajstore.remote import pull as pull_folder
+
+    try:
+        report = pull_folder(url, folder, parse_storage_options(storage_option))
+    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
+        raise fail(f"{url}: {exc}" if url not in str(exc) and str(folder) not in str(exc) else exc)
+    console.print(escape(report.line()), soft_wrap=True)

@@ -1,0 +1,81 @@
+"""``pull``: copy a published buffer into a new local folder, whole or not at all."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trajstore._fs import staged_folder
+from trajstore.errors import FormatError
+from trajstore.remote.layout import is_payload
+from trajstore.remote.location import filesystem, protocol_of
+from trajstore.remote.mirror import fetch_files, read_manifest
+
+_HASH_BLOCK = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class PullReport:
+    url: str
+    folder: Path
+    generation: int
+    files: int
+    bytes: int
+
+    def line(self) -> str:
+        return (f"pulled {self.url} (generation {self.generation}) into {self.folder}: {self.files} files, "
+                f"{self.bytes:,} bytes")
+
+
+def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | None = None) -> PullReport:
+    """Copy the snapshot published under ``url`` into the new folder ``folder``: built under a
+    temporary name and renamed into place, so ``folder`` appears whole or not at all. Every file is
+    checked against the size and SHA-256 in the manifest.
+
+    Raises:
+        StorageExistsError: ``folder`` is a file or a non-empty folder (checked first).
+        FormatError: ``url`` holds no published buffer, or an object is missing or damaged (a push
+            later removed it: pull again).
+        ImportError: fsspec, or the URL protocol's package, is missing.
+    """
+    from trajstore.errors import StorageExistsError
+
+    out = Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
+    fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
+    manifest, _ = read_manifest(fs, root, url)
+    total = 0
+    with staged_folder(out) as tmp:
+        tmp.mkdir()
+        small = [p for p in manifest.files if not is_payload(p)]
+        total += fetch_files(fs, root, url, manifest, small, tmp)
+        payload = [p for p in manifest.files if is_payload(p)]
+        for rel in payload:  # big files: streamed to disk, never held in memory whole
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        if payload:
+            try:
+                fs.get([f"{root}/{manifest.files[p].key}" for p in payload], [str(tmp / p) for p in payload])
+            except FileNotFoundError as exc:
+                raise FormatError(f"{url}: an object the manifest names is missing ({exc}); the buffer was "
+                                  "pushed again meanwhile: pull again") from None
+        for rel in payload:
+            entry = manifest.files[rel]
+            size, sha = _size_and_hash(tmp / rel)
+            if size != entry.size or sha != entry.sha256:
+                raise FormatError(f"{url}/{entry.key} ({rel}): its bytes do not match the manifest (size {size}, "
+                                  f"expected {entry.size}): the object is damaged")
+            total += size
+    return PullReport(url, out, manifest.generation, len(manifest.files), total)
+
+
+def _size_and_hash(path: Path) -> tuple[int, str]:
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()

@@ -1,0 +1,191 @@
+"""Opening a published buffer read-only: ``ReplayBuffer.load_from("s3://bucket/path", storage_options=...)``.
+
+What happens (:func:`open_remote_buffer`):
+
+1. one GET of ``trajstore-manifest.json``: the snapshot to read (:mod:`~trajstore.remote.manifest`);
+2. the *small* files it names (metadata, episode log, indexes, ``data.h5``, ``data.bin``; see
+   :mod:`~trajstore.remote.layout`) are fetched once, concurrently, checked against their SHA-256 and
+   written into a local *mirror* folder: a new temporary folder removed when the buffer is closed
+   or the process exits, or, with ``cache_dir=``, ``cache_dir/<manifest hash>/``, kept and reused by
+   later opens of the same snapshot;
+3. the buffer is opened read-only on the mirror, as a local folder, with a
+   :class:`~trajstore.remote.source.RemotePayload` registered for it: camera frames are read by
+   ranged GETs of their chunk objects, video segments are fetched whole into a bounded cache.
+
+So ``sample``, windows, transitions, statistics and the torch dataset work as on a local folder,
+and the HDF5 leaves are read locally. The buffer is the snapshot of one push: :meth:`refresh`
+sees nothing new; open it again to read a later push. A reader keeps working while later pushes
+replace the snapshot: a push keeps the objects of the snapshot it replaces and of every snapshot
+replaced within its retention (an hour by default, :mod:`~trajstore.remote.retention`); past that
+its payload objects may be gone, and a read says so (``FormatError``: open it again).
+
+Pickling (DataLoader workers under spawn, Ray tasks): the buffer pickles as its URL, storage
+options (credentials included: they travel with the pickle) and mirror folder. A process on the
+same machine reuses the mirror while it exists; elsewhere it reads the URL's current manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from trajstore._fs import staged_folder
+from trajstore.errors import FormatError, ReadOnlyError
+from trajstore.remote.layout import MANIFEST, is_payload
+from trajstore.remote.location import filesystem
+from trajstore.remote.manifest import Manifest
+from trajstore.remote.source import SEGMENT_CACHE_BYTES, RemotePayload
+from trajstore.storages import _payload
+
+#: The mirror's copy of the manifest it was built from (hidden: never published).
+MIRROR_MANIFEST = ".trajstore-manifest.json"
+
+
+def manifest_or_none(fs: Any, root: str, url: str) -> tuple[Manifest, bytes] | None:
+    """The current manifest under ``url`` and its bytes, or ``None`` when there is none.
+
+    Raises:
+        FormatError: a damaged manifest.
+    """
+    try:
+        data = fs.cat_file(f"{root}/{MANIFEST}")
+    except FileNotFoundError:
+        return None
+    return Manifest.from_bytes(data, f"{url}/{MANIFEST}"), data
+
+
+def read_manifest(fs: Any, root: str, url: str) -> tuple[Manifest, bytes]:
+    """The current manifest under ``url`` and its bytes.
+
+    Raises:
+        FormatError: there is none (not a published buffer) or it is damaged.
+    """
+    found = manifest_or_none(fs, root, url)
+    if found is None:
+        raise FormatError(f"{url} is not a published trajstore buffer: it has no {MANIFEST} "
+                          "(publish a folder with `trajstore push FOLDER URL`)")
+    return found
+
+
+def fetch_files(fs: Any, root: str, url: str, manifest: Manifest, relpaths: list[str], folder: Path) -> int:
+    """Download ``relpaths`` of ``manifest`` into ``folder`` (concurrently), checking size and SHA-256.
+    Returns the bytes fetched.
+
+    Raises:
+        FormatError: an object is missing or its bytes do not match the manifest.
+    """
+    keys = sorted({manifest.files[p].key for p in relpaths})
+    try:
+        blobs = fs.cat([f"{root}/{k}" for k in keys], on_error="raise") if keys else {}
+    except FileNotFoundError as exc:
+        raise FormatError(f"{url}: an object the manifest names is missing ({exc}); the buffer was pushed "
+                          "again while it was read: open it again") from None
+    if len(keys) == 1 and not isinstance(blobs, dict):  # fsspec returns bytes for a single path
+        blobs = {f"{root}/{keys[0]}": blobs}
+    by_key = {k: blobs[f"{root}/{k}"] for k in keys}
+    for rel in relpaths:
+        entry = manifest.files[rel]
+        data = by_key[entry.key]
+        if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise FormatError(f"{url}/{entry.key} ({rel}): its bytes do not match the manifest (size {len(data)}, "
+                              f"expected {entry.size}): the object is damaged")
+        out = folder / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+    return sum(len(b) for b in by_key.values())
+
+
+class RemoteOpen:
+    """What a buffer opened from a URL holds beside its storages: the mirror folder and the payload source."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None, mirror: Path, source: RemotePayload,
+                 owned_root: Path | None):
+        self.url, self.storage_options, self.mirror, self.source = url, storage_options, mirror, source
+        self._owned_root = owned_root  # the temporary folder to remove at close, if this process made it
+        self._pid = os.getpid()
+        if owned_root is not None:
+            multiprocessing.util.Finalize(None, _remove_if_mine, args=(str(owned_root), self._pid), exitpriority=10)
+
+    def close(self) -> None:
+        self.source.close()
+        if os.getpid() == self._pid:
+            _payload.unregister(self.mirror, self.source)
+            if self._owned_root is not None:
+                shutil.rmtree(self._owned_root, ignore_errors=True)
+                self._owned_root = None
+
+
+def _remove_if_mine(path: str, pid: int) -> None:
+    if os.getpid() == pid:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _build_mirror(fs: Any, root: str, url: str, manifest: Manifest, data: bytes, out: Path) -> None:
+    with staged_folder(out) as tmp:
+        tmp.mkdir()
+        small = [p for p in manifest.files if not is_payload(p)]
+        fetch_files(fs, root, url, manifest, small, tmp)
+        (tmp / MIRROR_MANIFEST).write_bytes(data)
+
+
+def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | None = None,
+                       read_only: bool = True, multiprocessing: bool = False,
+                       cache_dir: str | os.PathLike | None = None,
+                       segment_cache_bytes: int = SEGMENT_CACHE_BYTES, mirror: str | None = None) -> Any:
+    """``cls.load_from`` of a URL; see the module docstring. ``mirror``: a mirror folder to reuse when it
+    still holds a snapshot (set by unpickling).
+
+    Raises:
+        ReadOnlyError: ``read_only=False`` (nothing is fetched).
+        FormatError: not a published buffer, a damaged manifest or object, or a damaged buffer.
+        ImportError: fsspec or the protocol's package is missing.
+    """
+    if not read_only:
+        raise ReadOnlyError(f"{url}: a buffer in object storage opens read-only; to add to it, pull it into a "
+                            "local folder (`trajstore pull`), write there and push it again")
+    fs, root = filesystem(url, storage_options)
+    owned_root = None
+    if mirror is not None and (Path(mirror) / MIRROR_MANIFEST).is_file():
+        data = (Path(mirror) / MIRROR_MANIFEST).read_bytes()
+        manifest, path = Manifest.from_bytes(data, f"{mirror}/{MIRROR_MANIFEST}"), Path(mirror)
+    else:
+        manifest, data = read_manifest(fs, root, url)
+        if cache_dir is not None:
+            path = Path(cache_dir) / hashlib.sha256(data).hexdigest()[:16]
+            if not (path / MIRROR_MANIFEST).is_file():
+                try:
+                    _build_mirror(fs, root, url, manifest, data, path)
+                except OSError:  # another process built it first (the rename found a full folder)
+                    if not (path / MIRROR_MANIFEST).is_file():
+                        raise
+        else:
+            owned_root = Path(tempfile.mkdtemp(prefix="trajstore-remote-"))
+            path = owned_root / "buffer"
+            try:
+                _build_mirror(fs, root, url, manifest, data, path)
+            except BaseException:
+                shutil.rmtree(owned_root, ignore_errors=True)
+                raise
+    source = RemotePayload(url, storage_options, manifest, cache_bytes=segment_cache_bytes)
+    remote = RemoteOpen(url, storage_options, path, source, owned_root)
+    _payload.register(path, source)
+    try:
+        rb = cls.load_from(path, read_only=True, multiprocessing=multiprocessing)
+    except BaseException:
+        remote.close()
+        raise
+    rb._remote = remote
+    return rb
+
+
+def reopen_remote(url: str, storage_options: dict[str, Any] | None, mirror: str, multiprocessing: bool) -> Any:
+    """The unpickling side of a buffer opened from a URL (see the module docstring)."""
+    from trajstore.replay_buffer import ReplayBuffer
+
+    return open_remote_buffer(ReplayBuffer, url, storage_options=storage_options, multiprocessing=multiprocessing,
+                              mirror=mirror)

@@ -1,0 +1,215 @@
+"""``push``: publish a buffer folder (closed, or live with a writer recording) under a URL.
+
+Order (see :mod:`~trajstore.remote.layout` for the layout in the bucket):
+
+1. a consistent copy of the folder's committed state (:func:`~trajstore.remote.snapshot.take_snapshot`):
+   small files copied into a temporary folder, payload files listed with their size;
+2. each file is named by its SHA-256 (payload files whose size and modification time match the
+   previous manifest keep its key without being read again: they are append-only);
+3. objects the bucket does not hold yet are uploaded (concurrently), payload and small files alike;
+4. the manifest is written last, in one PUT (or a rename on a local file system): a reader that
+   opens during a push sees the previous manifest or the new one, each naming only objects that
+   are there;
+5. objects that no retained snapshot names are deleted (:mod:`~trajstore.remote.retention`: the
+   replaced snapshot and those replaced less than an hour ago are kept), so a reader that opened
+   an older snapshot keeps working.
+
+One pusher per URL at a time (two concurrent pushes may delete each other's new objects).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trajstore.errors import FormatError
+from trajstore.remote.layout import MANIFEST, OBJECTS, object_key
+from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of
+from trajstore.remote.manifest import Entry, Manifest
+from trajstore.remote.mirror import manifest_or_none
+from trajstore.remote.retention import RETAIN_SECONDS, collect, history_name
+from trajstore.remote.snapshot import Snapshot, take_snapshot
+from trajstore.replay_buffer.metadata import read_meta
+
+#: Bytes uploaded per batch of concurrent PUTs (bounds the push's memory).
+UPLOAD_BATCH_BYTES = 128 * 2**20
+_HASH_BLOCK = 8 * 2**20
+
+
+@dataclass(frozen=True)
+class PushReport:
+    """What one push did: files in the snapshot, what was uploaded, what was already there, what was deleted."""
+
+    url: str
+    generation: int
+    steps: int
+    files: int
+    uploaded_files: int
+    uploaded_bytes: int
+    skipped_files: int
+    skipped_bytes: int
+    deleted_objects: int
+
+    def line(self) -> str:
+        return (f"pushed {self.steps} steps to {self.url} (generation {self.generation}): {self.files} files, "
+                f"{self.uploaded_files} uploaded ({self.uploaded_bytes:,} bytes), {self.skipped_files} already there "
+                f"({self.skipped_bytes:,} bytes), {self.deleted_objects} old objects deleted")
+
+
+class PayloadGone(Exception):
+    """A local payload file was deleted (or shrank) by the writer after the snapshot listed it."""
+
+
+def _hash_file(path: Path, size: int) -> str:
+    """SHA-256 of the first ``size`` bytes of ``path`` (a payload file may grow meanwhile).
+
+    Raises:
+        PayloadGone: the file is gone or shorter than ``size``.
+    """
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            left = size
+            while left > 0:
+                block = f.read(min(_HASH_BLOCK, left))
+                if not block:
+                    raise PayloadGone(path)
+                h.update(block)
+                left -= len(block)
+    except FileNotFoundError:
+        raise PayloadGone(path) from None
+    return h.hexdigest()
+
+
+def _read_prefix(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of ``path``.
+
+    Raises:
+        PayloadGone: the file is gone or shorter than ``size``.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read(size)
+    except FileNotFoundError:
+        raise PayloadGone(path) from None
+    if len(data) != size:
+        raise PayloadGone(path)
+    return data
+
+
+def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | None = None, *,
+         retain_seconds: float = RETAIN_SECONDS) -> PushReport:
+    """Publish the buffer folder ``folder`` under ``url`` (any fsspec URL: ``s3://bucket/path``,
+    ``file:///path``, a plain local path), incrementally; see the module docstring.
+
+    ``retain_seconds``: keep the objects of snapshots replaced less than this long ago (default one
+    hour), for readers that opened them (:mod:`~trajstore.remote.retention`); the snapshot this push
+    replaces is always kept.
+
+    Raises:
+        FormatError: ``folder`` is not a buffer folder, the URL holds a damaged manifest, or a writer
+            kept reusing the slots being copied (:mod:`~trajstore.remote.snapshot`).
+        ImportError: fsspec, or the URL protocol's package (s3fs), is missing.
+        OSError: the store refused a request (credentials, missing bucket); the previous snapshot stays.
+    """
+    folder = Path(folder)
+    read_meta(folder)  # not a buffer folder: a FormatError before anything is made or sent
+    fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
+    found = manifest_or_none(fs, root, url)
+    previous = found[0] if found else None
+    local = protocol_of(url) in (None, *LOCAL_PROTOCOLS)
+    if local:
+        os.makedirs(Path(root) / OBJECTS, exist_ok=True)
+    existing = {p.rsplit("/", 1)[-1] for p in (fs.find(f"{root}/{OBJECTS}") if fs.exists(f"{root}/{OBJECTS}")
+                                               else [])}
+    with tempfile.TemporaryDirectory(prefix="trajstore-push-") as tmp:
+        for _ in range(3):  # a payload file the writer deleted before it was read: take the snapshot again
+            snap = take_snapshot(folder, Path(tmp) / "snapshot")
+            try:
+                files, uploads = _entries(snap, previous, existing)
+                sent_files, sent_bytes = _upload(fs, root, uploads, local)
+                break
+            except PayloadGone:
+                continue
+        else:
+            raise FormatError(f"{folder}: the writer deleted payload files being published three times in a row; "
+                              "push again when it records more slowly, or after it closes")
+    manifest = Manifest((previous.generation + 1) if previous else 1, files, time.time())
+    data = manifest.to_bytes()
+    _write_small(fs, root, history_name(manifest.generation), data, local)  # before the manifest names it
+    _write_small(fs, root, MANIFEST, data, local)
+    stale, old_history = collect(fs, root, url, manifest, previous, manifest.created, retain_seconds)
+    if stale or old_history:
+        fs.rm([*stale, *old_history])
+    skipped = [e for e in files.values() if e.key.rsplit("/", 1)[-1] in existing]
+    return PushReport(url, manifest.generation, snap.steps, len(files), sent_files, sent_bytes,
+                      len(skipped), sum(e.size for e in skipped), len(stale))
+
+
+def _entries(snap: Snapshot, previous: Manifest | None,
+             existing: set[str]) -> tuple[dict[str, Entry], list[tuple[str, Path, int]]]:
+    """The manifest's entries, and the uploads ``(key, local file, size)`` of objects not in the bucket yet."""
+    files: dict[str, Entry] = {}
+    uploads: dict[str, tuple[str, Path, int]] = {}
+    for rel in snap.small:
+        path = snap.staged / rel
+        size = path.stat().st_size
+        sha = _hash_file(path, size)
+        files[rel] = Entry(object_key(sha), size, sha)
+    for rel, (size, mtime_ns) in snap.payload.items():
+        old = previous.files.get(rel) if previous else None
+        if old is not None and old.size == size and old.mtime_ns == mtime_ns and old.key.rsplit("/", 1)[-1] in existing:
+            files[rel] = old  # append-only and unchanged: no need to read it again
+            continue
+        sha = _hash_file(snap.source / rel, size)
+        files[rel] = Entry(object_key(sha), size, sha, mtime_ns)
+    for rel, e in files.items():
+        name = e.key.rsplit("/", 1)[-1]
+        if name not in existing and e.key not in uploads:
+            uploads[e.key] = (e.key, (snap.staged if rel in snap.small else snap.source) / rel, e.size)
+    return files, list(uploads.values())
+
+
+def _upload(fs: Any, root: str, uploads: list[tuple[str, Path, int]], local: bool) -> tuple[int, int]:
+    """PUT the objects in batches of concurrent requests (a PUT is all or nothing); on a local file
+    system, write each under a temporary name and rename it, so that a crash leaves no partial object
+    under a key the next push would take as uploaded. Returns (objects, bytes)."""
+    batch: dict[str, bytes] = {}
+    held = sent = 0
+
+    def send() -> None:
+        if local:
+            for target, data in batch.items():
+                tmp = f"{target}.{os.getpid()}.partial"
+                Path(tmp).write_bytes(data)
+                os.replace(tmp, target)
+        else:
+            fs.pipe(batch)
+
+    for key, path, size in uploads:
+        batch[f"{root}/{key}"] = _read_prefix(path, size)
+        held += size
+        if held >= UPLOAD_BATCH_BYTES:
+            send()
+            sent, batch, held = sent + held, {}, 0
+    if batch:
+        send()
+        sent += held
+    return len(uploads), sent
+
+
+def _write_small(fs: Any, root: str, name: str, data: bytes, local: bool) -> None:
+    """One PUT on object storage (atomic there); write-then-rename on a local file system."""
+    if local:
+        final = Path(root) / name
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, final)
+        return
+    fs.pipe_file(f"{root}/{name}", data)
