@@ -1,7 +1,5 @@
 """read_trajstore: Ray Data rows (steps or windows) equal a direct read of the buffer, with a local Ray."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -44,17 +42,6 @@ def record(path, capacity=None, lengths=LENGTHS):
         first += n
     rb.close()
     return path
-
-
-@pytest.fixture(scope="session")
-def local_ray():
-    os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    from ray.data import DataContext
-
-    DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
