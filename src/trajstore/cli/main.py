@@ -13,6 +13,7 @@ from rich.table import Table
 
 from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail
 from trajstore.cli.interop import export_app, import_app
+from trajstore.cli import remote
 from trajstore.errors import StorageExistsError, TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers. " + EXIT_CODES_HELP, no_args_is_help=True,
@@ -72,17 +73,19 @@ def record(
 
 
 @app.command()
-def info(path: Path = typer.Argument(..., help="Buffer folder."),
-         as_json: bool = typer.Option(False, "--json", help="Print the same as one JSON document.")) -> None:
-    """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk."""
+def info(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
+         as_json: bool = typer.Option(False, "--json", help="Print the same as one JSON document."),
+         storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
+                                                            help=remote.STORAGE_OPTION_HELP)) -> None:
+    """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk (in the bucket for a URL)."""
     import json
 
     from trajstore.replay_buffer.info import describe
 
     try:
-        d = describe(path)
-    except (TrajstoreError, OSError) as exc:
-        raise fail(exc)
+        d = describe(path, remote.parse_storage_options(storage_option))
+    except (TrajstoreError, OSError, ValueError, ImportError, *remote.backend_errors()) as exc:
+        raise remote.remote_failure(path, path, exc)
     if as_json:
         print(json.dumps(d.to_json(), indent=1))
         return
@@ -142,7 +145,7 @@ def stats(path: Path = typer.Argument(..., help="Buffer folder."),
 
 
 # Commands kept in their own modules (trajstore.cli.<name>).
-from trajstore.cli import copy_merge, episodes, preview, remote, verify  # noqa: E402
+from trajstore.cli import copy_merge, episodes, preview, verify  # noqa: E402
 
 app.command()(episodes.episodes)
 app.command()(preview.preview)

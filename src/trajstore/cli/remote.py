@@ -44,6 +44,25 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
     return out
 
 
+def backend_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions of the object-store client that mean "could not reach or authenticate" (botocore's,
+    which are neither OSError nor ValueError), for one-line CLI errors; empty without s3fs."""
+    try:
+        from botocore.exceptions import BotoCoreError
+    except ImportError:
+        return ()
+    return (BotoCoreError,)
+
+
+def remote_failure(url: str, folder: object, exc: BaseException) -> typer.Exit:
+    """The one-line error of a command reaching ``url``; missing credentials say where to put them."""
+    text = str(exc)
+    if type(exc).__name__ == "NoCredentialsError":
+        text += (" (pass them as -o key=ACCESS_KEY -o secret=SECRET_KEY, or set AWS_ACCESS_KEY_ID and "
+                 "AWS_SECRET_ACCESS_KEY)")
+    return fail(f"{url}: {text}" if url not in text and str(folder) not in text else text)
+
+
 def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or being recorded)."),
          url: str = typer.Argument(..., help="Where to publish it: s3://bucket/path or any fsspec URL."),
          storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP),
@@ -57,8 +76,8 @@ def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or bein
 
     try:
         report = push_folder(folder, url, parse_storage_options(storage_option), retain_seconds=retain_seconds)
-    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
-        raise fail(f"{url}: {exc}" if url not in str(exc) and str(folder) not in str(exc) else exc)
+    except (TrajstoreError, OSError, ValueError, ImportError, *backend_errors()) as exc:
+        raise remote_failure(url, folder, exc)
     console.print(escape(report.line()), soft_wrap=True)
 
 
@@ -72,6 +91,6 @@ def pull(url: str = typer.Argument(..., help="A published buffer: s3://bucket/pa
 
     try:
         report = pull_folder(url, folder, parse_storage_options(storage_option))
-    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
-        raise fail(f"{url}: {exc}" if url not in str(exc) and str(folder) not in str(exc) else exc)
+    except (TrajstoreError, OSError, ValueError, ImportError, *backend_errors()) as exc:
+        raise remote_failure(url, folder, exc)
     console.print(escape(report.line()), soft_wrap=True)

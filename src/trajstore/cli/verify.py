@@ -10,11 +10,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from trajstore._urls import is_remote
 from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
 from trajstore.errors import TrajstoreError
 
 
-def verify(path: Path = typer.Argument(..., help="Buffer folder."),
+def verify(path: str = typer.Argument(..., help="Buffer folder (a local one: pull a pushed buffer first)."),
            reference: Optional[Path] = typer.Option(None, help="The .npz saved by `record --reference`: compare "
                                                               "every step with it instead."),
            as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (without --reference)."),
@@ -23,6 +24,9 @@ def verify(path: Path = typer.Argument(..., help="Buffer folder."),
     of every image chunk and video segment, every HDF5 leaf), counts agree. Exit status 1 on damage.
     With --reference: read every step back and compare it with the reference (lossy leaves within
     the codec bound)."""
+    if is_remote(path):  # reading every frame through ranged GETs would cost more than a pull
+        raise fail(f"{path}: verify checks a local folder; copy it first (`trajstore pull {path} FOLDER`, "
+                   "which checks every file against its SHA-256), then `trajstore verify FOLDER`")
     if reference is not None:
         _verify_reference(path, reference)
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import tree
@@ -53,9 +53,18 @@ class BufferInfo:
         return {**asdict(self), "nbytes": self.nbytes}
 
 
-def describe(path: str | os.PathLike) -> BufferInfo:
-    """Open the buffer at ``path`` read-only and summarise it (no data is read)."""
-    with ReplayBuffer.load_from(path, read_only=True) as rb:
+def describe(path: str | os.PathLike, storage_options: dict[str, Any] | None = None) -> BufferInfo:
+    """Open the buffer at ``path`` read-only and summarise it (no data is read).
+
+    ``path`` may be a URL of a published buffer (``s3://bucket/rb``, opened with ``storage_options``
+    as by :meth:`ReplayBuffer.load_from`): bytes are then those the bucket holds for each storage,
+    from the push's manifest, camera frames included.
+
+    Raises:
+        FormatError: not a buffer folder or published buffer; the errors of ``load_from``.
+    """
+    with ReplayBuffer.load_from(path, read_only=True, storage_options=storage_options) as rb:
+        _folder_bytes = _bytes_counter(rb)
         eps = rb.episodes
         info = BufferInfo(str(path), len(rb), rb.capacity, rb.total_steps, len(eps),
                           sum(1 for e in eps if e.done and not e.overwritten), sum(1 for e in eps if e.interrupted),
@@ -89,7 +98,24 @@ def leaf_holders(storage: SpaceStorage) -> dict[tuple[str, ...], SpaceStorage]:
     return holder
 
 
-def _folder_bytes(path: Path | None) -> int:
+def _bytes_counter(rb: ReplayBuffer) -> Callable[[Path | None], int]:
+    """Bytes of the files under a storage folder: on disk, or for a buffer opened from a URL, as the
+    manifest lists them (its local mirror holds only the small files)."""
+    remote = rb._remote
+    if remote is None:
+        return _local_bytes
+    mirror, files = Path(remote.mirror).resolve(), remote.source.manifest.files
+
+    def published_bytes(folder: Path | None) -> int:
+        if folder is None:
+            return 0
+        prefix = Path(folder).resolve().relative_to(mirror).as_posix() + "/"
+        return sum(entry.size for relpath, entry in files.items() if relpath.startswith(prefix))
+
+    return published_bytes
+
+
+def _local_bytes(path: Path | None) -> int:
     if path is None:
         return 0
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())

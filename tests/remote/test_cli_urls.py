@@ -1,0 +1,61 @@
+"""The commands a user points at a pushed buffer's URL: `info` reads it, `verify` says to pull
+first, and missing credentials are one line that says where to put them."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.remote.conftest import make_buffer
+from trajstore.cli.main import app
+from trajstore.remote import push
+from trajstore.replay_buffer.info import describe
+
+
+def _options(storage_options: dict) -> list[str]:
+    endpoint = storage_options["client_kwargs"]["endpoint_url"]
+    return ["-o", "key=test", "-o", "secret=test", "-o", f"client_kwargs.endpoint_url={endpoint}",
+            "-o", "client_kwargs.region_name=eu-west-1"]
+
+
+def test_info_of_a_url_counts_the_bytes_in_the_bucket(tmp_path, bucket_url, storage_options):
+    with make_buffer(tmp_path / "rb", episodes=3):
+        pass
+    push(tmp_path / "rb", bucket_url, storage_options)
+    local, remote = describe(tmp_path / "rb"), describe(bucket_url, storage_options)
+    assert (remote.steps, remote.episodes, remote.final_observations) == (36, 3, 3)
+    # the mirror holds only small files: the frames' bytes must come from the manifest
+    assert [(s.key, s.nbytes) for s in remote.storages] == [(s.key, s.nbytes) for s in local.storages]
+    assert remote.nbytes == local.nbytes and remote.nbytes > 36 * 100
+    assert [s.nbytes for s in remote.final_observation_storages] == [
+        s.nbytes for s in local.final_observation_storages]
+
+    out = CliRunner().invoke(app, ["info", bucket_url, *_options(storage_options)])
+    assert out.exit_code == 0, out.output
+    assert f"total: {local.nbytes:,} bytes" in out.output and bucket_url in out.output
+
+
+def test_verify_of_a_url_says_to_pull_first(bucket_url):
+    out = CliRunner().invoke(app, ["verify", bucket_url])
+    assert out.exit_code == 2
+    assert out.output.startswith(f"error: {bucket_url}: verify checks a local folder")
+    assert f"trajstore pull {bucket_url} FOLDER" in out.output and "Traceback" not in out.output
+
+
+@pytest.mark.parametrize("command", ["push", "info"])
+def test_missing_credentials_are_one_line_that_says_where_to_put_them(tmp_path, bucket_url, storage_options,
+                                                                      monkeypatch, command):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata probe
+    with make_buffer(tmp_path / "rb", episodes=1):
+        pass
+    endpoint = storage_options["client_kwargs"]["endpoint_url"]
+    args = [str(tmp_path / "rb"), bucket_url] if command == "push" else [bucket_url]
+    out = CliRunner().invoke(app, [command, *args, "-o", f"client_kwargs.endpoint_url={endpoint}"])
+    assert out.exit_code == 2, out.output
+    assert out.output.startswith(f"error: {bucket_url}: Unable to locate credentials")
+    assert "-o key=" in out.output and "AWS_ACCESS_KEY_ID" in out.output
+    assert "Traceback" not in out.output and out.output.count("\n") == 1
