@@ -3,6 +3,7 @@ first, and missing credentials are one line that says where to put them."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -59,3 +60,33 @@ def test_missing_credentials_are_one_line_that_says_where_to_put_them(tmp_path, 
     assert out.output.startswith(f"error: {bucket_url}: Unable to locate credentials")
     assert "-o key=" in out.output and "AWS_ACCESS_KEY_ID" in out.output
     assert "Traceback" not in out.output and out.output.count("\n") == 1
+
+
+def test_torch_dataset_opens_a_url_with_storage_options(tmp_path, bucket_url, storage_options):
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from trajstore.integrations.torch import ReplayBufferDataset
+    from trajstore.replay_buffer import ReplayBuffer
+
+    with make_buffer(tmp_path / "rb", episodes=2):
+        pass
+    push(tmp_path / "rb", bucket_url, storage_options)
+    windows = ReplayBufferDataset(bucket_url, storage_options=storage_options, delta_indices={"action": range(4)})
+    assert len(windows) == 24
+    actions = np.concatenate([b["action"].numpy() for b in DataLoader(windows, batch_size=8, num_workers=2)])
+    with ReplayBuffer.load_from(tmp_path / "rb") as local:
+        expected, _ = local.windows_at(np.arange(24), delta_indices={"action": range(4)})
+    assert actions.shape == (24, 4, 2) and np.array_equal(actions, expected["action"])
+    with pytest.raises(TypeError, match="already open"):
+        ReplayBufferDataset(windows.buffer, storage_options=storage_options)
+
+
+def test_push_to_a_missing_bucket_says_to_make_it(tmp_path, storage_options, s3):
+    with make_buffer(tmp_path / "rb", episodes=1):
+        pass
+    url = "s3://bucket-nobody-made/rb"
+    out = CliRunner().invoke(app, ["push", str(tmp_path / "rb"), url, *_options(storage_options)])
+    assert out.exit_code == 2, out.output
+    assert out.output.startswith(f"error: {url}: ") and "create 'bucket-nobody-made' first" in out.output
+    assert not s3.exists("bucket-nobody-made")

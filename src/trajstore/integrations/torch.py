@@ -34,7 +34,10 @@ class ReplayBufferDataset(Dataset):
     tensors (text leaves as ``str``).
 
     Args:
-        buffer: a :class:`ReplayBuffer`, or the path of a buffer folder (opened read-only).
+        buffer: a :class:`ReplayBuffer`, the path of a buffer folder, or the URL of a pushed buffer
+            (``s3://bucket/rb``), opened read-only.
+        storage_options: fsspec options (endpoint, credentials) for a URL ``buffer``, as for
+            :meth:`ReplayBuffer.load_from`; ``TypeError`` with a :class:`ReplayBuffer`.
         transform: optional function applied to each item (nested dict of tensors).
         refresh: a live buffer: re-read the writer's flushed state before each ``len()`` and each
             read, in every worker (also with ``persistent_workers``); indices wrap modulo the
@@ -65,14 +68,18 @@ class ReplayBufferDataset(Dataset):
     Raises:
         ValueError: ``delta_indices`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``);
             windows over a space with a top-level key ``"is_pad"``.
-        TypeError: ``pad`` without ``delta_indices``.
+        TypeError: ``pad`` without ``delta_indices``; ``storage_options`` with an open buffer.
     """
 
     def __init__(self, buffer: ReplayBuffer | str | os.PathLike, *, transform: Callable[[Any], Any] | None = None,
                  multiprocessing: bool = True, refresh: bool = False, delta_indices: Mapping[str, Any] | None = None,
-                 pad: bool | None = None, episodes: Iterable[int] | None = None):
+                 pad: bool | None = None, episodes: Iterable[int] | None = None,
+                 storage_options: dict[str, Any] | None = None):
         if not isinstance(buffer, ReplayBuffer):
-            buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing)
+            buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing,
+                                            storage_options=storage_options)
+        elif storage_options is not None:
+            raise TypeError("storage_options go with a path or URL; this buffer is already open")
         if delta_indices is None and pad is not None:
             raise TypeError("pad goes with delta_indices")
         if delta_indices is not None:
