@@ -90,3 +90,25 @@ def test_push_to_a_missing_bucket_says_to_make_it(tmp_path, storage_options, s3)
     assert out.exit_code == 2, out.output
     assert out.output.startswith(f"error: {url}: ") and "create 'bucket-nobody-made' first" in out.output
     assert not s3.exists("bucket-nobody-made")
+
+
+def test_push_and_pull_report_progress_in_bytes(tmp_path, bucket_url, storage_options, monkeypatch):
+    from trajstore.remote import publish, pull
+
+    monkeypatch.setattr(publish, "UPLOAD_BATCH_BYTES", 4096)  # several batches, so several reports
+    with make_buffer(tmp_path / "rb", episodes=3):
+        pass
+    pushed: list[tuple[int, int]] = []
+    report = push(tmp_path / "rb", bucket_url, storage_options, progress=lambda done, total: pushed.append((done, total)))
+    assert pushed[0] == (0, report.uploaded_bytes) and pushed[-1] == (report.uploaded_bytes, report.uploaded_bytes)
+    assert len(pushed) > 2 and all(a[0] <= b[0] for a, b in zip(pushed, pushed[1:]))
+
+    pulled: list[tuple[int, int]] = []
+    got = pull(bucket_url, tmp_path / "copy", storage_options, progress=lambda done, total: pulled.append((done, total)))
+    assert {total for _, total in pulled} == {got.bytes}
+    assert pulled[-1] == (got.bytes, got.bytes) and all(a[0] <= b[0] for a, b in zip(pulled, pulled[1:]))
+    assert len(pulled) > 2  # the frames' chunks report their bytes as they arrive, not only at the end
+
+    out = CliRunner().invoke(app, ["pull", bucket_url, str(tmp_path / "copy2"), "--no-progress",
+                                   *_options(storage_options)])
+    assert out.exit_code == 0 and out.output.startswith(f"pulled {bucket_url}")

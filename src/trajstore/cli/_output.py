@@ -40,10 +40,11 @@ def fail(exc: BaseException | str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 
 
 def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str, unit: str,
-                 enabled: bool = True) -> Any:
+                 enabled: bool = True, unit_scale: bool = False) -> Any:
     """A tqdm bar on stderr (stdout keeps the report or the JSON), shown once the work has taken a second
-    (:data:`PROGRESS_DELAY_S`); ``enabled=False`` shows nothing."""
+    (:data:`PROGRESS_DELAY_S`); ``enabled=False`` shows nothing; ``unit_scale=True`` prints k, M, G
+    (for bytes)."""
     from tqdm import tqdm
 
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False,
-                delay=PROGRESS_DELAY_S)
+                delay=PROGRESS_DELAY_S, unit_scale=unit_scale, unit_divisor=1024 if unit_scale else 1000)

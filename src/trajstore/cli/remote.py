@@ -9,7 +9,7 @@ from typing import Any, List, Optional
 import typer
 from rich.markup import escape
 
-from trajstore.cli._output import console, fail
+from trajstore.cli._output import console, fail, progress_bar
 from trajstore.errors import TrajstoreError
 
 STORAGE_OPTION_HELP = ("fsspec storage option KEY=VALUE (repeatable); a dotted KEY nests "
@@ -73,14 +73,17 @@ def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or bein
          storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP),
          retain_seconds: float = typer.Option(3600.0, min=0, help="Keep the objects of snapshots replaced less than "
                                                                  "this long ago, for readers still using them "
-                                                                 "(the one this push replaces is always kept).")
+                                                                 "(the one this push replaces is always kept)."),
+         progress: bool = typer.Option(True, help="Show a progress bar of the bytes uploaded.")
          ) -> None:
     """Publish a buffer folder under URL: only files the URL does not hold yet are uploaded, the
     manifest last, so readers see the previous push or this one, never a mix."""
     from trajstore.remote import push as push_folder
 
     try:
-        report = push_folder(folder, url, parse_storage_options(storage_option), retain_seconds=retain_seconds)
+        with progress_bar(desc="pushing", unit="B", unit_scale=True, enabled=progress) as bar:
+            report = push_folder(folder, url, parse_storage_options(storage_option), retain_seconds=retain_seconds,
+                                 progress=_updater(bar))
     except (TrajstoreError, OSError, ValueError, ImportError, *backend_errors()) as exc:
         raise remote_failure(url, folder, exc)
     console.print(escape(report.line()), soft_wrap=True)
@@ -88,14 +91,25 @@ def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or bein
 
 def pull(url: str = typer.Argument(..., help="A published buffer: s3://bucket/path or any fsspec URL."),
          folder: Path = typer.Argument(..., help="A new (or empty) local folder."),
-         storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP)
+         storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP),
+         progress: bool = typer.Option(True, help="Show a progress bar of the bytes downloaded.")
          ) -> None:
     """Copy a published buffer into a new local folder (whole or not at all; every file checked
     against its SHA-256)."""
     from trajstore.remote import pull as pull_folder
 
     try:
-        report = pull_folder(url, folder, parse_storage_options(storage_option))
+        with progress_bar(desc="pulling", unit="B", unit_scale=True, enabled=progress) as bar:
+            report = pull_folder(url, folder, parse_storage_options(storage_option), progress=_updater(bar))
     except (TrajstoreError, OSError, ValueError, ImportError, *backend_errors()) as exc:
         raise remote_failure(url, folder, exc)
     console.print(escape(report.line()), soft_wrap=True)
+
+
+def _updater(bar: Any) -> Any:
+    """``progress(done, total)`` for push and pull, moving a tqdm bar to ``done`` of ``total``."""
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    return update

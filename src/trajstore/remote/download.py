@@ -6,7 +6,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trajstore._fs import staged_folder
 from trajstore.errors import FormatError
@@ -30,10 +30,13 @@ class PullReport:
                 f"{self.bytes:,} bytes")
 
 
-def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | None = None) -> PullReport:
+def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | None = None, *,
+         progress: Callable[[int, int], None] | None = None) -> PullReport:
     """Copy the snapshot published under ``url`` into the new folder ``folder``: built under a
     temporary name and renamed into place, so ``folder`` appears whole or not at all. Every file is
-    checked against the size and SHA-256 in the manifest.
+    checked against the size and SHA-256 in the manifest. ``progress(done, total)``, if given, is called
+    with the bytes downloaded so far and the snapshot's total, as they arrive (per chunk for the big
+    files, when the file system reports them).
 
     Raises:
         StorageExistsError: ``folder`` is a file or a non-empty folder (checked first).
@@ -49,16 +52,22 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
     manifest, _ = read_manifest(fs, root, url)
     total = 0
+    small = [p for p in manifest.files if not is_payload(p)]
+    # what is downloaded: each small object once (equal files share one), each payload file
+    to_fetch = (sum({manifest.files[p].key: manifest.files[p].size for p in small}.values())
+                + sum(e.size for p, e in manifest.files.items() if is_payload(p)))
+    counter = _ByteCounter(to_fetch, progress)
     with staged_folder(out) as tmp:
         tmp.mkdir()
-        small = [p for p in manifest.files if not is_payload(p)]
         total += fetch_files(fs, root, url, manifest, small, tmp)
+        counter.add(total)
         payload = [p for p in manifest.files if is_payload(p)]
         for rel in payload:  # big files: streamed to disk, never held in memory whole
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         if payload:
             try:
-                fs.get([f"{root}/{manifest.files[p].key}" for p in payload], [str(tmp / p) for p in payload])
+                fs.get([f"{root}/{manifest.files[p].key}" for p in payload], [str(tmp / p) for p in payload],
+                       callback=counter.callback())
             except FileNotFoundError as exc:
                 raise FormatError(f"{url}: an object the manifest names is missing ({exc}); the buffer was "
                                   "pushed again meanwhile: pull again") from None
@@ -69,7 +78,36 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
                 raise FormatError(f"{url}/{entry.key} ({rel}): its bytes do not match the manifest (size {size}, "
                                   f"expected {entry.size}): the object is damaged")
             total += size
+    counter.add(counter.total)  # a file system that reports no bytes (a local one) ends here
     return PullReport(url, out, manifest.generation, len(manifest.files), total)
+
+
+class _ByteCounter:
+    """Bytes downloaded so far, reported to ``progress(done, total)``; ``callback()`` is an fsspec
+    callback whose per-file children add the bytes each transfer reports."""
+
+    def __init__(self, total: int, progress: Callable[[int, int], None] | None):
+        self.total, self.done, self.progress = total, 0, progress
+
+    def add(self, nbytes: int) -> None:
+        self.done = min(self.total, self.done + nbytes)  # a retried transfer reports its bytes again
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def callback(self) -> Any:
+        from fsspec.callbacks import Callback
+
+        counter = self
+
+        class PerFile(Callback):
+            def relative_update(self, inc: int = 1) -> None:
+                counter.add(inc)
+
+        class Files(Callback):  # the parent counts files: its own updates are not bytes
+            def branched(self, path_1: str, path_2: str, **kwargs: Any) -> Callback:
+                return PerFile()
+
+        return Files()
 
 
 def _size_and_hash(path: Path) -> tuple[int, str]:

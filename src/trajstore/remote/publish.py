@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trajstore.errors import FormatError
 from trajstore.remote.layout import MANIFEST, OBJECTS, object_key
@@ -103,13 +103,15 @@ def _read_prefix(path: Path, size: int) -> bytes:
 
 
 def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | None = None, *,
-         retain_seconds: float = RETAIN_SECONDS) -> PushReport:
+         retain_seconds: float = RETAIN_SECONDS, progress: Callable[[int, int], None] | None = None) -> PushReport:
     """Publish the buffer folder ``folder`` under ``url`` (any fsspec URL: ``s3://bucket/path``,
     ``file:///path``, a plain local path), incrementally; see the module docstring.
 
     ``retain_seconds``: keep the objects of snapshots replaced less than this long ago (default one
     hour), for readers that opened them (:mod:`~trajstore.remote.retention`); the snapshot this push
-    replaces is always kept.
+    replaces is always kept. ``progress(sent, total)``, if given, is called with the bytes uploaded so
+    far and the bytes this push uploads (objects the bucket lacks), once before the first upload and
+    after each batch of concurrent PUTs.
 
     Raises:
         FormatError: ``folder`` is not a buffer folder, the URL holds a damaged manifest, or a writer
@@ -132,7 +134,7 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
             snap = take_snapshot(folder, Path(tmp) / "snapshot")
             try:
                 files, uploads = _entries(snap, previous, existing)
-                sent_files, sent_bytes = _upload(fs, root, uploads, local)
+                sent_files, sent_bytes = _upload(fs, root, uploads, local, progress)
                 break
             except PayloadGone:
                 continue
@@ -175,12 +177,16 @@ def _entries(snap: Snapshot, previous: Manifest | None,
     return files, list(uploads.values())
 
 
-def _upload(fs: Any, root: str, uploads: list[tuple[str, Path, int]], local: bool) -> tuple[int, int]:
+def _upload(fs: Any, root: str, uploads: list[tuple[str, Path, int]], local: bool,
+            progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
     """PUT the objects in batches of concurrent requests (a PUT is all or nothing); on a local file
     system, write each under a temporary name and rename it, so that a crash leaves no partial object
     under a key the next push would take as uploaded. Returns (objects, bytes)."""
     batch: dict[str, bytes] = {}
     held = sent = 0
+    total = sum(size for _, _, size in uploads)
+    report = progress or (lambda sent, total: None)
+    report(0, total)
 
     def send() -> None:
         if local:
@@ -197,9 +203,11 @@ def _upload(fs: Any, root: str, uploads: list[tuple[str, Path, int]], local: boo
         if held >= UPLOAD_BATCH_BYTES:
             send()
             sent, batch, held = sent + held, {}, 0
+            report(sent, total)
     if batch:
         send()
         sent += held
+        report(sent, total)
     return len(uploads), sent
 
 
