@@ -112,3 +112,34 @@ def test_push_and_pull_report_progress_in_bytes(tmp_path, bucket_url, storage_op
     out = CliRunner().invoke(app, ["pull", bucket_url, str(tmp_path / "copy2"), "--no-progress",
                                    *_options(storage_options)])
     assert out.exit_code == 0 and out.output.startswith(f"pulled {bucket_url}")
+
+
+def test_episodes_and_stats_of_a_url_equal_the_folder(tmp_path, bucket_url, storage_options):
+    import json
+
+    with make_buffer(tmp_path / "rb", episodes=3):
+        pass
+    push(tmp_path / "rb", bucket_url, storage_options)
+    runner = CliRunner()
+    for command in ("episodes", "stats"):
+        local = runner.invoke(app, [command, str(tmp_path / "rb"), "--json"])
+        remote = runner.invoke(app, [command, bucket_url, "--json", *_options(storage_options)])
+        assert remote.exit_code == 0, remote.output
+        local_doc, remote_doc = json.loads(local.output), json.loads(remote.output)
+        if command == "episodes":  # the summary names where it read from
+            assert (local_doc.pop("path"), remote_doc.pop("path")) == (str(tmp_path / "rb"), bucket_url)
+        assert remote_doc == local_doc
+    rows = json.loads(runner.invoke(
+        app, ["episodes", bucket_url, "--json", *_options(storage_options)]).output)["rows"]
+    assert [(r["id"], r["steps"], r["task"]) for r in rows] == [(0, 12, "task 0"), (1, 12, "task 1"), (2, 12, "task 2")]
+
+
+@pytest.mark.parametrize("command", [["copy", "{url}", "{tmp}/copy", "--episodes", "0"],
+                                     ["preview", "{url}", "--episode", "0", "--out", "{tmp}/p.png"]])
+def test_folder_commands_given_a_url_say_to_pull_it(tmp_path, command):
+    url = "s3://some-bucket/rb"
+    args = [a.format(url=url, tmp=tmp_path) for a in command]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2, out.output
+    assert f"({url} is a URL:" in out.output and f"`trajstore pull {url} FOLDER`" in out.output
+    assert not (tmp_path / "copy").exists() and not (tmp_path / "p.png").exists()

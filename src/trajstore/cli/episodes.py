@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import List, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from trajstore.cli._output import console, fail
+from trajstore.cli import remote
+from trajstore.cli._output import console
 from trajstore.errors import TrajstoreError
 
 
@@ -17,8 +18,10 @@ def _cell(value: object) -> str:
     return "-" if value is None else escape(str(value))
 
 
-def episodes(path: Path = typer.Argument(..., help="Buffer folder."),
-             as_json: bool = typer.Option(False, "--json", help="Print one JSON document (every field).")) -> None:
+def episodes(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
+             as_json: bool = typer.Option(False, "--json", help="Print one JSON document (every field)."),
+             storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o",
+                                                                help=remote.STORAGE_OPTION_HELP)) -> None:
     """List the held episodes: id, steps, task, success, interrupted, duration at the buffer's fps
     (from the camera leaves' metadata, or the step space's), and for a ring whether its first steps
     were overwritten. Ids are what --episode and copy --episodes take."""
@@ -26,10 +29,11 @@ def episodes(path: Path = typer.Argument(..., help="Buffer folder."),
     from trajstore.replay_buffer.episode_summary import summarize_episodes
 
     try:
-        with ReplayBuffer.load_from(path, read_only=True) as rb:
+        with ReplayBuffer.load_from(path, read_only=True,
+                                    storage_options=remote.parse_storage_options(storage_option)) as rb:
             summary = summarize_episodes(rb)
-    except (TrajstoreError, OSError) as exc:
-        raise fail(exc)
+    except (TrajstoreError, OSError, ValueError, ImportError, *remote.backend_errors()) as exc:
+        raise remote.remote_failure(path, path, exc)
     if as_json:
         print(json.dumps(summary.to_json(), indent=1))
         return

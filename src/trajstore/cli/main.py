@@ -114,8 +114,10 @@ STATS_ROWS = 8
 
 
 @app.command()
-def stats(path: Path = typer.Argument(..., help="Buffer folder."),
-          as_json: bool = typer.Option(False, "--json", help="Print JSON (every field, per element) instead.")) -> None:
+def stats(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
+          as_json: bool = typer.Option(False, "--json", help="Print JSON (every field, per element) instead."),
+          storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
+                                                             help=remote.STORAGE_OPTION_HELP)) -> None:
     """Print each numeric leaf's normalisation statistics (min, max, mean, std, q01, q99)."""
     import json
 
@@ -124,9 +126,9 @@ def stats(path: Path = typer.Argument(..., help="Buffer folder."),
     from trajstore.replay_buffer.stats_api import stats_of
 
     try:
-        result = stats_of(path)
-    except (TrajstoreError, OSError) as exc:
-        raise fail(exc)
+        result = stats_of(path, storage_options=remote.parse_storage_options(storage_option))
+    except (TrajstoreError, OSError, ValueError, ImportError, *remote.backend_errors()) as exc:
+        raise remote.remote_failure(path, path, exc)
     if as_json:
         print(json.dumps({name: s.to_json() for name, s in result.items()}, indent=1))
         return

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,12 @@ def read_meta(folder: Path) -> dict[str, Any]:
         what = "does not exist" if not folder.exists() else ("is a file" if not folder.is_dir()
                                                              else f"has no {META_FILE} ({folder / META_FILE} "
                                                                   "does not exist)")
-        raise FormatError(f"{folder} is not a trajstore buffer folder: it {what}")
+        hint = ""
+        if not folder.exists() and (url := _collapsed_url(folder)):
+            hint = (f" ({url} is a URL: commands that take a folder read a local one; `trajstore pull {url} "
+                    "FOLDER` copies it here, and `trajstore info`, `episodes`, `stats` and "
+                    "ReplayBuffer.load_from open the URL itself)")
+        raise FormatError(f"{folder} is not a trajstore buffer folder: it {what}{hint}")
     with damaged_file(folder / META_FILE):
         meta = read_json(folder / META_FILE, "replay buffer metadata")
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
@@ -136,3 +142,9 @@ def view_before_overwrite(committed: Committed, appended_after: int) -> Committe
     kept = Committed.of(RingState(cap, ring.appended - oldest, oldest % cap, ring.appended), committed.episodes)
     kept.episodes.drop_before(oldest)
     return kept
+
+
+def _collapsed_url(folder: Path) -> str | None:
+    """``s3://b/rb`` given as a path reads ``s3:/b/rb`` (pathlib merges the slashes): that URL, else None."""
+    match = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]+):/([^/].*)", str(folder))
+    return f"{match.group(1)}://{match.group(2)}" if match else None

@@ -7,7 +7,7 @@ bookkeeping is in :mod:`~trajstore.replay_buffer.stats_keeper`, the per-leaf mat
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -126,13 +126,15 @@ def _compute(rb: "ReplayBuffer") -> RangeStats:
     raise StaleReadError(f"the writer of {rb.cache_path} kept dropping steps while statistics were computed")
 
 
-def stats_of(path: str | os.PathLike, keys: str | Iterable[str] | None = None) -> dict[str, LeafStats]:
-    """:meth:`StatsMethods.stats` of the buffer folder at ``path``, opened read-only.
+def stats_of(path: str | os.PathLike, keys: str | Iterable[str] | None = None, *,
+             storage_options: dict[str, Any] | None = None) -> dict[str, LeafStats]:
+    """:meth:`StatsMethods.stats` of the buffer folder at ``path`` (or the URL of a pushed buffer, with
+    fsspec ``storage_options``), opened read-only.
 
     Raises:
         FormatError: not a buffer folder; and the errors of :meth:`StatsMethods.stats`.
     """
     from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 
-    with ReplayBuffer.load_from(path, read_only=True) as rb:
+    with ReplayBuffer.load_from(path, read_only=True, storage_options=storage_options) as rb:
         return rb.stats(keys)
