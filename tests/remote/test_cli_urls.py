@@ -1,5 +1,7 @@
-"""The commands a user points at a pushed buffer's URL: `info` reads it, `verify` says to pull
-first, and missing credentials are one line that says where to put them."""
+"""What a new user meets when pointing trajstore at a pushed buffer's URL: `info`, `episodes` and
+`stats` read it, folder-only commands say to pull first, missing credentials and a missing bucket
+are one line that says what to do, push and pull report progress, and the torch dataset takes
+storage options."""
 
 from __future__ import annotations
 
