@@ -20,6 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+# Imported here, not at the first frame counted: importing Pillow takes tens of ms with the GIL held,
+# which would stall the recording loop on the writer thread's first block.
+from PIL import Image
 
 #: Bins per element, and the cap on bins per leaf (elements x bins); a leaf with many elements gets
 #: fewer, wider bins (at least MIN_BINS), which its ``quantile_error`` reports.
@@ -56,8 +59,6 @@ def _uint8_counts(x: np.ndarray) -> np.ndarray:
     mode = _PIL_MODES.get(elements)
     if mode is None or x.shape[0] == 0:
         return np.stack([np.bincount(x[:, e], minlength=256) for e in range(elements)]).astype(np.int64)
-    from PIL import Image
-
     counts = np.zeros((elements, 256), np.int64)
     for start in range(0, x.shape[0], _PIL_MAX_WIDTH):  # an image is at most 2**31 - 1 pixels wide
         part = np.ascontiguousarray(x[start:start + _PIL_MAX_WIDTH])
