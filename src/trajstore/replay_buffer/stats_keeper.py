@@ -158,7 +158,10 @@ class StatsKeeper:
                 return None
             if self._changed or self.descriptor is None:
                 stats_id = uuid.uuid4().hex
-                write_json_atomic(folder / STATS_FILE, live.to_json(stats_id), indent=None)  # compact: rewritten at commits
+                # Compact JSON: rewritten at commits. No fsync of the folder here: the metadata's rename,
+                # in the same folder, is fsynced after it, and a rename lost to a power cut leaves an id
+                # the metadata does not name (ignored: statistics recomputed from the data).
+                write_json_atomic(folder / STATS_FILE, live.to_json(stats_id), indent=None, sync_folder=False)
                 self.descriptor = {"file": STATS_FILE, "id": stats_id, "first": live.first, "stop": live.stop}
                 self._changed = False
             return dict(self.descriptor)
