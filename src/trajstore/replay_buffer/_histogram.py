@@ -185,6 +185,23 @@ class Histograms:
         flat[np.asarray(data["nonzero"], np.intp)] = np.asarray(data["counts"], np.int64)
         return h
 
+    @classmethod
+    def joined(cls, parts: list["Histograms"]) -> "Histograms":
+        """The histograms of ``parts`` (same ``bins``, none ``unit``) side by side, as one of their elements."""
+        h = Histograms.__new__(Histograms)
+        h.__dict__.update(parts[0].__dict__)
+        h.counts = np.concatenate([p.counts for p in parts])
+        h.low = np.concatenate([p.low for p in parts])
+        h.width = np.concatenate([p.width for p in parts])
+        return h
+
+    def part(self, start: int, stop: int, template: "Histograms") -> "Histograms":
+        """A copy of elements ``[start, stop)`` of a :meth:`joined` histogram, typed like ``template``."""
+        h = Histograms.__new__(Histograms)
+        h.__dict__.update(template.__dict__)
+        h.counts, h.low, h.width = (a[start:stop].copy() for a in (self.counts, self.low, self.width))
+        return h
+
     def copy(self) -> "Histograms":
         h = Histograms.__new__(Histograms)
         h.__dict__.update(self.__dict__)
