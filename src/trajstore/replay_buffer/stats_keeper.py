@@ -32,12 +32,12 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from trajstore._damage import damaged_file
-from trajstore._fs import in_parallel, read_json, write_json_atomic
+from trajstore._fs import read_json, write_json_atomic
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.leaf_stats import LeafAccumulator, has_stats
 from trajstore.replay_buffer.metadata import META_FILE
@@ -164,28 +164,15 @@ class StatsKeeper:
     def on_written(self, before: RingState, after: RingState, leaves: list[np.ndarray], n: int) -> None:
         """On the writer thread: block ``leaves`` (``n`` steps numbered from ``before.appended``) reached
         the storage, giving ``after``. Counted if the accumulator still describes the held steps."""
-        self.count_while(before, after, leaves, n, lambda: None)
-
-    def count_while(self, before: RingState, after: RingState, leaves: list[np.ndarray], n: int,
-                    write: Callable[[], Any]) -> None:
-        """On the writer thread: run ``write`` (the storage write of block ``leaves``, ``n`` steps numbered
-        from ``before.appended``, giving ``after``) and count the block at the same time, in a copy of the
-        accumulator that replaces it only once ``write`` has returned: a failed write counts nothing.
-
-        The frames' histograms release the GIL, so they overlap with the codec threads' encoding.
-
-        Raises:
-            whatever ``write`` raised.
-        """
         with self._lock:
             live = self.live
-            if live is not None and (live.stop != before.appended or live.first != after.first_step):
-                self.live = live = None  # steps left the view (a ring's overwrite): recompute on demand
-        draft = live.copy() if live is not None else None
-        in_parallel(write, lambda: draft.add(leaves, n, self.indices) if draft is not None else None)
-        with self._lock:
-            if draft is not None and self.live is live:
-                self.live, self._changed = draft, True
+            if live is None:
+                return
+            if live.stop != before.appended or live.first != after.first_step:
+                self.live = None  # steps left the view (a ring's overwrite): recompute on demand
+                return
+            live.add(leaves, n, self.indices)
+            self._changed = True
 
     def mark_boundary(self, ring: RingState) -> None:
         """An episode boundary was committed: keep a copy to go back to on ``discard_episode``."""

@@ -54,9 +54,9 @@ class WriteBehindMethods:
         self._planned = after
 
         def job() -> int:
-            # The statistics count the block while it is written, and keep the count only if the write succeeded.
-            self._stats.count_while(before, after, leaves, n, lambda: self._write_block(leaves, n, before, runs))
+            self._write_block(leaves, n, before, runs)
             self._written = after
+            self._stats.on_written(before, after, leaves, n)  # the steps that reached the storage
             return n
 
         self._writer.submit(job, tag=(before, n))  # type: ignore[union-attr]
