@@ -27,7 +27,8 @@ import numpy as np
 #: enough that a flush waits for little. A block holds at least 1 and at most BLOCK_MAX_STEPS steps.
 #: 4 MiB: the fixed cost of a block (an HDF5 write per low-dim leaf, the statistics' NumPy calls,
 #: the codec pool's hand-off) is ~1 ms; at 1 MiB a 128x128 camera step (49 KB) made blocks of 21
-#: steps, at 4 MiB they are 64 (``benchmarks/append.py``: CPU per step 420 -> 340 us, three runs each).
+#: steps, at 4 MiB they are 64 (the append workload of ``benchmarks/append.py``, in-process: CPU per
+#: step 405-435 -> 322-356 us, two runs each).
 BLOCK_BYTES = 4 << 20
 BLOCK_MAX_STEPS = 64
 #: Staged bytes allowed beyond the block being filled; ``append`` waits when they are exceeded.
