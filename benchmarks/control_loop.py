@@ -11,6 +11,10 @@ encodes and writes while the loop sleeps.
 
 Run: ``python benchmarks/control_loop.py [--steps 3000] [--hz 30] [--src DIR]`` (``--src``
 picks a trajstore source tree, e.g. an older checkout, through PYTHONPATH in a subprocess).
+
+Figures (3000 steps, 30 Hz; 2 shared cores, load average 1.5-9; targets: median <= 1.6 ms, p99 <= 5 ms):
+before the speed work 0.619 / 4.11, 0.587 / 5.37 and 0.561 / 11.5 ms (median / p99; max 16-159 ms
+under load); after it 0.476 / 4.12 and 0.592 / 3.42 ms (max 21-115 ms); every frame >= 48.6 dB.
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from trajstore.errors import FormatError, StorageExistsError
 
@@ -21,10 +23,46 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: str | os.PathLike, data: Any, *, indent: int | None = 1) -> None:
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+_pool_lock = threading.Lock()
+_POOL_PREFIX = "trajstore-sync"
+
+
+def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
+    """Run ``calls`` at the same time (the first on this thread) and return their results in order.
+
+    For independent writes that each end in an ``fsync``: the kernel can make them durable in one
+    journal commit instead of one after the other. Every call has finished when this returns or
+    raises; the first call's exception that was raised (in argument order) is re-raised.
+    """
+    global _pool, _pool_pid
+    if len(calls) <= 1 or threading.current_thread().name.startswith(_POOL_PREFIX):
+        return [c() for c in calls]  # nested: a pool thread waiting on the pool could starve it
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():  # the pool's threads do not survive a fork
+            _pool, _pool_pid = ThreadPoolExecutor(max_workers=4, thread_name_prefix=_POOL_PREFIX), os.getpid()
+        futures = [_pool.submit(c) for c in calls[1:]]
+    results: list[Any] = []
+    errors: list[BaseException] = []
+    for wait in (calls[0], *(f.result for f in futures)):
+        try:
+            results.append(wait())
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, after every call finished
+            results.append(None)
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any, *, indent: int | None = 1,
+                      sync_folder: bool = True) -> None:
     """Replace ``path`` with ``data`` as JSON: write a temp file, fsync, rename, fsync the folder.
 
     A reader sees the old file or the new one, never a torn one; a crash leaves one of the two.
+    ``sync_folder=False`` leaves the rename's durability to a later fsync of the same folder (a file
+    that another file, renamed after it in that folder, names).
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -34,7 +72,8 @@ def write_json_atomic(path: str | os.PathLike, data: Any, *, indent: int | None 
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync_folder:
+        fsync_dir(path.parent)
 
 
 def read_json(path: str | os.PathLike, what: str) -> Any:

@@ -130,7 +130,11 @@ def test_undecodable_frame_names_chunk_file_and_slot(folder, camera):
     # The message said "cannot decode a JPEG frame of N bytes": no file, no slot.
     chunks = sorted((folder / f"storage/observation.{camera}/chunks").iterdir())
     rel = str(chunks[-1].relative_to(folder))
-    detail = outcome(folder, Mutation(rel, "flip", 1, 3))
+    # PNG: byte 1 of the signature. JPEG frames are stored without their shared header (image storage
+    # format 2), so the chunk starts with entropy-coded data, where a flipped bit only changes pixels:
+    # break the first frame's end-of-image marker instead (the first FF D9 of the chunk is its EOI).
+    offset = (chunks[-1].read_bytes().index(b"\xff\xd9") + 1) if camera == "jpeg" else 1
+    detail = outcome(folder, Mutation(rel, "flip", offset, 3))
     assert_format_error(detail, rel, "slot", "offset 0")
 
 

@@ -278,3 +278,46 @@ def test_normalizer_mean_std_and_min_max():
     np.testing.assert_allclose(back["obs"]["pixels"].numpy(), data["obs"]["pixels"], atol=1e-3)
     with pytest.raises(ValueError):
         Normalizer(stats, mode="zscore")
+
+
+def test_joined_float_leaves_count_as_each_leaf_alone():
+    """RangeStats counts per-element float leaves as one joined accumulator: each leaf's moments and
+    histograms must be those of counting it on its own (ranges that grow, NaN, other dtypes)."""
+    from trajstore.replay_buffer.leaf_stats import LeafAccumulator
+    from trajstore.replay_buffer.stats_keeper import RangeStats
+    from trajstore.spaces import tree
+
+    space = DictSpace({
+        "cam": BoxSpace(0, 255, (4, 4, 3), np.uint8, metadata={"kind": "image", "layout": "HWC"}),
+        "joints": BoxSpace(-np.inf, np.inf, (7,), np.float32),
+        "grid": BoxSpace(-np.inf, np.inf, (2, 3), np.float64),
+        "count": BoxSpace(0, 1000, (2,), np.int32),
+        "reward": BoxSpace(-np.inf, np.inf, (), np.float32),
+    })
+    leaves = tree.leaves(space)
+    ranged = RangeStats(space, 0, 0)
+    alone = {tree.path_name(p): LeafAccumulator(leaf) for p, leaf in leaves}
+    assert len(ranged._units) == 3  # cam, count alone; joints + grid + reward joined
+    rng = np.random.default_rng(0)
+    for scale in (1.0, 1.0, 50.0, 0.01, 1e4):  # later batches widen the ranges (bins merge)
+        batch = [rng.integers(0, 256, (5, 4, 4, 3), dtype=np.uint8),
+                 (rng.normal(size=(5, 7)) * scale).astype(np.float32),
+                 rng.normal(size=(5, 2, 3)) * scale + 3,
+                 rng.integers(0, 1000, (5, 2)).astype(np.int32),
+                 (rng.normal(size=5) * scale).astype(np.float32)]
+        if scale == 50.0:
+            batch[1][2, 3] = np.nan  # not counted, for that element only
+        ranged.add(batch, 5, list(range(len(batch))))
+        for (path, _), values in zip(leaves, batch):
+            alone[tree.path_name(path)].add(values)
+    got = ranged.copy().leaves
+    assert list(got) == list(alone)
+    for name, acc in alone.items():
+        mine, theirs = got[name].to_json(), acc.to_json()
+        assert mine["histogram"] == theirs["histogram"], name
+        for key in ("n", "min", "max"):
+            assert mine["moments"][key] == theirs["moments"][key], (name, key)
+        np.testing.assert_allclose(mine["moments"]["mean"], theirs["moments"]["mean"], rtol=1e-12)
+        np.testing.assert_allclose(mine["moments"]["m2"], theirs["moments"]["m2"], rtol=1e-12)
+        assert got[name].result(name).shape == acc.result(name).shape
+    assert got["joints"].moments.n.tolist() == [25, 25, 25, 24, 25, 25, 25]

@@ -473,6 +473,13 @@ class CountingDataset:
 def counted(storage, monkeypatch):
     wrapped = [CountingDataset(ds) for ds in storage._datasets]
     monkeypatch.setattr(storage, "_datasets", wrapped)
+    real_write_rows = hdf5_module._write_rows
+
+    def write_rows(ds, first, rows):  # the low-level write of a block: recorded as the slice it writes
+        ds.calls.append(("set", slice(first, first + len(rows))))
+        real_write_rows(ds.ds, first, rows)
+
+    monkeypatch.setattr(hdf5_module, "_write_rows", write_rows)
     return dict(zip(["narrow", "mid", "wide", "text"], wrapped))
 
 

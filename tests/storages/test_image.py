@@ -58,15 +58,21 @@ def read_log(folder: Path) -> dict[int, tuple[int, int, int]]:
 
 
 def encoded_frames(folder: Path, positions) -> list:
-    """Back door: each slot's encoded bytes, found through ``read_log``, opened with Pillow."""
+    """Back door: each slot's encoded bytes, found through ``read_log``, opened with Pillow (a JPEG frame
+    stored without its header gets the one ``storage.json`` keeps, hex, as ``config["jpeg_header"]``)."""
     table = read_log(folder)
-    images = []
-    for p in positions.tolist():
-        fid, off, n = table[p]
-        with open(folder / chunk_name(fid), "rb") as f:
-            f.seek(off)
-            images.append(Image.open(io.BytesIO(f.read(n))))
-    return images
+    return [Image.open(io.BytesIO(stored_frame(folder, *table[p]))) for p in positions.tolist()]
+
+
+def stored_frame(folder: Path, fid: int, off: int, n: int) -> bytes:
+    """Back door: the whole encoded frame at ``off`` of chunk ``fid``; a JPEG frame stored without its
+    header (format version 2) gets the one ``storage.json`` keeps, hex, as ``config["jpeg_header"]``."""
+    with open(folder / chunk_name(fid), "rb") as f:
+        f.seek(off)
+        data = f.read(n)
+    if data.startswith(b"\xff\xd8") or data.startswith(b"\x89PNG"):
+        return data
+    return bytes.fromhex(json.loads((folder / "storage.json").read_text())["config"]["jpeg_header"]) + data
 
 
 def folder_bytes(folder: Path) -> int:
@@ -243,9 +249,7 @@ def frame_subsamplings(folder: Path) -> list[str]:
 
     found = []
     for slot, (fid, off, n) in sorted(read_log(folder).items()):
-        with open(folder / chunk_name(fid), "rb") as f:
-            f.seek(off)
-            found.append(simplejpeg.decode_jpeg_header(f.read(n))[3])
+        found.append(simplejpeg.decode_jpeg_header(stored_frame(folder, fid, off, n))[3])
     return found
 
 
@@ -421,7 +425,7 @@ def test_truncated_chunk_is_a_format_error(tmp_path: Path) -> None:
 
 # -- read path: counted calls, never timed ----------------------------------------------------------
 def test_reads_use_pread_not_open_per_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    s = ImageStorage.create(SPACE, capacity=None, cache_path=tmp_path / "s", chunk_bytes=50_000)
+    s = ImageStorage.create(SPACE, capacity=None, cache_path=tmp_path / "s", chunk_bytes=20_000)
     frames = smooth_frames(200, seed=0)
     s.extend(frames)
     s.flush()
@@ -525,3 +529,86 @@ def test_jpeg_refuses_frames_over_its_size_limit(tmp_path):
     with pytest.raises(ValueError, match="at most 65500 pixels"):
         ImageStorage.create(huge, capacity=2, cache_path=tmp_path / "s")
     assert not (tmp_path / "s").exists()
+
+
+# -- the shared JPEG header (format version 2) ----------------------------------------------------------
+FIXTURE_CAMERA = Path(__file__).parents[1] / "format_fixtures" / "v3" / "jpeg_hdf5" / "storage" / "observation.camera"
+
+
+def test_jpeg_frames_are_stored_without_their_shared_header_and_decode_the_same(tmp_path: Path) -> None:
+    import simplejpeg
+
+    frames = smooth_frames(12, seed=4)
+    s = ImageStorage.create(SPACE, capacity=None, cache_path=tmp_path / "s", quality=75, subsampling="420")
+    s.extend(frames)
+    s.flush()
+    desc = json.loads((tmp_path / "s" / "storage.json").read_text())
+    header = bytes.fromhex(desc["config"]["jpeg_header"])
+    assert desc["format_version"] == 2 and header.startswith(b"\xff\xd8") and header == codec.jpeg_header(header)
+    whole = [codec.encode(f, "JPEG", 75, "420") for f in frames]
+    assert all(w.startswith(header) for w in whole)
+    table = read_log(tmp_path / "s")
+    chunk = (tmp_path / "s" / chunk_name(0)).read_bytes()
+    for slot, w in enumerate(whole):  # each frame's own bytes, exactly, after the header
+        _, off, n = table[slot]
+        assert chunk[off:off + n] == w[len(header):]
+    assert len(chunk) == sum(len(w) for w in whole) - len(frames) * len(header)
+    decoded = np.stack([simplejpeg.decode_jpeg(w, colorspace="RGB") for w in whole])
+    np.testing.assert_array_equal(s.get(slice(None)), decoded)  # the same frames as whole JPEGs give
+    s.close()
+    np.testing.assert_array_equal(ImageStorage.load_from(tmp_path / "s").get(np.array([11, 0, 5])),
+                                  decoded[[11, 0, 5]])
+
+
+def test_a_frame_with_another_header_is_stored_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    frames = smooth_frames(4, seed=5)
+    s = ImageStorage.create(SPACE, capacity=None, cache_path=tmp_path / "s")
+    real = codec.encode_batch
+
+    def with_a_comment(batch, *args):  # a COM segment after SOI: another header (as another encoder might write)
+        out = real(batch, *args)
+        out[1] = out[1][:2] + b"\xff\xfe\x00\x05abc" + out[1][2:]
+        return out
+
+    monkeypatch.setattr(codec, "encode_batch", with_a_comment)
+    s.extend(frames)
+    s.flush()
+    _, off, n = read_log(tmp_path / "s")[1]
+    assert (tmp_path / "s" / chunk_name(0)).read_bytes()[off:off + 7] == b"\xff\xd8\xff\xfe\x00\x05a"
+    got = s.get(slice(None))
+    assert np.abs(got.astype(int) - frames).mean() <= 2
+    np.testing.assert_array_equal(got[1], ImageStorage.load_from(tmp_path / "s").get(1))
+    s.close()
+
+
+def test_a_folder_of_whole_frames_stays_so_for_a_writer(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(FIXTURE_CAMERA, tmp_path / "cam")  # format version 1, written before the shared header
+    before = json.loads((tmp_path / "cam" / "storage.json").read_text())
+    assert before["format_version"] == 1 and "jpeg_header" not in before["config"]
+    s = ImageStorage.load_from(tmp_path / "cam", read_only=False)
+    n = len(s)
+    frames = smooth_frames(3, seed=6, h=s.space.shape[0], w=s.space.shape[1])
+    s.extend(frames)
+    s.close()
+    after = json.loads((tmp_path / "cam" / "storage.json").read_text())
+    assert after["format_version"] == 1 and "jpeg_header" not in after["config"]
+    table = read_log(tmp_path / "cam")
+    for slot in range(n + 3):
+        fid, off, length = table[slot]
+        assert (tmp_path / "cam" / chunk_name(fid)).read_bytes()[off:off + 2] == b"\xff\xd8"
+    got = ImageStorage.load_from(tmp_path / "cam").get(slice(n, n + 3))
+    assert np.abs(got.astype(int) - frames).mean() <= 2
+
+
+@pytest.mark.parametrize("bad", ["zz", "ffd8", "00" * 8, 12])
+def test_a_damaged_jpeg_header_in_storage_json_is_a_format_error(tmp_path: Path, bad: Any) -> None:
+    s = ImageStorage.create(SPACE, capacity=None, cache_path=tmp_path / "s")
+    s.extend(smooth_frames(2, seed=7))
+    s.close()
+    desc = json.loads((tmp_path / "s" / "storage.json").read_text())
+    desc["config"]["jpeg_header"] = bad
+    (tmp_path / "s" / "storage.json").write_text(json.dumps(desc))
+    with pytest.raises(FormatError, match="jpeg_header"):
+        ImageStorage.load_from(tmp_path / "s")

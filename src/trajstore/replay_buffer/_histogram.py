@@ -20,6 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+# Imported here, not at the first frame counted: importing Pillow takes tens of ms with the GIL held,
+# which would stall the recording loop on the writer thread's first block.
+from PIL import Image
 
 #: Bins per element, and the cap on bins per leaf (elements x bins); a leaf with many elements gets
 #: fewer, wider bins (at least MIN_BINS), which its ``quantile_error`` reports.
@@ -56,8 +59,6 @@ def _uint8_counts(x: np.ndarray) -> np.ndarray:
     mode = _PIL_MODES.get(elements)
     if mode is None or x.shape[0] == 0:
         return np.stack([np.bincount(x[:, e], minlength=256) for e in range(elements)]).astype(np.int64)
-    from PIL import Image
-
     counts = np.zeros((elements, 256), np.int64)
     for start in range(0, x.shape[0], _PIL_MAX_WIDTH):  # an image is at most 2**31 - 1 pixels wide
         part = np.ascontiguousarray(x[start:start + _PIL_MAX_WIDTH])
@@ -182,6 +183,23 @@ class Histograms:
         h.width[:] = data["width"]
         flat = h.counts.ravel()
         flat[np.asarray(data["nonzero"], np.intp)] = np.asarray(data["counts"], np.int64)
+        return h
+
+    @classmethod
+    def joined(cls, parts: list["Histograms"]) -> "Histograms":
+        """The histograms of ``parts`` (same ``bins``, none ``unit``) side by side, as one of their elements."""
+        h = Histograms.__new__(Histograms)
+        h.__dict__.update(parts[0].__dict__)
+        h.counts = np.concatenate([p.counts for p in parts])
+        h.low = np.concatenate([p.low for p in parts])
+        h.width = np.concatenate([p.width for p in parts])
+        return h
+
+    def part(self, start: int, stop: int, template: "Histograms") -> "Histograms":
+        """A copy of elements ``[start, stop)`` of a :meth:`joined` histogram, typed like ``template``."""
+        h = Histograms.__new__(Histograms)
+        h.__dict__.update(template.__dict__)
+        h.counts, h.low, h.width = (a[start:stop].copy() for a in (self.counts, self.low, self.width))
         return h
 
     def copy(self) -> "Histograms":

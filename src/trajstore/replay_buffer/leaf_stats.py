@@ -150,6 +150,37 @@ class LeafAccumulator:
     def to_json(self) -> dict[str, Any]:
         return {"moments": self.moments.to_json(), "histogram": self.hist.to_json()}
 
+    # -- several per-element leaves as one (stats_keeper.RangeStats counts them in one pass) -------
+    def joinable(self) -> tuple[Any, ...] | None:
+        """Leaves with the same key can be counted as one accumulator of their elements side by side
+        (:meth:`joined`): per-element float leaves with as many bins. None: count this one alone."""
+        if self.axis is not None or self.dtype.kind != "f":
+            return None
+        return ("f", self.hist.bins)
+
+    @classmethod
+    def joined(cls, parts: list["LeafAccumulator"]) -> "LeafAccumulator":
+        """One accumulator whose elements are those of ``parts`` (same :meth:`joinable` key), in order.
+        Every element keeps its own moments, bins and range, so counting a batch of the joined leaf
+        gives each element what counting its own leaf would."""
+        acc = LeafAccumulator.__new__(LeafAccumulator)
+        acc.dtype = np.result_type(*(p.dtype for p in parts))
+        acc.axis = None
+        acc.shape = acc.leaf_shape = (sum(int(np.prod(p.shape, dtype=np.int64)) for p in parts),)
+        acc.moments = Moments(*(np.concatenate([getattr(p.moments, f) for p in parts])
+                                for f in ("n", "mean", "m2", "min", "max")))
+        acc.hist = Histograms.joined([p.hist for p in parts])
+        return acc
+
+    def part(self, start: int, template: "LeafAccumulator") -> "LeafAccumulator":
+        """A copy of the elements ``start ...`` of a :meth:`joined` accumulator, shaped like ``template``."""
+        stop = start + int(np.prod(template.shape, dtype=np.int64))
+        acc = LeafAccumulator.__new__(LeafAccumulator)
+        acc.__dict__.update(template.__dict__)
+        acc.moments = Moments(*(getattr(self.moments, f)[start:stop].copy() for f in ("n", "mean", "m2", "min", "max")))
+        acc.hist = self.hist.part(start, stop, template.hist)
+        return acc
+
     @classmethod
     def from_json(cls, leaf: Space, data: dict[str, Any]) -> "LeafAccumulator":
         """Raises ValueError/KeyError when ``data`` does not fit ``leaf``."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from trajstore._damage import damaged_file
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
+from trajstore._fs import in_parallel
 from trajstore._lock import WriterLock
 from trajstore._urls import is_published_folder, is_remote, local_path, refuse_remote_write
 from trajstore.errors import FormatError, LockedError, StaleReadError
@@ -250,21 +251,31 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             raise
         return rb
 
-    def _write_meta(self, committed: Committed | None = None) -> None:
+    def _write_meta(self, committed: Committed | None = None, *, flush_storage: bool = False) -> None:
         """Atomically replace the metadata file with ``committed`` (default: the current state), after
-        ``stats.json`` when the statistics cover it; keep the statistics of an episode boundary."""
+        ``stats.json`` when the statistics cover it; keep the statistics of an episode boundary.
+
+        ``flush_storage``: flush the storage first. The storage flush, the episode log's append and the
+        statistics file are independent writes, each ending in an fsync: they run at the same time
+        (:func:`~trajstore._fs.in_parallel`), and the metadata is written once all three are durable.
+        """
         if committed is None and not self._episodes.is_open(self._ring.appended):
             self._stats.mark_boundary(self._ring)
         if self.cache_path is None:
+            if flush_storage:
+                self.storage.flush()
             return
         own = committed is None  # the writer's own table, not a ring's shrunk view: the log may compact
         committed = committed or Committed.of(self._ring, self._episodes)
         assert self._log is not None
-        position = self._log.prepare(committed.episodes, may_compact=own)  # durable before the metadata names it
+        log, folder, ring = self._log, self.cache_path, committed.ring
+        _, position, stats = in_parallel(
+            self.storage.flush if flush_storage else lambda: None,  # first: on this thread (it may fan out)
+            lambda: log.prepare(committed.episodes, may_compact=own),  # durable before the metadata names it
+            lambda: self._stats.commit(folder, ring))
         episodes = {**committed.episodes.counters_json(), "log": position.to_json()}
         write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, episodes,
-                   self._finals.descriptor(), self._stats.commit(self.cache_path, committed.ring),
-                   check_bounds=self.check_bounds)
+                   self._finals.descriptor(), stats, check_bounds=self.check_bounds)
         self._log.committed(position)
         self._committed = committed
 
@@ -284,8 +295,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         """
         self._check_writable()
         self._write_staged()
-        self.storage.flush()
-        self._write_meta()
+        self._write_meta(flush_storage=True)
 
     def close(self) -> None:
         """Flush (if writable), close the storage and release the writer lock. Idempotent.

@@ -71,7 +71,7 @@ class RingState:
             raise ValueError(f"cannot extend by {n} steps")
         if self.capacity is None:
             runs = [(slice(0, n), slice(self.count, self.count + n))] if n else []
-            return replace(self, count=self.count + n, appended=self.appended + n), runs
+            return RingState(None, self.count + n, self.head, self.appended + n), runs  # per append: no replace()
         cap = self.capacity
         skip = max(0, n - cap)
         kept = n - skip

@@ -25,7 +25,11 @@ import numpy as np
 
 #: Target bytes of one block: large enough that a block write costs little per step, small
 #: enough that a flush waits for little. A block holds at least 1 and at most BLOCK_MAX_STEPS steps.
-BLOCK_BYTES = 1 << 20
+#: 4 MiB: the fixed cost of a block (an HDF5 write per low-dim leaf, the statistics' NumPy calls,
+#: the codec pool's hand-off) is ~1 ms; at 1 MiB a 128x128 camera step (49 KB) made blocks of 21
+#: steps, at 4 MiB they are 64 (the append workload of ``benchmarks/append.py``, in-process: CPU per
+#: step 405-435 -> 322-356 us, two runs each).
+BLOCK_BYTES = 4 << 20
 BLOCK_MAX_STEPS = 64
 #: Staged bytes allowed beyond the block being filled; ``append`` waits when they are exceeded.
 MAX_PENDING_BYTES = 256 << 20

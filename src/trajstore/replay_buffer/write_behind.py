@@ -33,7 +33,8 @@ class WriteBehindMethods:
             self._submit(block, rows)
         self._episodes.on_extend(self._ring.appended)
         self._ring, _ = self._ring.plan_extend(n)
-        self._episodes.drop_before(self._ring.first_step)
+        if self._ring.first_step:  # nothing to drop before step 0 (a buffer that never overwrote)
+            self._episodes.drop_before(self._ring.first_step)
 
     def _start_write_behind(self: "ReplayBuffer") -> None:
         templates = [(tuple(leaf.shape), np.dtype(leaf.dtype)) for _, leaf in tree.leaves(self.space)]

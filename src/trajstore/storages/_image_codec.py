@@ -127,6 +127,40 @@ def encode(frame: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUALITY,
     return buf.getvalue()
 
 
+#: The start-of-image marker every complete JPEG (and PNG never) begins with.
+JPEG_SOI = b"\xff\xd8"
+
+
+def jpeg_header(data: bytes | memoryview) -> bytes:
+    """The bytes of a baseline JPEG up to the end of its start-of-scan segment: markers, quantisation
+    and Huffman tables, frame size (ITU T.81, B.2). What follows is entropy-coded data and EOI, in
+    which a 0xFF byte is followed only by 0x00 or a restart marker (0xD0-0xD7), never by 0xD8.
+
+    Frames of one size, quality and subsampling encoded by libjpeg-turbo with its standard Huffman
+    tables share this header byte for byte (623 bytes for 128x128 at quality 75, 4:2:0: ~30% of a
+    frame).
+
+    Raises:
+        ValueError: ``data`` is not a JPEG whose markers lead to a start-of-scan segment.
+    """
+    data = bytes(data[:65536 * 4]) if len(data) > 65536 * 4 else bytes(data)
+    if not data.startswith(JPEG_SOI):
+        raise ValueError("not a JPEG: no start-of-image marker")
+    pos = 2
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            raise ValueError(f"not a JPEG: no marker at byte {pos}")
+        marker, length = data[pos + 1], int.from_bytes(data[pos + 2:pos + 4], "big")
+        if length < 2:
+            raise ValueError(f"not a JPEG: segment of length {length} at byte {pos}")
+        pos += 2 + length
+        if marker == 0xDA:  # start of scan: the header ends with its segment
+            if pos > len(data):
+                break
+            return data[:pos]
+    raise ValueError("not a JPEG: no start-of-scan segment")
+
+
 def png_modes(out: np.ndarray) -> tuple[str, ...]:
     """Pillow modes a PNG may open in to fill ``out`` (one frame): RGB, ``"L"``, or 16-bit grayscale.
 

@@ -43,6 +43,7 @@ from trajstore._registry import Registry
 from trajstore._urls import refuse_remote_write
 from trajstore.errors import FormatError, InvalidValueError, UnsupportedSpaceError
 from trajstore.spaces import Space, space_from_json, tree
+from trajstore.spaces.step_check import step_check
 from trajstore.storages._options import Option, config_from
 from trajstore.storages._selection import Selection, select, span
 
@@ -475,6 +476,9 @@ def validated_step(space: Space, value: Any, *, check_bounds: bool = True) -> li
     Raises:
         InvalidValueError: names the leaf and what was expected.
     """
+    fast = step_check(space, check_bounds).leaves(value)  # arrays already of the leaves' dtypes and shapes
+    if fast is not None:
+        return fast
     one = space.validate(value, batched=False, check_bounds=check_bounds)
     return [np.asarray(v)[None] for v in tree.flatten(space, one)]
 
