@@ -84,6 +84,14 @@ def test_hdf5_damaged_compressed_chunk_names_the_file_and_dataset(folder):
     assert_format_error(detail, H5, "dataset")
 
 
+def test_a_writer_meeting_a_damaged_compressed_chunk_names_the_file_and_dataset(folder):
+    # A write into a partly filled chunk reads it first: h5py's OSError ("filter returned failure
+    # during read") left the writer as it was, not as a FormatError.
+    detail = outcome(folder, Mutation(H5, "flip", compressed_chunk_middle(folder), 7), mode="write")
+    assert_format_error(detail, H5, "dataset")
+    assert detail["lost"] is False
+
+
 def test_hdf5_truncated_file_is_a_format_error_in_swmr_mode(folder):
     # A SWMR reader skips HDF5's end-of-file check: the missing chunks were read as zeros, silently.
     size = (folder / H5).stat().st_size

@@ -35,10 +35,13 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import h5py
+
+from trajstore.errors import FormatError
 
 #: Metadata read attempts of a SWMR reader (see the module docstring): ~0.14 s of retries at most.
 SWMR_READ_ATTEMPTS = 27
@@ -139,3 +142,25 @@ def check_end_of_file(path: Path) -> None:
         if attempt + 1 < EOF_CHECKS:
             time.sleep(0.02)
     raise OSError(f"truncated file: eof = {eof}, stored_eof = {stored}")
+
+
+#: What HDF5 says when a write has to read a damaged chunk or metadata block first (a partly written
+#: compressed chunk is read, changed and written back); met by the writers' fuzz (tests/fuzz).
+READ_FAILURES = ("during read", "checksum", "deserialize")
+
+
+@contextmanager
+def damage_met_by_a_write(path: Path | None, what: str) -> Iterator[None]:
+    """A write that failed while reading damaged bytes raises a ``FormatError`` naming ``path`` and
+    ``what`` (e.g. ``"dataset 'action'"``); other write errors, a full disk among them, pass as they are.
+
+    Raises:
+        FormatError: ``path: what: damaged: a write had to read it first (<original>)``.
+    """
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        if path is None or not any(words in str(exc) for words in READ_FAILURES):
+            raise
+        raise FormatError(f"{path}: {what}: damaged: a write had to read it first ({type(exc).__name__}: {exc})") \
+            from exc

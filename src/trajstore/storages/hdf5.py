@@ -65,7 +65,7 @@ from trajstore._lock import WriterLock
 from trajstore.errors import FormatError, LockedError, UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, Space, TextSpace, tree
 from trajstore.storages import _hdf5_recovery as _recovery
-from trajstore.storages._hdf5_files import open_h5
+from trajstore.storages._hdf5_files import damage_met_by_a_write, open_h5
 from trajstore.storages._names import safe_name
 from trajstore.storages._options import Option, one_of, optional, positive_int
 from trajstore.storages._selection import Selection
@@ -415,15 +415,17 @@ class HDF5Storage(SpaceStorage):
         return out
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
-        for (_, leaf), ds, arr in zip(self._leaves, self._datasets, leaves):
+        for (keys, leaf), ds, arr in zip(self._leaves, self._datasets, leaves):
             if isinstance(leaf, TextSpace):
                 arr = np.strings.encode(arr, "utf-8").astype(ds.dtype)  # the dtype carries the UTF-8 tag
-            for row, first, n in sel.runs:  # one slice write per run, never an index list
-                part = arr[row:row + n]
-                if part.dtype == ds.dtype and part.flags.c_contiguous and part.size:
-                    _write_rows(ds, first, part)
-                else:
-                    ds[first:first + n] = part
+            with damage_met_by_a_write(self.cache_path / DATA_FILE if self.cache_path else None,  # type: ignore
+                                       f"dataset {_dataset_name(keys)!r}"):
+                for row, first, n in sel.runs:  # one slice write per run, never an index list
+                    part = arr[row:row + n]
+                    if part.dtype == ds.dtype and part.flags.c_contiguous and part.size:
+                        _write_rows(ds, first, part)
+                    else:
+                        ds[first:first + n] = part
 
     def _resize(self, length: int) -> None:
         for ds in self._datasets:
