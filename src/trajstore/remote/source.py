@@ -19,6 +19,7 @@ gets its own cache folder.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing.util
 import os
 import shutil
@@ -144,13 +145,23 @@ class RemotePayload:
                                   ) from blob
             raise blob
         if len(blob) != expected:
-            raise FormatError(f"{self.url}/{rel}: needed {expected} bytes, got {len(blob)}: the object is truncated")
+            raise FormatError(f"{self.url}/{self.manifest.files[rel].key} ({rel}): needed {expected} bytes, got "
+                              f"{len(blob)}: the object is truncated")
+
+    def _check_hash(self, rel: str, blob: bytes) -> None:
+        # A whole object can be checked against the manifest: a segment whose bytes changed in the
+        # bucket may still decode (to wrong frames), so its size alone does not tell.
+        entry = self.manifest.files[rel]
+        if hashlib.sha256(blob).hexdigest() != entry.sha256:
+            raise FormatError(f"{self.url}/{entry.key} ({rel}): its bytes do not match the SHA-256 in the manifest: "
+                              "the object is damaged")
 
     def local_copy(self, relpath: str) -> Path:
-        """A local file with the whole of ``relpath`` (one GET on a cache miss).
+        """A local file with the whole of ``relpath`` (one GET on a cache miss), checked against the
+        size and SHA-256 in the manifest.
 
         Raises:
-            FormatError: the object is gone from the bucket or has the wrong size.
+            FormatError: the object is gone from the bucket, or its size or SHA-256 differs from the manifest.
         """
         fs, _ = self._client()
         with self._lock:
@@ -166,6 +177,7 @@ class RemotePayload:
         except FileNotFoundError as exc:
             blob = exc
         self._check_blob(relpath, blob, size)
+        self._check_hash(relpath, blob)
         tmp = local.with_name(local.name + f".{threading.get_ident()}.tmp")
         tmp.write_bytes(blob)
         os.replace(tmp, local)
