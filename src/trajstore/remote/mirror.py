@@ -37,7 +37,7 @@ from typing import Any
 from trajstore._fs import staged_folder
 from trajstore.errors import FormatError, ReadOnlyError
 from trajstore.remote.layout import MANIFEST, is_payload
-from trajstore.remote.location import filesystem
+from trajstore.remote.location import filesystem, store_errors
 from trajstore.remote.manifest import Manifest
 from trajstore.remote.source import SEGMENT_CACHE_BYTES, RemotePayload
 from trajstore.storages import _payload
@@ -143,11 +143,19 @@ def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | 
     Raises:
         ReadOnlyError: ``read_only=False`` (nothing is fetched).
         FormatError: not a published buffer, a damaged manifest or object, or a damaged buffer.
+        InvalidValueError: ``storage_options`` is not a dict, or the URL's scheme is unknown.
+        RemoteStoreError: the store could not be reached or refused the options.
         ImportError: fsspec or the protocol's package is missing.
     """
     if not read_only:
         raise ReadOnlyError(f"{url}: a buffer in object storage opens read-only; to add to it, pull it into a "
                             "local folder (`trajstore pull`), write there and push it again")
+    with store_errors(url):
+        return _open(cls, url, storage_options, multiprocessing, cache_dir, segment_cache_bytes, mirror)
+
+
+def _open(cls: Any, url: str, storage_options: dict[str, Any] | None, multiprocessing: bool,
+          cache_dir: str | os.PathLike | None, segment_cache_bytes: int, mirror: str | None) -> Any:
     fs, root = filesystem(url, storage_options)
     owned_root = None
     if mirror is not None and (Path(mirror) / MIRROR_MANIFEST).is_file():

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trajstore.errors import FormatError
-from trajstore.remote.location import filesystem
+from trajstore.remote.location import filesystem, store_errors
 from trajstore.remote.manifest import Manifest
 
 #: Runs of one chunk closer than this (bytes) are fetched by one GET: reading a gap costs less than a
@@ -128,7 +128,9 @@ class RemotePayload:
         fs, _ = self._client()
         requests, where = merge_ranges(list(relpaths), starts, stops, MERGE_GAP, MAX_MERGED)
         paths = [self._object(k) for k, _, _ in requests]
-        blobs = fs.cat_ranges(paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return")
+        with store_errors(self.url):
+            blobs = fs.cat_ranges(paths, [s for _, s, _ in requests], [e for _, _, e in requests],
+                                  on_error="return")
         for (rel, s, e), blob in zip(requests, blobs):
             self._check_blob(rel, blob, e - s)
         with self._lock:
@@ -143,7 +145,8 @@ class RemotePayload:
                 raise FormatError(f"{self.url}: the object of {rel} is gone from the bucket (pushed again, and "
                                   "the snapshot this reader opened is past the push's retention): open it again"
                                   ) from blob
-            raise blob
+            with store_errors(self.url):
+                raise blob
         if len(blob) != expected:
             raise FormatError(f"{self.url}/{self.manifest.files[rel].key} ({rel}): needed {expected} bytes, got "
                               f"{len(blob)}: the object is truncated")
@@ -173,7 +176,8 @@ class RemotePayload:
         size = self.size(relpath)
         blob: Any
         try:
-            blob = fs.cat_file(self._object(relpath))
+            with store_errors(self.url):
+                blob = fs.cat_file(self._object(relpath))
         except FileNotFoundError as exc:
             blob = exc
         self._check_blob(relpath, blob, size)
