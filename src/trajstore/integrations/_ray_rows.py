@@ -197,6 +197,8 @@ def _leaf_positions(space: Any, columns: Iterable[str] | None) -> list[int]:
         if not isinstance(name, str):
             raise TypeError(f"columns must be leaf names (str), got {name!r:.80}")
         path = tree.parse_name(name)
+        if not path or "" in path:  # "" parses to the root, which would silently stand for every leaf
+            raise ValueError(f"columns: {name!r} names no leaf; give leaf or subtree names like 'observation/pixels'")
         tree.subspace(space, path)  # KeyError naming the column and the keys where it failed
         wanted.update(i for i, p in enumerate(paths) if tree.under(p, path))
     if not wanted:
