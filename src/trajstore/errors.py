@@ -46,6 +46,14 @@ class LockedError(TrajstoreError, BlockingIOError):
     """Another process holds the writer lock of a buffer folder."""
 
 
+class RemoteStoreError(TrajstoreError, OSError):
+    """A request to object storage failed: the endpoint is unreachable, the bucket is missing, the
+    credentials were refused, or the storage options do not fit the URL's file system.
+
+    The message names the URL and the store's own error.
+    """
+
+
 class StaleReadError(TrajstoreError, IndexError):
     """A reader asked for steps whose slots the writer reused while they were read (a ring
     overwriting its oldest steps, or a discarded episode's slots written again).

@@ -134,6 +134,9 @@ def test_bad_requests_fail_before_any_task(tmp_path, folder):
         TrajstoreDatasource(tmp_path / "nothing")
     with pytest.raises(ValueError, match="min_task_rows"):
         TrajstoreDatasource(folder, min_task_rows=0)
+    for empty in ("", "/"):  # parsed to the root: it read every leaf
+        with pytest.raises(ValueError, match="names no leaf"):
+            TrajstoreDatasource(folder, columns=["action", empty])
 
 
 def test_split_rows_balances_rows_and_cuts_at_episode_starts(folder):

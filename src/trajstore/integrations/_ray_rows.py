@@ -47,6 +47,9 @@ class RowRequest:
         episodes: sorted episode ids, or ``None`` for every held episode.
         first_step: the oldest held step (global number) when the request was made.
         total: the number of rows; ``bytes_per_row``: their in-memory size, an estimate for text leaves.
+        snapshot: for a buffer opened from a URL, ``(url, snapshot id)`` of the push the driver read:
+            every task opens that one, even after a later push replaced it
+            (:func:`trajstore.remote.mirror.read_snapshot`), so all rows come from one snapshot.
     """
 
     path: str
@@ -59,9 +62,19 @@ class RowRequest:
     first_step: int
     total: int
     bytes_per_row: int
+    snapshot: tuple[str, str] | None = None
 
     def open(self) -> ReplayBuffer:
-        """The buffer, opened read-only (with ``storage_options`` only when they were given)."""
+        """The buffer, opened read-only (with ``storage_options`` only when they were given).
+
+        Raises:
+            FormatError: (a URL) the snapshot the driver read was replaced and is past the push's retention.
+        """
+        if self.snapshot is not None:
+            from trajstore.remote.mirror import reopen_remote
+
+            url, snapshot = self.snapshot
+            return reopen_remote(url, self.storage_options, None, False, snapshot)
         if self.storage_options is None:
             return ReplayBuffer.load_from(self.path, read_only=True)
         return ReplayBuffer.load_from(self.path, read_only=True, storage_options=self.storage_options)
@@ -95,7 +108,8 @@ def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any]
                       columns=tuple(tree.path_name(paths[i]) for i in leaves), plan=plan,
                       window=None if window is None else dict(window), pad=pad, episodes=ids,
                       first_step=rb.total_steps - len(rb), total=int(total),
-                      bytes_per_row=_bytes_per_row(rb.space, plan))
+                      bytes_per_row=_bytes_per_row(rb.space, plan),
+                      snapshot=None if rb._remote is None else (rb._remote.url, rb._remote.snapshot))
 
 
 def episode_starts(rb: ReplayBuffer, request: RowRequest) -> np.ndarray:
@@ -183,6 +197,8 @@ def _leaf_positions(space: Any, columns: Iterable[str] | None) -> list[int]:
         if not isinstance(name, str):
             raise TypeError(f"columns must be leaf names (str), got {name!r:.80}")
         path = tree.parse_name(name)
+        if not path or "" in path:  # "" parses to the root, which would silently stand for every leaf
+            raise ValueError(f"columns: {name!r} names no leaf; give leaf or subtree names like 'observation/pixels'")
         tree.subspace(space, path)  # KeyError naming the column and the keys where it failed
         wanted.update(i for i, p in enumerate(paths) if tree.under(p, path))
     if not wanted:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from trajstore._fs import staged_folder
 from trajstore.errors import FormatError
 from trajstore.remote.layout import is_payload
-from trajstore.remote.location import filesystem, protocol_of
+from trajstore.remote.location import filesystem, protocol_of, store_errors
 from trajstore.remote.mirror import fetch_files, read_manifest
 
 _HASH_BLOCK = 8 * 2**20
@@ -42,6 +42,8 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
         StorageExistsError: ``folder`` is a file or a non-empty folder (checked first).
         FormatError: ``url`` holds no published buffer, or an object is missing or damaged (a push
             later removed it: pull again).
+        InvalidValueError: ``storage_options`` is not a dict, or the URL's scheme is unknown.
+        RemoteStoreError: the store could not be reached or refused the options.
         ImportError: fsspec, or the URL protocol's package, is missing.
     """
     from trajstore.errors import StorageExistsError
@@ -49,6 +51,11 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
     out = Path(folder)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
+    with store_errors(url):
+        return _pull(url, out, storage_options)
+
+
+def _pull(url: str, out: Path, storage_options: dict[str, Any] | None) -> PullReport:
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
     manifest, _ = read_manifest(fs, root, url)
     total = 0

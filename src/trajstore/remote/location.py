@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trajstore._urls import (LOCAL_PROTOCOLS, is_published_folder, is_remote, local_path, protocol_of,  # noqa: F401
                              refuse_remote_write)
+from trajstore.errors import InvalidValueError, RemoteStoreError, TrajstoreError
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
@@ -16,8 +19,15 @@ def filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, s
 
     Raises:
         ImportError: fsspec (or the protocol's package, e.g. s3fs) is missing: ``pip install trajstore[remote]``.
-        ValueError: an unknown protocol.
+        InvalidValueError: ``url`` is not a string, ``storage_options`` not a dict, or the protocol is unknown.
+        RemoteStoreError: the file system refused the storage options.
     """
+    if not isinstance(url, str):
+        raise InvalidValueError(f"expected a URL string, got {type(url).__name__} {url!r}")
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise InvalidValueError(f"{url}: storage_options must be a dict of fsspec options "
+                                f"({{'key': ..., 'client_kwargs': {{'endpoint_url': ...}}}}), got "
+                                f"{type(storage_options).__name__}")
     try:
         import fsspec
     except ImportError:
@@ -25,5 +35,28 @@ def filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, s
                           "pip install 'trajstore[remote]'") from None
     options = dict(storage_options or {})
     options.setdefault("skip_instance_cache", True)
-    fs, root = fsspec.core.url_to_fs(url, **options)
+    try:
+        fsspec.get_filesystem_class(protocol_of(url) or "file")
+    except ValueError:
+        raise InvalidValueError(f"{url}: unknown URL scheme {protocol_of(url)!r} (known to fsspec: "
+                                f"{', '.join(sorted(fsspec.available_protocols())[:12])}, ...)") from None
+    with store_errors(url):
+        fs, root = fsspec.core.url_to_fs(url, **options)
     return fs, root.rstrip("/")
+
+
+@contextlib.contextmanager
+def store_errors(url: str) -> Iterator[None]:
+    """Re-raise what the store's client raises as :class:`RemoteStoreError` naming ``url``.
+
+    Trajstore's own errors and ``OSError`` (s3fs maps S3's answers to ``FileNotFoundError``,
+    ``PermissionError``, ...) pass as they are; other exceptions of the client (botocore's
+    ``EndpointConnectionError``, a ``TypeError`` for a storage option the client does not take, ...)
+    would otherwise reach the caller as types no one catches.
+    """
+    try:
+        yield
+    except (TrajstoreError, OSError):
+        raise
+    except Exception as exc:
+        raise RemoteStoreError(f"{url}: the object store request failed ({type(exc).__name__}: {exc})") from exc

@@ -20,8 +20,11 @@ replaced within its retention (an hour by default, :mod:`~trajstore.remote.reten
 its payload objects may be gone, and a read says so (``FormatError``: open it again).
 
 Pickling (DataLoader workers under spawn, Ray tasks): the buffer pickles as its URL, storage
-options (credentials included: they travel with the pickle) and mirror folder. A process on the
-same machine reuses the mirror while it exists; elsewhere it reads the URL's current manifest.
+options (credentials included: they travel with the pickle), mirror folder and snapshot (manifest
+generation and hash). A process on the same machine reuses the mirror while it exists; elsewhere it
+opens the same snapshot from the URL: the current manifest if no push replaced it, else the copy a
+push keeps under ``manifests/`` while the snapshot is retained (past that: ``FormatError``). So a
+copy never reads a later push than its original.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 from trajstore._fs import staged_folder
 from trajstore.errors import FormatError, ReadOnlyError
 from trajstore.remote.layout import MANIFEST, is_payload
-from trajstore.remote.location import filesystem
+from trajstore.remote.location import filesystem, store_errors
 from trajstore.remote.manifest import Manifest
 from trajstore.remote.source import SEGMENT_CACHE_BYTES, RemotePayload
 from trajstore.storages import _payload
@@ -104,8 +107,9 @@ class RemoteOpen:
     """What a buffer opened from a URL holds beside its storages: the mirror folder and the payload source."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None, mirror: Path, source: RemotePayload,
-                 owned_root: Path | None):
+                 owned_root: Path | None, snapshot: str):
         self.url, self.storage_options, self.mirror, self.source = url, storage_options, mirror, source
+        self.snapshot = snapshot  # snapshot_id() of the manifest this buffer reads
         self._owned_root = owned_root  # the temporary folder to remove at close, if this process made it
         self._pid = os.getpid()
         if owned_root is not None:
@@ -125,6 +129,35 @@ def _remove_if_mine(path: str, pid: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def snapshot_id(manifest: Manifest, data: bytes) -> str:
+    """``"<generation>:<SHA-256 of the manifest's bytes>"``: names one pushed snapshot of a URL."""
+    return f"{manifest.generation}:{hashlib.sha256(data).hexdigest()}"
+
+
+def read_snapshot(fs: Any, root: str, url: str, snapshot: str) -> tuple[Manifest, bytes]:
+    """The manifest of the snapshot ``snapshot`` (:func:`snapshot_id`): the current one if a push has
+    not replaced it, else its copy kept under ``manifests/`` while it is retained.
+
+    Raises:
+        FormatError: that snapshot was replaced and is past the pushes' retention (open the URL again).
+    """
+    generation, _, digest = snapshot.partition(":")
+    manifest, data = read_manifest(fs, root, url)
+    if snapshot_id(manifest, data) == snapshot:
+        return manifest, data
+    from trajstore.remote.retention import history_name
+
+    try:
+        data = fs.cat_file(f"{root}/{history_name(int(generation))}")
+    except (FileNotFoundError, ValueError):
+        data = b""
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise FormatError(f"{url}: the snapshot this reader was opened on (generation {generation}) was replaced "
+                          f"by generation {manifest.generation} and is no longer kept (past the push's retention): "
+                          "open the URL again (or make the dataset again)")
+    return Manifest.from_bytes(data, f"{url}/{history_name(int(generation))}"), data
+
+
 def _build_mirror(fs: Any, root: str, url: str, manifest: Manifest, data: bytes, out: Path) -> None:
     with staged_folder(out) as tmp:
         tmp.mkdir()
@@ -136,25 +169,38 @@ def _build_mirror(fs: Any, root: str, url: str, manifest: Manifest, data: bytes,
 def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | None = None,
                        read_only: bool = True, multiprocessing: bool = False,
                        cache_dir: str | os.PathLike | None = None,
-                       segment_cache_bytes: int = SEGMENT_CACHE_BYTES, mirror: str | None = None) -> Any:
+                       segment_cache_bytes: int = SEGMENT_CACHE_BYTES, mirror: str | None = None,
+                       snapshot: str | None = None) -> Any:
     """``cls.load_from`` of a URL; see the module docstring. ``mirror``: a mirror folder to reuse when it
-    still holds a snapshot (set by unpickling).
+    still holds the snapshot (set by unpickling). ``snapshot``: open that snapshot (:func:`snapshot_id`)
+    rather than the current one, so a copy of a buffer (unpickled, a Ray read task) reads what the
+    original read even after a push replaced it (:func:`read_snapshot`).
 
     Raises:
         ReadOnlyError: ``read_only=False`` (nothing is fetched).
         FormatError: not a published buffer, a damaged manifest or object, or a damaged buffer.
+        InvalidValueError: ``storage_options`` is not a dict, or the URL's scheme is unknown.
+        RemoteStoreError: the store could not be reached or refused the options.
         ImportError: fsspec or the protocol's package is missing.
     """
     if not read_only:
         raise ReadOnlyError(f"{url}: a buffer in object storage opens read-only; to add to it, pull it into a "
                             "local folder (`trajstore pull`), write there and push it again")
+    with store_errors(url):
+        return _open(cls, url, storage_options, multiprocessing, cache_dir, segment_cache_bytes, mirror, snapshot)
+
+
+def _open(cls: Any, url: str, storage_options: dict[str, Any] | None, multiprocessing: bool,
+          cache_dir: str | os.PathLike | None, segment_cache_bytes: int, mirror: str | None,
+          snapshot: str | None) -> Any:
     fs, root = filesystem(url, storage_options)
     owned_root = None
-    if mirror is not None and (Path(mirror) / MIRROR_MANIFEST).is_file():
-        data = (Path(mirror) / MIRROR_MANIFEST).read_bytes()
-        manifest, path = Manifest.from_bytes(data, f"{mirror}/{MIRROR_MANIFEST}"), Path(mirror)
+    kept = _mirror_manifest(mirror, snapshot)
+    if kept is not None:
+        manifest, data = kept
+        path = Path(mirror)  # type: ignore[arg-type]
     else:
-        manifest, data = read_manifest(fs, root, url)
+        manifest, data = read_manifest(fs, root, url) if snapshot is None else read_snapshot(fs, root, url, snapshot)
         if cache_dir is not None:
             path = Path(cache_dir) / hashlib.sha256(data).hexdigest()[:16]
             if not (path / MIRROR_MANIFEST).is_file():
@@ -172,7 +218,7 @@ def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | 
                 shutil.rmtree(owned_root, ignore_errors=True)
                 raise
     source = RemotePayload(url, storage_options, manifest, cache_bytes=segment_cache_bytes)
-    remote = RemoteOpen(url, storage_options, path, source, owned_root)
+    remote = RemoteOpen(url, storage_options, path, source, owned_root, snapshot_id(manifest, data))
     _payload.register(path, source)
     try:
         rb = cls.load_from(path, read_only=True, multiprocessing=multiprocessing)
@@ -183,9 +229,22 @@ def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | 
     return rb
 
 
-def reopen_remote(url: str, storage_options: dict[str, Any] | None, mirror: str, multiprocessing: bool) -> Any:
-    """The unpickling side of a buffer opened from a URL (see the module docstring)."""
+def _mirror_manifest(mirror: str | None, snapshot: str | None) -> tuple[Manifest, bytes] | None:
+    """The manifest of the mirror folder ``mirror`` when it still exists and holds ``snapshot``."""
+    if mirror is None or not (Path(mirror) / MIRROR_MANIFEST).is_file():
+        return None
+    data = (Path(mirror) / MIRROR_MANIFEST).read_bytes()
+    manifest = Manifest.from_bytes(data, f"{mirror}/{MIRROR_MANIFEST}")
+    if snapshot is not None and snapshot_id(manifest, data) != snapshot:
+        return None
+    return manifest, data
+
+
+def reopen_remote(url: str, storage_options: dict[str, Any] | None, mirror: str | None, multiprocessing: bool,
+                  snapshot: str | None = None) -> Any:
+    """The unpickling side of a buffer opened from a URL (see the module docstring): the same snapshot,
+    from ``mirror`` while it exists, else from the URL (:func:`read_snapshot`)."""
     from trajstore.replay_buffer import ReplayBuffer
 
     return open_remote_buffer(ReplayBuffer, url, storage_options=storage_options, multiprocessing=multiprocessing,
-                              mirror=mirror)
+                              mirror=mirror, snapshot=snapshot)

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from trajstore.errors import FormatError
+from trajstore.errors import FormatError, InvalidValueError
 from trajstore.remote.layout import MANIFEST, OBJECTS, object_key
-from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of
+from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of, store_errors
 from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.mirror import manifest_or_none
 from trajstore.remote.retention import RETAIN_SECONDS, collect, history_name
@@ -117,14 +117,25 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
         FormatError: ``folder`` is not a buffer folder, the URL holds a damaged manifest, or a writer
             kept reusing the slots being copied (:mod:`~trajstore.remote.snapshot`).
         ImportError: fsspec, or the URL protocol's package (s3fs), is missing.
-        OSError: the store refused a request (credentials, missing bucket); the previous snapshot stays.
+        InvalidValueError: ``storage_options`` is not a dict, the URL's scheme is unknown, or the URL is
+            a local path inside ``folder``.
+        OSError: the store refused a request (credentials, missing bucket; ``RemoteStoreError`` for an
+            unreachable endpoint or options the client does not take); the previous snapshot stays.
     """
     folder = Path(folder)
     read_meta(folder)  # not a buffer folder: a FormatError before anything is made or sent
+    with store_errors(url):
+        return _push(folder, url, storage_options, retain_seconds)
+
+
+def _push(folder: Path, url: str, storage_options: dict[str, Any] | None, retain_seconds: float) -> PushReport:
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
     found = manifest_or_none(fs, root, url)
     previous = found[0] if found else None
     local = protocol_of(url) in (None, *LOCAL_PROTOCOLS)
+    if local and Path(root).resolve().is_relative_to(folder.resolve()):
+        # The objects would land among the files being published, and each push would publish the last.
+        raise InvalidValueError(f"{url}: cannot publish {folder} into itself; pick a URL outside the folder")
     if local:
         os.makedirs(Path(root) / OBJECTS, exist_ok=True)
     existing = {p.rsplit("/", 1)[-1] for p in (fs.find(f"{root}/{OBJECTS}") if fs.exists(f"{root}/{OBJECTS}")

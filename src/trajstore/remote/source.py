@@ -19,6 +19,7 @@ gets its own cache folder.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing.util
 import os
 import shutil
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trajstore.errors import FormatError
-from trajstore.remote.location import filesystem
+from trajstore.remote.location import filesystem, store_errors
 from trajstore.remote.manifest import Manifest
 
 #: Runs of one chunk closer than this (bytes) are fetched by one GET: reading a gap costs less than a
@@ -127,7 +128,9 @@ class RemotePayload:
         fs, _ = self._client()
         requests, where = merge_ranges(list(relpaths), starts, stops, MERGE_GAP, MAX_MERGED)
         paths = [self._object(k) for k, _, _ in requests]
-        blobs = fs.cat_ranges(paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return")
+        with store_errors(self.url):
+            blobs = fs.cat_ranges(paths, [s for _, s, _ in requests], [e for _, _, e in requests],
+                                  on_error="return")
         for (rel, s, e), blob in zip(requests, blobs):
             self._check_blob(rel, blob, e - s)
         with self._lock:
@@ -142,15 +145,26 @@ class RemotePayload:
                 raise FormatError(f"{self.url}: the object of {rel} is gone from the bucket (pushed again, and "
                                   "the snapshot this reader opened is past the push's retention): open it again"
                                   ) from blob
-            raise blob
+            with store_errors(self.url):
+                raise blob
         if len(blob) != expected:
-            raise FormatError(f"{self.url}/{rel}: needed {expected} bytes, got {len(blob)}: the object is truncated")
+            raise FormatError(f"{self.url}/{self.manifest.files[rel].key} ({rel}): needed {expected} bytes, got "
+                              f"{len(blob)}: the object is truncated")
+
+    def _check_hash(self, rel: str, blob: bytes) -> None:
+        # A whole object can be checked against the manifest: a segment whose bytes changed in the
+        # bucket may still decode (to wrong frames), so its size alone does not tell.
+        entry = self.manifest.files[rel]
+        if hashlib.sha256(blob).hexdigest() != entry.sha256:
+            raise FormatError(f"{self.url}/{entry.key} ({rel}): its bytes do not match the SHA-256 in the manifest: "
+                              "the object is damaged")
 
     def local_copy(self, relpath: str) -> Path:
-        """A local file with the whole of ``relpath`` (one GET on a cache miss).
+        """A local file with the whole of ``relpath`` (one GET on a cache miss), checked against the
+        size and SHA-256 in the manifest.
 
         Raises:
-            FormatError: the object is gone from the bucket or has the wrong size.
+            FormatError: the object is gone from the bucket, or its size or SHA-256 differs from the manifest.
         """
         fs, _ = self._client()
         with self._lock:
@@ -162,10 +176,12 @@ class RemotePayload:
         size = self.size(relpath)
         blob: Any
         try:
-            blob = fs.cat_file(self._object(relpath))
+            with store_errors(self.url):
+                blob = fs.cat_file(self._object(relpath))
         except FileNotFoundError as exc:
             blob = exc
         self._check_blob(relpath, blob, size)
+        self._check_hash(relpath, blob)
         tmp = local.with_name(local.name + f".{threading.get_ident()}.tmp")
         tmp.write_bytes(blob)
         os.replace(tmp, local)

@@ -337,7 +337,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             from trajstore.remote.mirror import reopen_remote
 
             r = self._remote
-            return (reopen_remote, (r.url, r.storage_options, str(r.mirror), self.multiprocessing))
+            return (reopen_remote, (r.url, r.storage_options, str(r.mirror), self.multiprocessing, r.snapshot))
         return (_reopen, (str(self.cache_path), self.multiprocessing))
 
     # -- writing ---------------------------------------------------------------------------
