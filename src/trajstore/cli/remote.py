@@ -58,10 +58,7 @@ def remote_failure(url: str, folder: object, exc: BaseException) -> typer.Exit:
     """The one-line error of a command reaching ``url``; missing credentials say where to put them, a
     missing bucket that it must be made first."""
     text = str(exc)
-    if type(exc).__name__ == "NoCredentialsError":
-        text += (" (pass them as -o key=ACCESS_KEY -o secret=SECRET_KEY, or set AWS_ACCESS_KEY_ID and "
-                 "AWS_SECRET_ACCESS_KEY)")
-    elif isinstance(exc, FileNotFoundError) and "bucket" in text.lower():
+    if isinstance(exc, FileNotFoundError) and "bucket" in text.lower():
         bucket = url.split("://", 1)[-1].split("/", 1)[0]
         text += (f" (push does not make buckets: create {bucket!r} first, e.g. `aws s3 mb s3://{bucket}` "
                  f"or s3fs.S3FileSystem(...).mkdir({bucket!r}))")

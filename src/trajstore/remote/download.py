@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from trajstore._fs import staged_folder
+from trajstore._fs import check_new_folder, staged_folder
 from trajstore.errors import FormatError
 from trajstore.remote.layout import is_payload
 from trajstore.remote.location import filesystem, protocol_of, store_errors
@@ -46,16 +46,14 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
         RemoteStoreError: the store could not be reached or refused the options.
         ImportError: fsspec, or the URL protocol's package, is missing.
     """
-    from trajstore.errors import StorageExistsError
-
     out = Path(folder)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
+    check_new_folder(out)
     with store_errors(url):
-        return _pull(url, out, storage_options)
+        return _pull(url, out, storage_options, progress)
 
 
-def _pull(url: str, out: Path, storage_options: dict[str, Any] | None) -> PullReport:
+def _pull(url: str, out: Path, storage_options: dict[str, Any] | None,
+          progress: Callable[[int, int], None] | None) -> PullReport:
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
     manifest, _ = read_manifest(fs, root, url)
     total = 0

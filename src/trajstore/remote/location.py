@@ -59,4 +59,8 @@ def store_errors(url: str) -> Iterator[None]:
     except (TrajstoreError, OSError):
         raise
     except Exception as exc:
+        if type(exc).__name__ == "NoCredentialsError":  # botocore's: say where credentials go
+            raise RemoteStoreError(f"{url}: {exc} (pass them in storage_options as key=ACCESS_KEY, "
+                                   "secret=SECRET_KEY -- on the command line -o key=... -o secret=... -- or set "
+                                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)") from exc
         raise RemoteStoreError(f"{url}: the object store request failed ({type(exc).__name__}: {exc})") from exc

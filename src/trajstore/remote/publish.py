@@ -125,10 +125,11 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
     folder = Path(folder)
     read_meta(folder)  # not a buffer folder: a FormatError before anything is made or sent
     with store_errors(url):
-        return _push(folder, url, storage_options, retain_seconds)
+        return _push(folder, url, storage_options, retain_seconds, progress)
 
 
-def _push(folder: Path, url: str, storage_options: dict[str, Any] | None, retain_seconds: float) -> PushReport:
+def _push(folder: Path, url: str, storage_options: dict[str, Any] | None, retain_seconds: float,
+          progress: Callable[[int, int], None] | None) -> PushReport:
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
     found = manifest_or_none(fs, root, url)
     previous = found[0] if found else None
