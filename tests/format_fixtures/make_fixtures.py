@@ -12,6 +12,10 @@ and :data:`INTERRUPTED_TAIL` more steps are left open and ended as interrupted b
 Since format version 3 (the episode log, :data:`UNCHECKED_BOUNDS_SINCE`) the buffers are made with
 ``check_bounds=False``: ``expected_step``'s joints leave the space's bounds after step 10, which
 folders of versions 1 and 2 stored before bounds were checked.
+
+Fixture set 4 keeps the buffer format of 3 and holds ImageStorage format version 2
+(:data:`SHARED_JPEG_HEADER_SINCE`): JPEG frames stored without the header they share, kept once in
+the storage's ``storage.json``.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ def expected_episode_data(k: int) -> dict:
     """The JSON data of episode ``k``."""
     return {"task": f"task {k % 3}", "success": k % 2 == 0, "seed": 100 + k, "scores": [k, k / 4, None]}
 
+
+#: First fixture set whose JPEG image storages are of format version 2 (the shared header).
+SHARED_JPEG_HEADER_SINCE = 4
 
 #: First format version whose fixtures were made with ``check_bounds=False``.
 UNCHECKED_BOUNDS_SINCE = 3

@@ -3,14 +3,15 @@
 The fixtures were written once by ``make_fixtures.py`` of their version; never regenerate them.
 """
 
+import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.format_fixtures.make_fixtures import (INTERRUPTED_TAIL, LAYOUTS, checks_bounds, expected_episode_data,
-                                                 expected_step, has_episode_features)
+from tests.format_fixtures.make_fixtures import (INTERRUPTED_TAIL, LAYOUTS, SHARED_JPEG_HEADER_SINCE, checks_bounds,
+                                                 expected_episode_data, expected_step, has_episode_features)
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
 
@@ -37,6 +38,10 @@ def test_fixture_reads_back(tmp_path, version, layout):
     capacity, _, episodes = LAYOUTS[layout]
     features = has_episode_features(version)
     total = sum(episodes) + (INTERRUPTED_TAIL if features else 0)
+    if layout.startswith("jpeg"):  # the fixture holds the JPEG format it claims to
+        camera = json.loads((folder / "storage" / "observation.camera" / "storage.json").read_text())
+        shared = int(version.lstrip("v")) >= SHARED_JPEG_HEADER_SINCE
+        assert ("jpeg_header" in camera["config"]) == shared and camera.get("format_version", 1) == 1 + shared
     with ReplayBuffer.load_from(folder) as rb:
         assert rb.capacity == capacity and rb.total_steps == total
         assert len(rb) == (min(total, capacity) if capacity else total)
