@@ -46,6 +46,12 @@ class LockedError(TrajstoreError, BlockingIOError):
     """Another process holds the writer lock of a buffer folder."""
 
 
+class AlreadyOpenError(LockedError):
+    """This process already has the folder open in a way that excludes the new open (a writer of a
+    folder that this process is reading, or the other way round, where the file library allows one
+    mode per file and process). Close the other object first; the folder is not damaged."""
+
+
 class RemoteStoreError(TrajstoreError, OSError):
     """A request to object storage failed: the endpoint is unreachable, the bucket is missing, the
     credentials were refused, or the storage options do not fit the URL's file system.
@@ -61,6 +67,19 @@ class StaleReadError(TrajstoreError, IndexError):
     The reader has refreshed its view by the time this is raised: index again (those steps are
     gone). Samplers and the torch dataset redraw on their own.
     """
+
+
+class UnknownLeafError(InvalidValueError, KeyError):
+    """A name (``"observation/pixels"``) that is no leaf or subtree of the space; the message lists
+    the keys where the lookup failed. A ``KeyError`` and a ``ValueError`` both, so either ``except`` works."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class RetriesExhaustedError(TrajstoreError, RuntimeError):
+    """A reader gave up: the writer reused the slots being read on every one of the attempts the
+    buffer's one retry policy allows (see ``trajstore.replay_buffer.view.MAX_READ_ATTEMPTS``)."""
 
 
 class RoutingWarning(UserWarning):

@@ -395,6 +395,11 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         return self._ring.capacity
 
     @property
+    def published_snapshot(self) -> tuple[str, str] | None:
+        """``(url, snapshot id)`` of a buffer opened from a URL (the pushed snapshot it reads), else ``None``."""
+        return None if self._remote is None else (self._remote.url, self._remote.snapshot)
+
+    @property
     def total_steps(self) -> int:
         """Steps appended since creation, including those the ring has overwritten."""
         return self._ring.appended

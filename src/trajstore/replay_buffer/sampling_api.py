@@ -87,6 +87,17 @@ class SamplingMethods:
         train = np.sort(ids[order[n_val:]])
         return train.tolist(), val.tolist()
 
+    def checked_episode_ids(self: "ReplayBuffer", episodes: Iterable[int] | None) -> tuple[int, ...] | None:
+        """``episodes`` (ids, ``Episode.id``) checked against the held episodes once: sorted unique ids,
+        or ``None`` for ``None`` (every episode). What ``episodes=`` of the samplers accepts.
+
+        Raises:
+            TypeError: not a collection of ints.
+            ValueError: an id that is not a held episode (the message lists a few).
+        """
+        selected = self._selected_ids(episodes)
+        return None if selected is None else tuple(int(i) for i in selected)
+
     # -- shared by the samplers ------------------------------------------------------------
     def _selected_ids(self: "ReplayBuffer", episodes: Iterable[int] | None) -> np.ndarray | None:
         """``episodes`` checked once: sorted unique int64 ids, or ``None`` for every episode.

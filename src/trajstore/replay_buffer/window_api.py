@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from trajstore.replay_buffer import samplers
-from trajstore.replay_buffer.window_plan import WindowPlan, window_plan
+from trajstore.replay_buffer.window_plan import WindowPlan, WindowRequest, restricted, steps_plan, window_plan
 from trajstore.spaces import map_leaves, tree
 from trajstore.storages._selection import Selection, from_slots
 
@@ -101,6 +101,29 @@ class WindowMethods:
         return self._draw_and_read(lambda: self._draw_anchors(*margin, batch_size, rng, selected),
                                    lambda drawn: self._read_windows(plan, drawn))
 
+    def window_request(self: "ReplayBuffer", delta_indices: Mapping[str, Any] | None = None, *, pad: bool = True,
+                       episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None) -> WindowRequest:
+        """``delta_indices``, ``pad``, ``episodes`` and ``leaves`` checked once, as a reusable
+        :class:`~trajstore.replay_buffer.window_plan.WindowRequest` for :meth:`count_anchors`,
+        :meth:`anchors_at` and :meth:`windows_at` (pass it in place of ``delta_indices``).
+
+        ``delta_indices=None`` numbers held steps (each one is an anchor, read at offset 0).
+        ``leaves``: leaf or subtree names to read (default every leaf); the others come back as ``None``.
+
+        Raises:
+            UnknownLeafError: a name in ``delta_indices`` or ``leaves`` that is not in the space.
+            ValueError, TypeError: as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
+        """
+        if isinstance(delta_indices, WindowRequest):
+            return delta_indices
+        plan = steps_plan(self.space) if delta_indices is None else window_plan(self.space, delta_indices)
+        positions = tuple(range(len(tree.leaf_paths(self.space)))) if leaves is None else _leaf_positions(
+            self.space, leaves)
+        if leaves is not None:
+            plan = restricted(plan, set(positions))
+        return WindowRequest(plan, None if delta_indices is None else dict(delta_indices), bool(pad),
+                             self.checked_episode_ids(episodes), positions)
+
     def count_anchors(self: "ReplayBuffer", delta_indices: Mapping[str, Any] | None = None, *, pad: bool = True,
                       episodes: Iterable[int] | None = None) -> int:
         """How many valid anchors the held steps have for ``delta_indices`` (:meth:`sample_windows`);
@@ -111,8 +134,8 @@ class WindowMethods:
         Raises:
             as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
         """
-        before, after = self._margin(delta_indices, pad)
-        return self._held_anchors(before, after, self._selected_ids(episodes)).total
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        return self._held_for(request).total
 
     def anchors_at(self: "ReplayBuffer", numbers: Any, delta_indices: Mapping[str, Any] | None = None, *,
                    pad: bool = True, episodes: Iterable[int] | None = None) -> np.ndarray:
@@ -122,8 +145,8 @@ class WindowMethods:
         Raises:
             IndexError: a number outside ``[0, count_anchors(...))``.
         """
-        before, after = self._margin(delta_indices, pad)
-        return samplers.anchors_at(self._held_anchors(before, after, self._selected_ids(episodes)), numbers)[0]
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        return samplers.anchors_at(self._held_for(request), numbers)[0]
 
     def windows_at(self: "ReplayBuffer", numbers: Any, delta_indices: Mapping[str, Any], *, pad: bool = True,
                    episodes: Iterable[int] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
@@ -137,18 +160,14 @@ class WindowMethods:
                 (and the numbering may have moved).
             as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
         """
-        plan = window_plan(self.space, delta_indices)
-        before, after = (0, 0) if pad else (plan.before, plan.after)
-        held = self._held_anchors(before, after, self._selected_ids(episodes))
-        return self._read_windows(plan, samplers.anchors_at(held, numbers))
+        if delta_indices is None:
+            raise TypeError("windows_at needs delta_indices or a window_request(...)")
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        return self._read_windows(request.plan, samplers.anchors_at(self._held_for(request), numbers))
 
-    def _margin(self: "ReplayBuffer", delta_indices: Mapping[str, Any] | None, pad: bool) -> tuple[int, int]:
-        if delta_indices is None or pad:
-            if delta_indices is not None:
-                window_plan(self.space, delta_indices)  # checked all the same
-            return 0, 0
-        plan = window_plan(self.space, delta_indices)
-        return plan.before, plan.after
+    def _held_for(self: "ReplayBuffer", request: WindowRequest) -> samplers.HeldAnchors:
+        selected = None if request.episodes is None else np.asarray(request.episodes, np.int64)
+        return self._held_anchors(*request.margin, selected)
 
     def _read_windows(self: "ReplayBuffer", plan: WindowPlan, drawn: Drawn) -> tuple[Any, dict[str, np.ndarray]]:
         """Read each offset group of ``plan`` at the windows of ``drawn`` under the current view."""
@@ -174,3 +193,32 @@ class WindowMethods:
         if last >= 0:
             self._check_not_stale(view, view_episodes, first, last)
         return tree.unflatten(self.space, leaves), {name: masks[g] for name, g in plan.names.items()}
+
+
+def _leaf_positions(space: Any, names: Iterable[str]) -> tuple[int, ...]:
+    """Positions (in leaf order) of the leaves ``names`` name; a subtree name stands for its leaves.
+
+    Raises:
+        TypeError: ``names`` is a str or not an iterable of str.
+        UnknownLeafError: a name that is not in the space; ValueError: an empty name or list.
+    """
+    from trajstore.errors import UnknownLeafError
+
+    paths = tree.leaf_paths(space)
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise TypeError(f"leaves must be a list of leaf names like 'observation/pixels', got {names!r:.80}")
+    wanted: set[int] = set()
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"leaf names are str, got {name!r:.80}")
+        path = tree.parse_name(name)
+        if not path or "" in path:  # "" parses to the root, which would silently stand for every leaf
+            raise ValueError(f"{name!r} names no leaf; give leaf or subtree names like 'observation/pixels'")
+        try:
+            tree.subspace(space, path)
+        except KeyError as exc:
+            raise UnknownLeafError(exc.args[0] if exc.args else name) from None
+        wanted.update(i for i, p in enumerate(paths) if tree.under(p, path))
+    if not wanted:
+        raise ValueError("no leaf named: name at least one leaf")
+    return tuple(sorted(wanted))

@@ -103,3 +103,50 @@ def window_plan(space: Space, delta_indices: Mapping[str, Any]) -> WindowPlan:
     names = {name: keys.index(tuple(_offsets(name, value).tolist())) for name, value in delta_indices.items()}
     every = np.concatenate([g.offsets for g in groups] + [np.zeros(1, np.int64)])
     return WindowPlan(groups, names, int(-every.min()), int(every.max()))
+
+
+def restricted(plan: WindowPlan, keep: set[int]) -> WindowPlan:
+    """``plan`` reading only the leaves at positions ``keep`` (the others come back as ``None``)."""
+    groups, moved = [], {}
+    for g, group in enumerate(plan.groups):
+        kept = [(i, w) for i, w in zip(group.leaves, group.windowed) if i in keep]
+        if kept:
+            moved[g] = len(groups)
+            groups.append(OffsetGroup(group.offsets, tuple(i for i, _ in kept), tuple(w for _, w in kept)))
+    names = {name: moved[g] for name, g in plan.names.items() if g in moved}
+    return WindowPlan(tuple(groups), names, plan.before, plan.after)
+
+
+def steps_plan(space: Space) -> WindowPlan:
+    """Every leaf at the anchor only: a plain step read, as a plan."""
+    count = len(tree.leaf_paths(space))
+    return WindowPlan((OffsetGroup(np.zeros(1, np.int64), tuple(range(count)), (False,) * count),), {}, 0, 0)
+
+
+@dataclass(frozen=True)
+class WindowRequest:
+    """What to read around each anchor, checked once against a buffer's space: build it with
+    ``rb.window_request(...)`` and reuse it for every batch (the torch dataset and Ray tasks keep one).
+    Plain data (picklable, no view of the buffer): the anchors it numbers are those of the view at
+    the time of each call.
+
+    Attributes:
+        plan: the :class:`WindowPlan` (for steps: every requested leaf at offset 0, no names).
+        delta_indices: the offsets as given (``None``: steps, numbered by held step).
+        pad: windows may reach past their episode's ends (padded and flagged); else only anchors
+            whose every offset lies inside the episode are numbered.
+        episodes: sorted episode ids whose anchors are numbered, or ``None`` for every held episode.
+        leaves: positions (in :func:`trajstore.spaces.tree.leaves` order) of the leaves read; the
+            others come back as ``None``.
+    """
+
+    plan: WindowPlan
+    delta_indices: dict[str, Any] | None
+    pad: bool
+    episodes: tuple[int, ...] | None
+    leaves: tuple[int, ...]
+
+    @property
+    def margin(self) -> tuple[int, int]:
+        """Steps an anchor needs before and after it inside its episode: ``(0, 0)`` when padding."""
+        return (0, 0) if self.pad or self.delta_indices is None else (self.plan.before, self.plan.after)

@@ -314,6 +314,12 @@ class SpaceStorage(FolderOwner, abc.ABC):
         """Whether :meth:`get` returns exactly what :meth:`set` was given (False for JPEG, video)."""
         return True
 
+    def parts(self) -> dict[str, "SpaceStorage"]:
+        """The storages this one is made of, by key (a composite such as :class:`DictStorage`:
+        ``{"observation/pixels": ImageStorage, "*": HDF5Storage}``); ``{}`` for a storage that holds
+        its leaves itself. Callers that walk a layout use this, never the composite's attributes."""
+        return {}
+
     # -- slots: the contract ---------------------------------------------------------------
     @abc.abstractmethod
     def __len__(self) -> int:

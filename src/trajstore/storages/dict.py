@@ -247,6 +247,10 @@ class DictStorage(SpaceStorage):
     def lossless(self) -> bool:
         return all(sub.lossless for sub in self.storages.values())
 
+    def parts(self) -> dict[str, SpaceStorage]:
+        """``{key: sub-storage}`` in layout order (``"*"`` for the rest); a new dict each call."""
+        return dict(self.storages)
+
     # -- slots -----------------------------------------------------------------------------
     def __len__(self) -> int:
         return min((len(s) for s in self.storages.values()), default=0)
