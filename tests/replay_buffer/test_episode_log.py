@@ -150,7 +150,7 @@ def test_episodes_and_their_data_are_equal_across_reopen(tmp_path, capacity):
 # -- a crash between the log append and the metadata commit -------------------------------------
 KILLED_BEFORE_COMMIT = SPACE_CODE + """
 import os, signal, sys
-import trajstore.replay_buffer.replay_buffer as module
+import trajstore.replay_buffer.commit as module
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 

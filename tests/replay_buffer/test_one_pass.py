@@ -4,6 +4,7 @@ checked before the disk is touched, and one buffer holds one writer lock."""
 import numpy as np
 import pytest
 
+import trajstore.replay_buffer.reads as reads_module
 import trajstore.replay_buffer.replay_buffer as rb_module
 import trajstore.storages.base as base_module
 from trajstore.replay_buffer import ReplayBuffer
@@ -56,7 +57,7 @@ def count_selects(monkeypatch):
         calls.append(index)
         return original(index, length)
 
-    for module in (rb_module, base_module):
+    for module in (rb_module, reads_module, base_module):
         monkeypatch.setattr(module, "select", counting)
     return calls
 

@@ -291,7 +291,7 @@ def test_ring_crash_before_flush_keeps_committed_steps_intact(tmp_path, layout):
     rb.extend(first)
     rb.end_episode()  # committed: steps 0..9
     rb.extend(batch(4, 21))  # overwrites the slots of steps 0..3, not flushed: then the writer "crashes"
-    rb._write_staged()  # the staged steps reach the storage (write-behind done), the metadata is not committed
+    rb._writer.drain()  # the staged steps reach the storage (write-behind done), the metadata is not committed
     rb.storage.flush()  # the worst case: the new data reached the disk, the metadata did not
     reader = ReplayBuffer.load_from(tmp_path / "rb")
     assert len(reader) == 6 and reader.total_steps == 10  # steps 4..9, still whole
@@ -390,13 +390,13 @@ def test_unclosed_writer_with_unflushed_steps_warns(tmp_path):
 
 
 def test_full_ring_crash_loses_at_most_drop_ahead_old_steps(tmp_path):
-    from trajstore.replay_buffer.metadata import drop_ahead
+    from trajstore.replay_buffer.commit import drop_ahead
 
     rb = make(tmp_path, capacity=40)
     rb.extend(batch(40, 52))
     rb.flush()
     rb.append(step_space().sample(np.random.default_rng(53)))
-    rb._write_staged()  # the write-behind thread wrote it; then the writer dies without flushing
+    rb._writer.drain()  # the write-behind thread wrote it; then the writer dies without flushing
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
         assert len(reader) == 40 - drop_ahead(40) == 35
     rb.close()
@@ -448,8 +448,8 @@ def test_a_cut_short_video_segment_surfaces_as_a_format_error_not_a_race(tmp_pat
     segments[0].write_bytes(short[0].read_bytes())  # a valid mp4 with 3 of the 8 frames the index names
     with ReplayBuffer.load_from(tmp_path / "rb") as rb:  # read-only ring, no writer running
         reads = []
-        real_get_at = rb.get_at
-        rb.get_at = lambda index: reads.append(1) or real_get_at(index)
+        real_read = rb.storage.read
+        rb.storage.read = lambda sel: reads.append(1) or real_read(sel)
         with pytest.raises(FormatError, match=r"00000000\.mp4 has no frame [3-7]: the segment is cut short"):
             rb.sample(64, rng=np.random.default_rng(0))
         assert len(reads) == 1  # not retried as if the writer had raced the read

@@ -142,7 +142,7 @@ def test_discard_after_end_episode_keeps_stats_committed(tmp_path):
     rb.end_episode()
     rb.extend(batch(25, 2))
     assert rb.discard_episode() == 25
-    assert rb._stats.live is not None and rb._stats.live.covers(rb._ring)  # restored, no recompute
+    assert rb._stats.keeper.live is not None and rb._stats.keeper.live.covers(rb._writer.appended)  # restored, no recompute
     assert_matches(rb.stats(), kept)
     rb.extend(batch(10, 3))
     rb.flush()
@@ -205,7 +205,7 @@ def test_folder_without_stats_computes_them_and_a_mismatched_file_is_ignored(tmp
     meta["stats"] = {"file": "stats.json", "id": "0" * 32, "first": 0, "stop": 33}  # a crash between the writes
     path.write_text(json.dumps(meta))
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
-        assert reader._stats.load(tmp_path / "rb", meta, reader._ring) is None
+        assert reader._stats.keeper.load(tmp_path / "rb", meta, reader._views.current().ring) is None
         assert_matches(reader.stats(), reader[:])
     assert stats_id != "0" * 32
     with ReplayBuffer.load_from(tmp_path / "rb", read_only=False) as writer:  # commits what it computed

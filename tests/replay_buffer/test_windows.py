@@ -171,7 +171,7 @@ def test_only_the_requested_leaf_offsets_are_read(tmp_path, monkeypatch):
     def slots(offsets):
         ep = {a: next(e for e in rb.episodes if e.start <= a < e.stop) for a in set(anchors.tolist())}
         wanted = {min(max(a + o, ep[a].start), ep[a].stop - 1) for a in anchors.tolist() for o in offsets}
-        return sorted((i + rb._ring.head) % 30 for i in wanted)
+        return sorted((i + rb._views.current().ring.head) % 30 for i in wanted)
 
     assert len(pixel_slots) == 1 and pixel_slots[0].tolist() == slots([-1])
     by_dataset = {}

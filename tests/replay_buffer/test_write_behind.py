@@ -147,7 +147,7 @@ def test_a_background_error_surfaces_at_the_next_call_and_commits_nothing_of_it(
 def test_staging_is_bounded_append_waits_for_room(tmp_path, monkeypatch):
     monkeypatch.setattr(staging, "BLOCK_BYTES", 1)  # one step per block
     monkeypatch.setattr(staging, "MAX_PENDING_BYTES", 1)  # one block may wait
-    monkeypatch.setattr("trajstore.replay_buffer.write_behind.MAX_PENDING_BYTES", 1)
+    monkeypatch.setattr("trajstore.replay_buffer.writer.MAX_PENDING_BYTES", 1)
     rb = make(tmp_path / "rb")
     gate, entered = threading.Event(), threading.Event()
     original = ImageStorage._write

@@ -123,7 +123,7 @@ def stats(path: str = typer.Argument(..., help="Buffer folder, or the URL of a p
 
     import numpy as np
 
-    from trajstore.replay_buffer.stats_api import stats_of
+    from trajstore.replay_buffer.statistics import stats_of
 
     try:
         result = stats_of(path, storage_options=remote.parse_storage_options(storage_option))

@@ -26,14 +26,12 @@ the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 import re
 from pathlib import Path
 from typing import Any
 
 from trajstore._damage import damaged_file
 from trajstore.errors import FormatError
-from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space
 from trajstore._fs import read_json, write_json_atomic
@@ -97,51 +95,10 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-@dataclass(frozen=True)
-class Committed:
-    """What the metadata file on disk says: the ring state and a snapshot of the episode table."""
-
-    ring: RingState
-    episodes: EpisodeTable
-
-    @classmethod
-    def of(cls, ring: RingState, episodes: EpisodeTable) -> "Committed":
-        """In O(1): the table is an :meth:`~trajstore.replay_buffer.episodes.EpisodeTable.snapshot`."""
-        return cls(ring, episodes.snapshot())
-
-
 def file_signature(folder: Path) -> tuple[int, int, int]:
     """Changes whenever the metadata file is replaced: (inode, mtime in ns, size)."""
     st = os.stat(folder / META_FILE)
     return st.st_ino, st.st_mtime_ns, st.st_size
-
-
-def drop_ahead(capacity: int) -> int:
-    """Steps a full ring drops from the committed metadata at a time before overwriting them:
-    an eighth of the capacity, at least 1, at most 1024 (one extra metadata write per that many steps)."""
-    return min(1024, max(1, capacity // 8))
-
-
-def view_before_overwrite(committed: Committed, appended_after: int) -> Committed | None:
-    """The committed view to write before a ring write of steps numbered up to ``appended_after``.
-
-    That write overwrites the slots of steps older than ``appended_after - capacity``. If the
-    metadata on disk still named them, a crash before the next flush would leave it naming slots
-    that hold other steps' data. So the committed view is first shrunk (a subset of what is
-    already durable: no data flush needed) by :func:`drop_ahead` steps at a time. The price: a
-    crash of a writer whose ring is full can lose that many of the oldest steps as well as the
-    unflushed ones. Returns ``None`` when the committed view does not need to change.
-    """
-    ring = committed.ring
-    cap = ring.capacity
-    assert cap is not None
-    needed = appended_after - cap  # steps older than this get overwritten
-    if needed <= ring.first_step:
-        return None
-    oldest = min(ring.appended, max(needed, ring.first_step + drop_ahead(cap)))
-    kept = Committed.of(RingState(cap, ring.appended - oldest, oldest % cap, ring.appended), committed.episodes)
-    kept.episodes.drop_before(oldest)
-    return kept
 
 
 def _collapsed_url(folder: Path) -> str | None:

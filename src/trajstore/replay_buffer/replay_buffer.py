@@ -1,4 +1,4 @@
-"""``ReplayBuffer``: a ring or unbounded buffer of steps over one :class:`SpaceStorage`.
+"""``ReplayBuffer``: a ring or unbounded buffer of steps over one :class:`SpaceStorage`; a facade.
 
 The folder at ``cache_path`` describes itself::
 
@@ -8,17 +8,21 @@ The folder at ``cache_path`` describes itself::
     storage/         the storage (for the usual DictStorage: one sub-folder per sub-storage)
     final_observations/   the episodes' final observations, once one was stored (final_observations.py)
 
-Data first, then metadata: :meth:`ReplayBuffer.flush` flushes the storage, appends the newly
-closed episodes to the log, then replaces ``trajstore.json`` atomically, so a crash leaves the
-last flushed state. Readers see what
-was flushed; steps appended after the last flush are not visible to other processes.
+The buffer is a facade over parts that own their state and do not reach into each other:
 
-The episode methods (``end_episode``, ``discard_episode``, ``episodes``, ``final_observation``,
-...) are in :mod:`~trajstore.replay_buffer.episode_api`, ``sample``, ``select_episodes`` and
-``split_episodes`` in :mod:`~trajstore.replay_buffer.sampling_api`, ``sample_windows`` in
-:mod:`~trajstore.replay_buffer.window_api`, ``sample_transitions`` in
-:mod:`~trajstore.replay_buffer.transition_api`; ``stats()`` is in
-:mod:`~trajstore.replay_buffer.stats_api` (``stats.json``, committed with the metadata).
+* a **view** (:mod:`~trajstore.replay_buffer.view`): one consistent snapshot of ring and episodes,
+  taken the same way by :meth:`ReplayBuffer.load_from`, :meth:`ReplayBuffer.refresh` and every read,
+  with one staleness rule and one retry policy;
+* a **writer** (:mod:`~trajstore.replay_buffer.writer`, :mod:`~trajstore.replay_buffer.commit`):
+  staging, the ring states of each role, background block writes, episodes, commits (data first,
+  then metadata);
+* the **reads** (:mod:`~trajstore.replay_buffer.reads`, :mod:`~trajstore.replay_buffer.transitions`)
+  over the view, with the one sampler module (:mod:`~trajstore.replay_buffer.samplers`);
+* the **statistics** (:mod:`~trajstore.replay_buffer.statistics`).
+
+Its training methods (``sample``, ``sample_windows``, ``sample_transitions``, ``stats``, ...) are in
+the base :class:`~trajstore.replay_buffer.training_api.TrainingAPI`; the parts are made and opened
+by :mod:`~trajstore.replay_buffer.opening`.
 """
 
 from __future__ import annotations
@@ -28,39 +32,24 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-
-from trajstore._damage import damaged_file
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
-from trajstore._fs import in_parallel
-from trajstore._lock import WriterLock
 from trajstore._urls import is_published_folder, is_remote, local_path, refuse_remote_write
-from trajstore.errors import FormatError, LockedError, StaleReadError
-from trajstore.replay_buffer.episode_api import EpisodeMethods
-from trajstore.replay_buffer.sampling_api import SamplingMethods
-from trajstore.replay_buffer.transition_api import TransitionMethods
-from trajstore.replay_buffer.window_api import WindowMethods
-from trajstore.replay_buffer.write_behind import WriteBehindMethods
-from trajstore.replay_buffer.episode_log import EpisodeLog, read_committed
-from trajstore.replay_buffer.episodes import EpisodeTable
-from trajstore.replay_buffer.final_observations import FinalObservations
-from trajstore.replay_buffer.metadata import (META_FILE, STORAGE_DIR, Committed, file_signature, read_meta,
-                                              view_before_overwrite, write_meta)
-from trajstore.replay_buffer.ring import RingState
-from trajstore.replay_buffer.staging import BackgroundWriter, StagingArea, WriteStats
-from trajstore.replay_buffer.stale_reads import read_may_be_stale
-from trajstore.replay_buffer.stats_api import StatsMethods
-from trajstore.replay_buffer.stats_keeper import StatsKeeper
-from trajstore.spaces import Space, space_from_json
+from trajstore.replay_buffer.episode_data import episode_data
+from trajstore.replay_buffer.episodes import Episode
+from trajstore.replay_buffer.metadata import STORAGE_DIR, read_meta
+from trajstore.replay_buffer.opening import BufferParts, new_parts, open_parts
+from trajstore.replay_buffer.reads import BufferReads
+from trajstore.replay_buffer.staging import WriteStats
+from trajstore.replay_buffer.statistics import BufferStatistics
+from trajstore.replay_buffer.training_api import TrainingAPI
+from trajstore.replay_buffer.view import FixedView, FolderView, View
+from trajstore.replay_buffer.writer import WriterViews
+from trajstore.spaces import Space
 from trajstore.storages._selection import select
-from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
-                                     validated_step)
-
-#: A sampler on a live ring redraws when the writer overwrote what it was reading; give up after this many.
-MAX_READ_ATTEMPTS = 16
+from trajstore.storages.base import SpaceStorage, check_capacity, validated_batch, validated_for, validated_step
 
 
-class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMethods, TransitionMethods,
-                   StatsMethods, FolderOwner):
+class ReplayBuffer(TrainingAPI, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
@@ -84,30 +73,20 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
     and handed to the storage's trusted methods.
     """
 
-    def __init__(self, storage: SpaceStorage, *, ring: RingState, episodes: EpisodeTable,
-                 cache_path: Path | None, read_only: bool, multiprocessing: bool, lock: WriterLock | None,
-                 check_bounds: bool = True, log: EpisodeLog | None = None):
-        self.storage = storage
-        self._log = log  # the episode log (episode_log.py); None in memory
+    def __init__(self, parts: BufferParts, *, cache_path: Path | None, read_only: bool, multiprocessing: bool,
+                 lock: Any):
+        self.storage: SpaceStorage = parts.storage
+        self.space: Space = parts.storage.space
         #: Whether appended values must lie inside the space's bounds (and not be NaN); see :meth:`create`.
-        self.check_bounds = check_bounds
-        self.space: Space = storage.space
-        self._ring = ring
-        self._episodes = episodes
-        self._finals = FinalObservations(self.space, folder=cache_path, capacity=ring.capacity, read_only=read_only,
-                                         multiprocessing=multiprocessing)
-        self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock,
-                         owns_lock=True)
-        self._meta_signature: tuple[int, int, int] | None = None
-        self._stats = StatsKeeper(self.space)  # normalisation statistics (stats_keeper.py)
-        # What the metadata file says; ring writes shrink it before overwriting (see _drop_before_overwrite).
-        self._committed = Committed.of(ring, episodes)
-        # Write-behind (writers only): _ring counts staged steps too; _planned is the ring after the
-        # blocks handed to the background writer; the rest sit in _staging.
-        self._planned = self._written = ring  # _written: the ring after the blocks the writer thread wrote
-        self._staging: StagingArea | None = None
-        self._writer: BackgroundWriter | None = None
-        self.write_stats = WriteStats()
+        self.check_bounds = parts.check_bounds
+        self._finals = parts.finals
+        self._writer = parts.writer
+        self._folder_view = parts.folder_view
+        self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock, owns_lock=True)
+        name = str(cache_path or "memory")
+        self._views = parts.folder_view or WriterViews(parts.writer, name)  # type: ignore[arg-type]
+        self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
+        self._stats = BufferStatistics(self.space, parts.stats, self._reader)
         self._remote: Any = None  # a buffer opened from a URL: its mirror and payload source (trajstore.remote)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -150,14 +129,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             raise TypeError(f"storage_cls must be a SpaceStorage subclass, got {storage_cls!r}")
         plan = storage_cls.prepare(space, capacity=capacity, cache_path=cache_path, **storage_kwargs)
         with fresh_folder(cache_path) as (path, lock):
-            storage = storage_cls._create_owned(space, capacity=capacity, path=path / STORAGE_DIR if path else None,
-                                                plan=plan, multiprocessing=multiprocessing, lock=lock)
-            log = EpisodeLog.start(path) if path is not None else None
-            rb = cls(storage, ring=RingState(capacity), episodes=EpisodeTable(), cache_path=path, read_only=False,
-                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds, log=log)
-            rb._stats.start(rb._ring)
-            rb._write_meta()
-        return rb
+            parts = new_parts(storage_cls, space, capacity=capacity, path=path, plan=plan,
+                              multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
+            return cls(parts, cache_path=path, read_only=False, multiprocessing=multiprocessing, lock=lock)
 
     @classmethod
     def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True, multiprocessing: bool = False,
@@ -197,94 +171,14 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                                       multiprocessing=multiprocessing, cache_dir=cache_dir)
         path = Path(local_path(cache_path))
         read_meta(path)  # not a buffer folder: a FormatError before anything else
-        lock = log = None
+        lock = lock_for(path, read_only)
         try:
-            lock = lock_for(path, read_only)
-            meta, episodes, log = read_committed(path, read_only=read_only)
-            if log is None and not read_only:  # format 1 or 2: migrated below
-                log = EpisodeLog.start(path)
-            with damaged_file(path / META_FILE):
-                space = space_from_json(meta["space"])
-                ring = RingState.from_json(meta["ring"])
-                episodes.check_within(ring)
-                if meta["storage"]["dir"] != STORAGE_DIR:
-                    raise FormatError(f"unexpected storage folder {meta['storage']['dir']!r}")
-                storage_cls = STORAGE_TYPES.get(meta["storage"]["type"])
-                check_bounds = meta.get("check_bounds", True)
-                if not isinstance(check_bounds, bool):
-                    raise FormatError(f"check_bounds must be true or false, got {check_bounds!r}")
-            storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
-                                              multiprocessing=multiprocessing, lock=lock)
-            rb = cls(storage, ring=ring, episodes=episodes, cache_path=path, read_only=read_only,
-                     multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds, log=log)
-            try:
-                rb._meta_signature = file_signature(path)
-                if not read_only:
-                    rb._stats.adopt(path, meta, ring)
-                if len(storage) < ring.count:
-                    raise FormatError(f"{path / META_FILE} records {ring.count} steps but the storage holds "
-                                      f"{len(storage)}{short_parts(storage, ring.count)}")
-                rb._finals.open(meta, lock, rb._episodes.final_count)
-                if not read_only:
-                    rb._end_interrupted_episode()
-                    if rb._log.position is None:  # type: ignore[union-attr]
-                        rb._write_meta(rb._committed)  # migrate: the log, then trajstore.json of this version
-            except BaseException:
-                storage.close()
-                rb._finals.close()
-                raise
-        except (OSError, KeyError, TypeError, ValueError) as exc:
-            if log is not None:
-                log.close()
-            if lock is not None:
-                lock.release()
-            if isinstance(exc, (FormatError, LockedError)):
-                raise
-            # What is left: the metadata's space or capacity differs from a storage's own (ValueError).
-            raise FormatError(f"{path / META_FILE} does not match the files it names: {type(exc).__name__}: "
-                              f"{exc}") from exc
+            parts = open_parts(path, read_only=read_only, multiprocessing=multiprocessing, lock=lock)
         except BaseException:
-            if log is not None:
-                log.close()
             if lock is not None:
                 lock.release()
             raise
-        return rb
-
-    def _write_meta(self, committed: Committed | None = None, *, flush_storage: bool = False) -> None:
-        """Atomically replace the metadata file with ``committed`` (default: the current state), after
-        ``stats.json`` when the statistics cover it; keep the statistics of an episode boundary.
-
-        ``flush_storage``: flush the storage first. The storage flush, the episode log's append and the
-        statistics file are independent writes, each ending in an fsync: they run at the same time
-        (:func:`~trajstore._fs.in_parallel`), and the metadata is written once all three are durable.
-        """
-        if committed is None and not self._episodes.is_open(self._ring.appended):
-            self._stats.mark_boundary(self._ring)
-        if self.cache_path is None:
-            if flush_storage:
-                self.storage.flush()
-            return
-        own = committed is None  # the writer's own table, not a ring's shrunk view: the log may compact
-        committed = committed or Committed.of(self._ring, self._episodes)
-        assert self._log is not None
-        log, folder, ring = self._log, self.cache_path, committed.ring
-        _, position, stats = in_parallel(
-            self.storage.flush if flush_storage else lambda: None,  # first: on this thread (it may fan out)
-            lambda: log.prepare(committed.episodes, may_compact=own),  # durable before the metadata names it
-            lambda: self._stats.commit(folder, ring))
-        episodes = {**committed.episodes.counters_json(), "log": position.to_json()}
-        write_meta(self.cache_path, self.space, self.storage.type_name, committed.ring, episodes,
-                   self._finals.descriptor(), stats, check_bounds=self.check_bounds)
-        self._log.committed(position)
-        self._committed = committed
-
-    def _drop_before_overwrite(self, appended_after: int) -> None:
-        """Before the ring overwrites slots, drop their steps from the committed metadata
-        (see :func:`~trajstore.replay_buffer.metadata.view_before_overwrite`)."""
-        view = view_before_overwrite(self._committed, appended_after)
-        if view is not None:
-            self._write_meta(view)
+        return cls(parts, cache_path=path, read_only=read_only, multiprocessing=multiprocessing, lock=lock)
 
     def flush(self) -> None:
         """Make every step so far durable and visible to readers: staged steps are written, the
@@ -293,9 +187,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         Raises:
             OSError, ...: a background write failed; nothing of it is committed (see :meth:`append`).
         """
-        self._check_writable()
-        self._write_staged()
-        self._write_meta(flush_storage=True)
+        self._writable().flush()
 
     def close(self) -> None:
         """Flush (if writable), close the storage and release the writer lock. Idempotent.
@@ -307,16 +199,16 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         if self.closed:
             return
         try:
-            if not self.read_only and os.getpid() == self._pid:
-                self.flush()
+            if self._writer is not None and os.getpid() == self._pid:
+                self._writer.flush()
         finally:
             try:
                 if self._writer is not None:
                     self._writer.close()
                 self.storage.close()
                 self._finals.close()
-                if self._log is not None:
-                    self._log.close()
+                if self._folder_view is not None:
+                    self._folder_view.close()
                 if self._remote is not None:
                     self._remote.close()
             finally:
@@ -325,9 +217,10 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
 
     def __del__(self) -> None:
         # Losing steps silently is worse than a warning; flushing here is unsafe at interpreter exit.
-        if getattr(self, "closed", True) or self.read_only or os.getpid() != self._pid or self.cache_path is None:
+        writer = getattr(self, "_writer", None)
+        if getattr(self, "closed", True) or writer is None or os.getpid() != self._pid or self.cache_path is None:
             return
-        lost = self._ring.appended - self._committed.ring.appended
+        lost = writer.unflushed()
         if lost > 0:
             warnings.warn(f"ReplayBuffer at {self.cache_path} was not closed: {lost} steps appended since the last "
                           "flush() are lost; use `with ReplayBuffer...` or call close()", stacklevel=2)
@@ -355,8 +248,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             OSError, ...: an earlier background write failed (its note names the leaf); the
                 buffer rolled back to before that write.
         """
-        self._check_writable()
-        self._extend_leaves(validated_step(self.space, step, check_bounds=self.check_bounds), 1)
+        writer = self._writable()
+        writer.extend(validated_step(self.space, step, check_bounds=self.check_bounds), 1)
 
     def extend(self, batch: Any) -> None:
         """Append ``N`` steps: every leaf has a leading axis ``N``.
@@ -367,8 +260,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             InvalidValueError: names the leaf and what was expected.
             ReadOnlyError: the buffer was opened read-only.
         """
-        self._check_writable()
-        self._extend_leaves(*validated_batch(self.space, batch, check_bounds=self.check_bounds))
+        writer = self._writable()
+        writer.extend(*validated_batch(self.space, batch, check_bounds=self.check_bounds))
 
     def set_at(self, index: Any, value: Any) -> None:
         """Overwrite held steps at logical ``index`` (same index kinds as reading).
@@ -379,20 +272,74 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         Raises:
             InvalidValueError: ``value`` does not fit the space or the index size; nothing is written.
         """
-        self._check_writable()
+        writer = self._writable()
         sel = select(index, len(self))
-        leaves = validated_for(self.space, value, sel, check_bounds=self.check_bounds)
-        self._write_staged()
-        self.storage.write(self._ring.slots_of(sel), leaves)
+        writer.set_at(sel, validated_for(self.space, value, sel, check_bounds=self.check_bounds))
+
+    def end_episode(self, final_observation: Any = None, *, interrupted: bool = False, **data: Any) -> None:
+        """Mark the last appended step as the end of the current episode, then :meth:`flush`:
+        its steps, data and final observation are committed together (data first, then metadata).
+
+        Steps appended afterwards start a new episode. Calling it twice in a row does nothing more.
+
+        Args:
+            final_observation: the observation after the last step (what the environment returned
+                to the last action), a value of the step space's ``observation`` subspace; stored in
+                ``final_observations/`` with the same routing (camera frames compressed) and read
+                back with :meth:`final_observation`. A ring keeps those of its held episodes only.
+            interrupted: the episode was cut short before its end (its env was reset or closed, the
+                operator stopped it): kept, and flagged ``Episode.interrupted`` (``done`` False), as
+                a fragment left by a crashed writer is.
+            **data: JSON values kept with the episode in the episode log (``task="push"``,
+                ``success=True``, ``seed=3``, lists and dicts of them); read back as
+                ``episode(k).data``. NumPy scalars become Python values and tuples lists.
+
+        Raises:
+            InvalidValueError: a value of ``data`` is not JSON (an array, NaN, an object, ...; names
+                the key), or ``final_observation`` does not fit the observation space (names the leaf).
+            ValueError: ``final_observation`` was given but the step space has no ``observation`` key;
+                or data or a final observation was given but no step was appended since the last
+                episode ended.
+            ReadOnlyError: the buffer was opened read-only.
+            Nothing is written when one of these is raised.
+        """
+        writer = self._writable()
+        checked = episode_data(data)
+        final = (None if final_observation is None
+                 else self._finals.validated(final_observation, check_bounds=self.check_bounds))
+        writer.end_episode(final, checked, bool(interrupted))
+
+    def discard_episode(self) -> int:
+        """Drop the steps of the episode being recorded; returns how many (0 when none is open).
+
+        The next appends reuse their step numbers and slots: an unbounded buffer's length goes back,
+        a ring writes the freed slots next (steps it overwrote to make room for them stay lost). The
+        discarded episode's id goes to the next episode. Steps before it are untouched.
+
+        Its steps that were already flushed were visible to readers. The discard is committed at
+        once (no data needs flushing: the new view names only steps committed before), so when it
+        returns no reader that refreshes sees them, and a crash cannot bring them back as an
+        interrupted episode. A reader that still holds a view with them and reads them after the
+        writer reused their slots gets :class:`~trajstore.errors.StaleReadError` (index again), as
+        for a ring overwrite.
+
+        Raises:
+            ReadOnlyError: the buffer was opened read-only.
+        """
+        return self._writable().discard_episode()
 
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
-        self._check_open()
-        return self._ring.count
+        return self._now().count
 
     @property
     def capacity(self) -> int | None:
-        return self._ring.capacity
+        return self._now().ring.capacity
+
+    @property
+    def total_steps(self) -> int:
+        """Steps appended since creation, including those the ring has overwritten."""
+        return self._now().ring.appended
 
     @property
     def published_snapshot(self) -> tuple[str, str] | None:
@@ -400,9 +347,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         return None if self._remote is None else (self._remote.url, self._remote.snapshot)
 
     @property
-    def total_steps(self) -> int:
-        """Steps appended since creation, including those the ring has overwritten."""
-        return self._ring.appended
+    def write_stats(self) -> WriteStats:
+        """What write-behind has done since the buffer was opened (zeros for a reader)."""
+        return self._writer.write_stats if self._writer is not None else WriteStats()
 
     def get_at(self, index: Any) -> Any:
         """Steps at logical ``index``; see the class docstring for index kinds and shapes.
@@ -414,106 +361,106 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                 steps (a ring overwriting its oldest steps, or ``discard_episode``); no torn data is
                 returned, index again.
         """
-        self._check_open()
-        if not self.read_only:
-            self._write_staged()  # the writer reads its own staged steps
-        view, view_episodes = self._ring, self._episodes
-        sel = select(index, view.count)
-        try:
-            data = self.storage.read(view.slots_of(sel))
-        except FormatError as exc:
-            # What looks like damage may be slots the writer was rewriting: a StaleReadError (index
-            # again) only if the view moved so that it could be; a damaged file is not retried.
-            if len(sel.slots):
-                self._check_not_stale(view, view_episodes, int(sel.slots[0]), int(sel.slots[-1]), exc)
-            raise
-        if len(sel.slots):
-            self._check_not_stale(view, view_episodes, int(sel.slots[0]), int(sel.slots[-1]))
-        return data
-
-    def _check_not_stale(self, view: RingState, view_episodes: EpisodeTable, first: int, last: int,
-                         cause: BaseException | None = None) -> None:
-        """After reading logical ``first..last`` under ``view`` (which raised ``cause``, if given): raise if a
-        writer may have reused those slots.
-
-        Raises:
-            StaleReadError: see :meth:`get_at`.
-        """
-        if not self._reads_race_a_writer() or not self.refresh():
-            return
-        # The writer committed while we read. It commits a view without steps *before* it reuses
-        # their slots, so what we read is whole unless one of its steps left the view (stale_reads).
-        if not read_may_be_stale(view, view_episodes, self._ring, self._episodes, first, last):
-            return
-        raise StaleReadError(f"the writer of {self.cache_path} overwrote or discarded steps while they were read; "
-                             f"the view is refreshed (now {self._ring.count} steps from step number "
-                             f"{self._ring.first_step}): index again") from cause
+        return self._reads().steps(index)
 
     def __getitem__(self, index: Any) -> Any:
         return self.get_at(index)
 
-    def _reads_race_a_writer(self) -> bool:
-        """A reader of a folder: the writer may reuse slots while we read them (a ring's overwrite, a discard)."""
-        return self.read_only and self.cache_path is not None
+    @property
+    def episodes(self) -> list[Episode]:
+        """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
+        view = self._now()
+        return view.episodes.episodes(view.first_step, view.ring.appended)
 
-    def _draw_and_read(self, draw: Any, read: Any = None) -> Any:
-        """``read(draw())`` (default read: :meth:`get_at`); draw again only after a real race with the writer.
+    @property
+    def num_episodes(self) -> int:
+        """Number of :attr:`episodes` (O(1))."""
+        view = self._now()
+        return view.episodes.count(view.ring.appended)
 
-        Only :class:`StaleReadError` is retried (the writer reused slots while they were read; the view
-        is refreshed by then). Any other error (a damaged file, a bad index) is raised as it is.
+    def episode(self, k: int) -> Episode:
+        """``episodes[k]`` in O(1); ``k`` is a position (negative from the newest), not an ``Episode.id``.
+
+        Raises:
+            IndexError: ``k`` is out of range (the message says how many episodes there are).
         """
-        read = read or self.get_at
-        for _ in range(MAX_READ_ATTEMPTS):
-            try:
-                return read(draw())
-            except StaleReadError:
-                continue
-        raise RuntimeError(f"the writer of {self.cache_path} reused the slots being read {MAX_READ_ATTEMPTS} times "
-                           "in a row while sampling")
+        view = self._now()
+        return view.episodes.episode_at(k, view.first_step, view.ring.appended)
 
-    # -- other processes -------------------------------------------------------------------
+    def get_episode(self, k: int) -> Any:
+        """All held steps of :meth:`episode` ``(k)`` as a batch (leading axis = its length)."""
+        ep = self.episode(k)
+        return self.get_at(slice(ep.start, ep.stop))
+
+    def final_observation(self, k: int) -> Any:
+        """The final observation of :meth:`episode` ``(k)``, or ``None`` if it has none.
+
+        Nested and typed like ``rb[i]["observation"]`` (no batch axis; e.g. a ``(H, W, 3)`` uint8
+        frame, read back within the same codec bounds as the steps' frames).
+
+        Raises:
+            IndexError: ``k`` is out of range.
+            StaleReadError: (an ``IndexError``) a reader of a ring raced the writer reusing the slot
+                of an episode that left the buffer meanwhile; index again.
+        """
+        ep = self.episode(k)
+        n = self._now().episodes.final_number(ep.id)
+        return None if n is None else self._reads().final_observation(ep.id, n)
+
     def refresh(self) -> bool:
         """Re-read what the writer has flushed (for read-only buffers). Returns True if anything changed."""
         self._check_open()
-        if self.cache_path is None or not self.read_only:
-            return False
-        now = file_signature(self.cache_path)
-        if now == self._meta_signature:
-            return False
-        meta, episodes, self._log = read_committed(self.cache_path, read_only=True, log=self._log,
-                                                   previous=self._episodes)  # only the new log records
-        self.storage.refresh()  # after reading the metadata: the storage holds at least what it names
-        with damaged_file(self.cache_path / META_FILE):
-            ring = RingState.from_json(meta["ring"])
-            episodes.check_within(ring)
-        self._ring, self._episodes = ring, episodes
-        self._finals.refresh(meta, self._episodes.final_count)
-        self._meta_signature = now
-        return True
+        return self._views.refresh()
+
+    # -- the parts -------------------------------------------------------------------------
+    def _now(self) -> View:
+        """The view for counts and episodes (the writer's includes its staged steps)."""
+        self._check_open()
+        return self._writer.view() if self._writer is not None else self._views.current()
+
+    def _reads(self) -> BufferReads:
+        self._check_open()
+        return self._reader
+
+    def _statistics(self) -> Any:
+        self._check_open()
+        if self._writer is not None:
+            return self._stats.of_writer(self._writer)
+        return self._stats.of_reader(self._folder_view)
+
+    def _writable(self) -> Any:
+        self._check_writable()
+        assert self._writer is not None
+        return self._writer
 
     def _after_fork(self) -> None:
         # A forked child reads what was flushed (FolderOwner made it read-only and let go of the lock);
         # the parent's staged steps and its writer thread are not the child's.
-        self._staging, self._writer = None, None
-        if self.cache_path is None:  # in memory: the child sees what the writer thread had written
-            self._ring = self._planned = self._written
-            self._episodes.forget_after(self._written.appended)
-        if self.cache_path is not None:
-            if self._log is not None and not self._log.read_only:
-                self._log.close()  # the parent's: this process's copy of the descriptor only
-                self._log = None
-            self._meta_signature = None
-            self.refresh()
+        writer, self._writer = self._writer, None
+        if writer is not None and self.cache_path is None:  # in memory: what the writer thread had written
+            self._views = FixedView(writer.forked_view())
+        elif writer is not None:
+            writer.committer.close()  # the parent's log: this process's copy of the descriptor only
+            self._folder_view = self._views = self._forked_folder_view(writer.committer.committed)
+        if self._folder_view is not None:
+            self._folder_view.signature = None
+            self._folder_view.refresh()
+        self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
+        self._stats = BufferStatistics(self.space, self._stats.keeper, self._reader)
+
+    def _forked_folder_view(self, committed: View) -> FolderView:
+        finals, storage = self._finals, self.storage
+
+        def on_refresh(meta: dict[str, Any], view: View) -> None:
+            storage.refresh()
+            finals.refresh(meta, view.episodes.final_count)
+
+        return FolderView(self.cache_path, {}, committed, None, None, on_refresh)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
-        return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={self._ring.count}, capacity={self.capacity}, "
-                f"episodes={self._episodes.count(self._ring.appended)}, storage={type(self.storage).__name__})")
-
-
-def short_parts(storage: SpaceStorage, count: int) -> str:
-    """``" (<folder>: <n> slots, ...)"``: the sub-storages of a DictStorage holding fewer than ``count`` slots."""
-    parts = [f"{sub.cache_path}: {len(sub)}" for sub in getattr(storage, "storages", {}).values() if len(sub) < count]
-    return f" ({', '.join(parts)} slots)" if parts else ""
+        view = self._writer.view() if self._writer is not None else self._views.current()
+        return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={view.count}, capacity={view.ring.capacity}, "
+                f"episodes={view.episodes.count(view.ring.appended)}, storage={type(self.storage).__name__})")
 
 
 def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:

@@ -84,6 +84,20 @@ class RingState:
         new_head = (self.head + self.count + n - new_count) % cap
         return RingState(cap, new_count, new_head, self.appended + n), runs
 
+    def advanced(self, n: int) -> "RingState":
+        """The state after ``n`` more steps (the first element of :meth:`plan_extend`, without its runs).
+
+        Raises:
+            ValueError: ``n`` is negative.
+        """
+        if n < 0:
+            raise ValueError(f"cannot extend by {n} steps")
+        if self.capacity is None:
+            return RingState(None, self.count + n, self.head, self.appended + n)  # per append: no replace()
+        new_count = min(self.capacity, self.count + n)
+        return RingState(self.capacity, new_count, (self.head + self.count + n - new_count) % self.capacity,
+                         self.appended + n)
+
     def rewind(self, n: int) -> "RingState":
         """The state without the ``n`` newest steps: their step numbers and slots are the next to be written.
 

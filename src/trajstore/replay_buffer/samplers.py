@@ -14,8 +14,13 @@ an episode holding steps ``[s, e)`` has the valid anchors ``[s + before, e - aft
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from trajstore.replay_buffer.episodes import EpisodeTable
+    from trajstore.replay_buffer.ring import RingState
 
 
 def uniform_steps(count: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
@@ -183,3 +188,57 @@ def window_indices(anchors: np.ndarray, episode_starts: np.ndarray, episode_stop
     wanted = anchors[:, None] + offsets[None, :]
     indices = np.clip(wanted, episode_starts[:, None], episode_stops[:, None] - 1)
     return indices, indices != wanted
+
+
+# -- the buffer's draws: the functions above, applied to one view ---------------------------
+def selected_ids(ring: "RingState", table: "EpisodeTable", episodes: Iterable[int] | None) -> np.ndarray | None:
+    """``episodes`` checked against a view: sorted unique int64 ids, or ``None`` for every episode.
+
+    Raises:
+        TypeError: not a collection of ints.
+        ValueError: an id that is not a held episode (the message lists a few).
+    """
+    if episodes is None:
+        return None
+    if isinstance(episodes, (str, bytes)) or not isinstance(episodes, Iterable):
+        raise TypeError(f"episodes must be a collection of episode ids, got {type(episodes).__name__}")
+    ids = list(episodes)
+    if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in ids):
+        raise TypeError("episodes must hold episode ids (ints, Episode.id)")
+    selected = np.unique(np.asarray(ids, np.int64))
+    known = np.zeros(len(selected), bool)
+    known[np.isin(selected, table.ids)] = True
+    if table.is_open(ring.appended):
+        known |= selected == table.next_id
+    if not known.all():
+        raise ValueError(f"episodes: ids {selected[~known][:5].tolist()} are not held episodes "
+                         f"(held: {table.count(ring.appended)}, see rb.episodes)")
+    return selected
+
+
+def _index_of(ring: "RingState", table: "EpisodeTable", before: int, after: int, selected: np.ndarray | None,
+              keep_final_steps: bool) -> tuple[AnchorIndex, int | None]:
+    open_start = table.open_start
+    if selected is not None and not np.any(selected == table.next_id):
+        open_start = None  # the open episode is not selected
+    return table.anchor_index(before, after, selected=selected, keep_final_steps=keep_final_steps), open_start
+
+
+def held_in(ring: "RingState", table: "EpisodeTable", before: int, after: int, selected: np.ndarray | None = None,
+            keep_final_steps: bool = False) -> HeldAnchors:
+    """:func:`held_anchors` of a view (ring state and episode table), ``O(log E)`` once its index is cached."""
+    index, open_start = _index_of(ring, table, before, after, selected, keep_final_steps)
+    return held_anchors(index, oldest=ring.first_step, appended=ring.appended, open_start=open_start)
+
+
+def draw_in(ring: "RingState", table: "EpisodeTable", before: int, after: int, batch_size: int,
+            rng: np.random.Generator, selected: np.ndarray | None = None,
+            keep_final_steps: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`draw_anchors` of a view: what every sampler of the buffer draws with.
+
+    Raises:
+        ValueError: ``batch_size`` < 1, or no held step is a valid anchor.
+    """
+    index, open_start = _index_of(ring, table, before, after, selected, keep_final_steps)
+    return draw_anchors(index, oldest=ring.first_step, appended=ring.appended, open_start=open_start,
+                        batch_size=batch_size, rng=rng)

@@ -11,10 +11,11 @@ once and nothing else is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from trajstore.errors import UnknownLeafError
 from trajstore.spaces import Space, tree
 
 SEPARATOR = "/"
@@ -83,7 +84,7 @@ def window_plan(space: Space, delta_indices: Mapping[str, Any]) -> WindowPlan:
         try:
             tree.subspace(space, prefix)
         except KeyError as exc:
-            raise ValueError(f"delta_indices: {exc.args[0]}") from None
+            raise UnknownLeafError(f"delta_indices: {exc.args[0]}") from None
         offsets = _offsets(name, value)
         if not any(tree.under(path, prefix) for path in paths):
             raise ValueError(f"delta_indices[{name!r}] covers no leaf (an empty subtree)")
@@ -115,6 +116,40 @@ def restricted(plan: WindowPlan, keep: set[int]) -> WindowPlan:
             groups.append(OffsetGroup(group.offsets, tuple(i for i, _ in kept), tuple(w for _, w in kept)))
     names = {name: moved[g] for name, g in plan.names.items() if g in moved}
     return WindowPlan(tuple(groups), names, plan.before, plan.after)
+
+
+def consecutive_plan(space: Space, window: int) -> WindowPlan:
+    """Every leaf at offsets ``0 .. window - 1``: ``sample_windows(B, window)``, as a plan."""
+    count = len(tree.leaf_paths(space))
+    group = OffsetGroup(np.arange(window, dtype=np.int64), tuple(range(count)), (True,) * count)
+    return WindowPlan((group,), {}, 0, window - 1)
+
+
+def leaf_positions(space: Space, names: Any) -> tuple[int, ...]:
+    """Positions (in leaf order) of the leaves ``names`` name; a subtree name stands for its leaves.
+
+    Raises:
+        TypeError: ``names`` is a str or not an iterable of str.
+        UnknownLeafError: a name that is not in the space; ValueError: an empty name or list.
+    """
+    paths = tree.leaf_paths(space)
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise TypeError(f"leaves must be a list of leaf names like 'observation/pixels', got {names!r:.80}")
+    wanted: set[int] = set()
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"leaf names are str, got {name!r:.80}")
+        path = tree.parse_name(name)
+        if not path or "" in path:  # "" parses to the root, which would silently stand for every leaf
+            raise ValueError(f"{name!r} names no leaf; give leaf or subtree names like 'observation/pixels'")
+        try:
+            tree.subspace(space, path)
+        except KeyError as exc:
+            raise UnknownLeafError(exc.args[0] if exc.args else name) from None
+        wanted.update(i for i, p in enumerate(paths) if tree.under(p, path))
+    if not wanted:
+        raise ValueError("no leaf named: name at least one leaf")
+    return tuple(sorted(wanted))
 
 
 def steps_plan(space: Space) -> WindowPlan:
@@ -149,4 +184,4 @@ class WindowRequest:
     @property
     def margin(self) -> tuple[int, int]:
         """Steps an anchor needs before and after it inside its episode: ``(0, 0)`` when padding."""
-        return (0, 0) if self.pad or self.delta_indices is None else (self.plan.before, self.plan.after)
+        return (0, 0) if self.pad else (self.plan.before, self.plan.after)

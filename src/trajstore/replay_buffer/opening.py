@@ -1,0 +1,122 @@
+"""Making and opening a buffer folder: the parts a :class:`~trajstore.replay_buffer.ReplayBuffer` is built of.
+
+A buffer is a storage (its slots), the final observation storage, the statistics keeper, and
+either a writer (:class:`~trajstore.replay_buffer.writer.BufferWriter`, which commits) or a
+reader's folder view (:class:`~trajstore.replay_buffer.view.FolderView`, which follows the commits);
+:class:`BufferParts` holds them. :func:`new_parts` makes them for a new buffer, :func:`open_parts`
+for a folder on disk; both check everything before they return and release what they opened when
+they fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trajstore._damage import damaged_file
+from trajstore._lock import WriterLock
+from trajstore.errors import FormatError, LockedError
+from trajstore.replay_buffer.commit import Committer
+from trajstore.replay_buffer.episode_log import EpisodeLog
+from trajstore.replay_buffer.episodes import EpisodeTable
+from trajstore.replay_buffer.final_observations import FinalObservations
+from trajstore.replay_buffer.metadata import META_FILE, STORAGE_DIR
+from trajstore.replay_buffer.ring import RingState
+from trajstore.replay_buffer.stats_keeper import StatsKeeper
+from trajstore.replay_buffer.view import FolderView, View, take_view
+from trajstore.replay_buffer.writer import BufferWriter
+from trajstore.spaces import Space, space_from_json
+from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
+
+
+@dataclass
+class BufferParts:
+    """What one open buffer is made of (exactly one of ``writer`` and ``folder_view`` for a folder;
+    an in-memory buffer has a writer and no folder view)."""
+
+    storage: SpaceStorage
+    finals: FinalObservations
+    stats: StatsKeeper
+    writer: BufferWriter | None
+    folder_view: FolderView | None
+    check_bounds: bool
+
+
+def new_parts(storage_cls: type[SpaceStorage], space: Space, *, capacity: int | None, path: Path | None,
+              plan: Any, multiprocessing: bool, lock: WriterLock | None, check_bounds: bool) -> BufferParts:
+    """The parts of a new, empty buffer in the new folder ``path`` (or in memory), committed once."""
+    storage = storage_cls._create_owned(space, capacity=capacity, path=path / STORAGE_DIR if path else None,
+                                        plan=plan, multiprocessing=multiprocessing, lock=lock)
+    log = EpisodeLog.start(path) if path is not None else None
+    view = View(RingState(capacity), EpisodeTable())
+    finals = FinalObservations(space, folder=path, capacity=capacity, read_only=False, multiprocessing=multiprocessing)
+    stats = StatsKeeper(space)
+    stats.start(view.ring)
+    committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds)
+    writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
+    writer.commit()
+    return BufferParts(storage, finals, stats, writer, None, check_bounds)
+
+
+def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: WriterLock | None) -> BufferParts:
+    """The parts of the buffer folder ``path``; a writer (``read_only=False``, ``lock`` held) also ends
+    the episode a dead writer left open and migrates an older format (both committed at once).
+
+    Raises:
+        FormatError: a missing or damaged file, or files that disagree (names the file).
+        UnknownTypeError: a storage type this trajstore does not know.
+    """
+    log = storage = finals = None
+    try:
+        meta, view, log, signature = take_view(path, read_only=read_only)
+        if log is None and not read_only:  # format 1 or 2: migrated below
+            log = EpisodeLog.start(path)
+        with damaged_file(path / META_FILE):
+            space = space_from_json(meta["space"])
+            if meta["storage"]["dir"] != STORAGE_DIR:
+                raise FormatError(f"unexpected storage folder {meta['storage']['dir']!r}")
+            storage_cls = STORAGE_TYPES.get(meta["storage"]["type"])
+            check_bounds = meta.get("check_bounds", True)
+            if not isinstance(check_bounds, bool):
+                raise FormatError(f"check_bounds must be true or false, got {check_bounds!r}")
+        ring = view.ring
+        storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
+                                          multiprocessing=multiprocessing, lock=lock)
+        if len(storage) < ring.count:
+            raise FormatError(f"{path / META_FILE} records {ring.count} steps but the storage holds "
+                              f"{len(storage)}{_short_parts(storage, ring.count)}")
+        finals = FinalObservations(space, folder=path, capacity=ring.capacity, read_only=read_only,
+                                   multiprocessing=multiprocessing)
+        finals.open(meta, lock, view.episodes.final_count)
+        stats = StatsKeeper(space)
+        if read_only:
+            def on_refresh(new_meta: dict[str, Any], new_view: View) -> None:
+                storage.refresh()  # after reading the metadata: the storage holds at least what it names
+                finals.refresh(new_meta, new_view.episodes.final_count)
+
+            folder_view = FolderView(path, meta, view, log, signature, on_refresh)
+            return BufferParts(storage, finals, stats, None, folder_view, check_bounds)
+        stats.adopt(path, meta, ring)
+        committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds)
+        writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
+        writer.end_interrupted_episode()
+        if log.position is None:  # type: ignore[union-attr]
+            writer.commit(own=False)  # migrate: the log, then trajstore.json of this version
+        return BufferParts(storage, finals, stats, writer, None, check_bounds)
+    except BaseException as exc:
+        for part in (storage, finals, log):
+            if part is not None:
+                part.close()
+        if not isinstance(exc, (OSError, KeyError, TypeError, ValueError)) or isinstance(exc, (FormatError,
+                                                                                              LockedError)):
+            raise
+        # What is left: the metadata's space or capacity differs from a storage's own (ValueError).
+        raise FormatError(f"{path / META_FILE} does not match the files it names: {type(exc).__name__}: "
+                          f"{exc}") from exc
+
+
+def _short_parts(storage: SpaceStorage, count: int) -> str:
+    """``" (<folder>: <n> slots, ...)"``: the parts of a composite storage holding fewer than ``count`` slots."""
+    parts = [f"{sub.cache_path}: {len(sub)}" for sub in storage.parts().values() if len(sub) < count]
+    return f" ({', '.join(parts)} slots)" if parts else ""

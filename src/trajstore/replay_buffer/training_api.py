@@ -1,0 +1,341 @@
+"""The training half of the buffer's public API: steps, windows and transitions drawn for training,
+episode selection and statistics. :class:`TrainingAPI` is a base of
+:class:`~trajstore.replay_buffer.ReplayBuffer`; it checks each request once (the edge) and hands it to
+the buffer's :class:`~trajstore.replay_buffer.reads.BufferReads`, the one object it asks for
+(:meth:`TrainingAPI._reads`). It holds no state.
+
+``episodes=`` (accepted by ``sample``, ``sample_windows``, ``sample_transitions``, ``window_request``
+and the torch dataset) is a collection of episode ids (``Episode.id``, as :meth:`TrainingAPI.select_episodes`
+and :meth:`TrainingAPI.split_episodes` return). It is checked once and becomes the sorted id array
+the episode table builds its anchor index from (cached per selection), so a draw still costs
+``O(B log E)``; building the index for a new selection costs ``O(E)``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from trajstore.replay_buffer import samplers
+from trajstore.replay_buffer.episodes import Episode
+from trajstore.replay_buffer.leaf_stats import LeafStats
+from trajstore.replay_buffer.reads import BufferReads
+from trajstore.replay_buffer.transitions import read_transitions, transition_leaves
+from trajstore.replay_buffer.view import retrying
+from trajstore.replay_buffer.window_plan import (WindowRequest, consecutive_plan, leaf_positions, restricted, steps_plan,
+                                                 window_plan)
+from trajstore.spaces import Space, tree
+
+
+class TrainingAPI(abc.ABC):
+    """``sample``, ``sample_windows``, ``window_request``, ``count_anchors``, ``anchors_at``, ``windows_at``,
+    ``sample_transitions``, ``select_episodes``, ``split_episodes``, ``checked_episode_ids``, ``stats``."""
+
+    space: Space
+
+    @abc.abstractmethod
+    def _reads(self) -> BufferReads:
+        """The buffer's reads (raises if the buffer is closed)."""
+
+    @abc.abstractmethod
+    def _statistics(self) -> Any:
+        """Statistics of the held steps as a :class:`~trajstore.replay_buffer.stats_keeper.RangeStats`."""
+
+    # -- steps and episodes ----------------------------------------------------------------
+    def sample(self, batch_size: int, *, rng: np.random.Generator | None = None, return_indices: bool = False,
+               episodes: Iterable[int] | None = None) -> Any:
+        """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
+
+        Args:
+            batch_size: ``B`` >= 1.
+            rng: the generator of the draw (default: a fresh ``np.random.default_rng()``).
+            return_indices: also return the logical indices drawn, int64 ``(B,)`` (0 = oldest held step,
+                valid for the view the batch was read from).
+            episodes: episode ids (``Episode.id``): draw only among their held steps.
+
+        Returns:
+            the batch, or ``(batch, indices)`` with ``return_indices=True``.
+
+        A draw that raced the writer reusing slots (:class:`StaleReadError`) is drawn again; any other
+        read error is raised as it is.
+
+        Raises:
+            ValueError: the buffer (or the selected episodes) holds no step, ``batch_size`` < 1, or
+                ``episodes`` names an id that is not held.
+            FormatError: a payload file is damaged (e.g. a video segment holds fewer frames than its
+                index says); names the file and the frame.
+        """
+        reads = self._reads()
+        selected = self._selected(reads, episodes)
+        batch, idx = reads.sample(batch_size, rng or np.random.default_rng(), selected)
+        return (batch, idx) if return_indices else batch
+
+    def select_episodes(self, predicate: Callable[[Episode], bool]) -> list[int]:
+        """Ids of the held episodes (the open one included) for which ``predicate(episode)`` is true,
+        oldest first; e.g. ``rb.select_episodes(lambda e: e.data.get("success") and not e.interrupted)``.
+
+        ``predicate`` gets each :class:`~trajstore.replay_buffer.episodes.Episode` (``.data``,
+        ``.interrupted``, ``.overwritten``, ``len(e)``); costs one call per episode.
+        """
+        return [e.id for e in self.episodes if predicate(e)]
+
+    def split_episodes(self, val_fraction: float, seed: int = 0,
+                       episodes: Iterable[int] | None = None) -> tuple[list[int], list[int]]:
+        """Split episode ids into ``(train_ids, val_ids)``, by episode (no episode is in both), each sorted.
+
+        ``round(val_fraction * n)`` of the ``n`` ids (default: every held episode, the open one
+        included; or the ids of ``episodes``) go to validation, chosen by a permutation from
+        ``np.random.default_rng(seed)``: the same seed and ids give the same split.
+
+        Raises:
+            ValueError: ``val_fraction`` not in ``[0, 1]``.
+        """
+        if not 0.0 <= float(val_fraction) <= 1.0:
+            raise ValueError(f"val_fraction must lie in [0, 1], got {val_fraction!r}")
+        ids = np.asarray(sorted({int(i) for i in episodes}) if episodes is not None
+                         else [e.id for e in self.episodes], np.int64)
+        n_val = int(round(float(val_fraction) * len(ids)))
+        order = np.random.default_rng(seed).permutation(len(ids))
+        return np.sort(ids[order[n_val:]]).tolist(), np.sort(ids[order[:n_val]]).tolist()
+
+    def checked_episode_ids(self, episodes: Iterable[int] | None) -> tuple[int, ...] | None:
+        """``episodes`` (ids, ``Episode.id``) checked against the held episodes once: sorted unique ids,
+        or ``None`` for ``None`` (every episode). What ``episodes=`` of the samplers accepts.
+
+        Raises:
+            TypeError: not a collection of ints.
+            ValueError: an id that is not a held episode (the message lists a few).
+        """
+        selected = self._selected(self._reads(), episodes)
+        return None if selected is None else tuple(int(i) for i in selected)
+
+    @property
+    @abc.abstractmethod
+    def episodes(self) -> list[Episode]:
+        """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
+
+    @staticmethod
+    def _selected(reads: BufferReads, episodes: Iterable[int] | None) -> np.ndarray | None:
+        if episodes is None:
+            return None
+        view = reads.views.current()
+        return samplers.selected_ids(view.ring, view.episodes, episodes)
+
+    # -- windows ---------------------------------------------------------------------------
+    def sample_windows(self, batch_size: int, window: int | None = None, *,
+                       delta_indices: Mapping[str, Any] | WindowRequest | None = None, pad: bool | None = None,
+                       rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None) -> Any:
+        """``batch_size`` windows of steps around anchor steps, drawn uniformly with replacement.
+
+        **Plain form** ``sample_windows(B, window)``: ``window`` consecutive steps of one episode;
+        every leaf comes back with shape ``(B, window, ...)``. Windows are drawn uniformly among
+        all that fit inside an episode (the one being recorded included); none crosses a boundary.
+
+        **Offsets form** ``sample_windows(B, delta_indices={...}, pad=True)``: returns a pair
+        ``(data, is_pad)``.
+
+        - ``delta_indices`` maps names to integer offsets from the anchor step: a leaf or a subtree,
+          keys joined by ``"/"`` (``{"observation": [-1, 0], "action": range(16)}``). A subtree's
+          leaves all get its offsets; a leaf is named at most once.
+        - ``data`` is nested like the space. A named leaf has shape ``(B, T, ...)`` with ``T`` its
+          number of offsets, in the order given; a leaf no name covers is read at the anchor only,
+          shape ``(B, ...)``. Dtypes are the space's.
+        - ``is_pad`` is ``{name: bool (B, T)}`` for each name given: True where ``anchor + offset``
+          lies outside the anchor's episode, so the value is a copy of the boundary step.
+        - ``pad=True``: every held step is an anchor with the same chance; an offset before the
+          episode's first held step reads that step, one after its last step reads the last step
+          (and both are flagged in ``is_pad``). ``pad=False``: only anchors whose every offset lies
+          inside the episode are drawn (``is_pad`` is all False).
+        - Only the requested (leaf, offset) steps are read and decoded: one read per group of
+          leaves sharing an offset sequence, of the distinct steps that group needs.
+
+        Common settings:
+
+        - Diffusion Policy (``horizon`` H, ``n_obs_steps`` To): ``delta_indices={"observation":
+          range(1 - To, 1), "action": range(1 - To, 1 - To + H)}`` with ``pad=True`` draws the
+          sequences of its ``SequenceSampler`` with ``pad_before = To - 1`` and
+          ``pad_after = H - To`` (the anchor is the last observed step; the padded steps repeat the
+          boundary step as there). ``pad=False`` is ``pad_before = pad_after = 0``.
+        - LeRobot ``delta_timestamps`` (seconds) at ``fps`` Hz: ``delta_indices = {key:
+          [round(t * fps) for t in seconds]}`` with ``pad=True``; LeRobot's ``{key}_is_pad`` is
+          ``is_pad[key]``.
+
+        ``episodes``: episode ids (``Episode.id``): only anchors inside those episodes are drawn.
+
+        All draws use ``rng`` (default: a fresh ``np.random.default_rng()``). A call costs
+        O(B log episodes) plus the reads: the valid anchors per episode are prefix sums cached until
+        an episode is closed or dropped.
+
+        Raises:
+            TypeError: neither or both of ``window`` and ``delta_indices``; ``pad`` with ``window``;
+                ``delta_indices`` not a mapping of str.
+            ValueError: ``window`` < 1 or ``batch_size`` < 1; a name not in the space, a leaf named
+                twice, offsets not a non-empty 1-D int sequence; no held step is a valid anchor
+                (the message gives the longest episode); ``episodes`` names an id that is not held.
+            StaleReadError: never from here: a reader of a live ring redraws by itself.
+        """
+        rng = rng or np.random.default_rng()
+        if delta_indices is None:
+            if window is None:
+                raise TypeError("sample_windows needs a window length or delta_indices")
+            if pad is not None:
+                raise TypeError("pad goes with delta_indices; sample_windows(B, window) never pads")
+            if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+                raise ValueError(f"window must be an int >= 1, got {window!r}")
+            request = self.window_request(episodes=episodes)
+            plain = replace(request, plan=consecutive_plan(self.space, int(window)), pad=False)
+            return self._reads().sample_windows(plain, batch_size, rng)[0]
+        if window is not None:
+            raise TypeError("give sample_windows a window length or delta_indices, not both")
+        request = self.window_request(delta_indices, pad=True if pad is None else pad, episodes=episodes)
+        return self._reads().sample_windows(request, batch_size, rng)
+
+    def window_request(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
+                       episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None) -> WindowRequest:
+        """``delta_indices``, ``pad``, ``episodes`` and ``leaves`` checked once, as a reusable
+        :class:`~trajstore.replay_buffer.window_plan.WindowRequest` for :meth:`count_anchors`,
+        :meth:`anchors_at` and :meth:`windows_at` (pass it in place of ``delta_indices``).
+
+        ``delta_indices=None`` numbers held steps (each one is an anchor, read at offset 0).
+        ``leaves``: leaf or subtree names to read (default every leaf); the others come back as ``None``.
+
+        Raises:
+            UnknownLeafError: a name in ``delta_indices`` or ``leaves`` that is not in the space.
+            ValueError, TypeError: as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
+        """
+        if isinstance(delta_indices, WindowRequest):
+            return delta_indices
+        plan = steps_plan(self.space) if delta_indices is None else window_plan(self.space, delta_indices)
+        positions = tuple(range(len(tree.leaf_paths(self.space)))) if leaves is None else leaf_positions(
+            self.space, leaves)
+        if leaves is not None:
+            plan = restricted(plan, set(positions))
+        return WindowRequest(plan, None if delta_indices is None else dict(delta_indices), bool(pad),
+                             self.checked_episode_ids(episodes), positions)
+
+    def count_anchors(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
+                      episodes: Iterable[int] | None = None) -> int:
+        """How many valid anchors the held steps have for ``delta_indices`` (:meth:`sample_windows`);
+        without ``delta_indices``, how many held steps (of ``episodes``, if given) there are. ``O(log E)``.
+
+        Anchors are numbered ``0 .. count - 1`` in step order; :meth:`windows_at` reads them by number.
+
+        Raises:
+            as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
+        """
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        return self._reads().held(request).total
+
+    def anchors_at(self, numbers: Any, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *,
+                   pad: bool = True, episodes: Iterable[int] | None = None) -> np.ndarray:
+        """Logical indices, int64 ``(N,)``, of the anchors numbered ``numbers`` (int or int ``(N,)``), as
+        :meth:`count_anchors` numbers them. ``O(N log E)``.
+
+        Raises:
+            IndexError: a number outside ``[0, count_anchors(...))``.
+        """
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        return samplers.anchors_at(self._reads().held(request), numbers)[0]
+
+    def windows_at(self, numbers: Any, delta_indices: Mapping[str, Any] | WindowRequest, *, pad: bool = True,
+                   episodes: Iterable[int] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+        """The windows anchored at the anchors numbered ``numbers`` (int64 ``(B,)``, see :meth:`count_anchors`),
+        as :meth:`sample_windows` returns them: ``(data, is_pad)`` with a leading axis ``B``, in the
+        order given. Every anchor can be read this way once per epoch (the torch dataset of windows).
+
+        Raises:
+            IndexError: a number outside ``[0, count_anchors(...))``.
+            StaleReadError: a reader raced the writer reusing the slots read; the view is refreshed
+                (and the numbering may have moved).
+            as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
+        """
+        if delta_indices is None:
+            raise TypeError("windows_at needs delta_indices or a window_request(...)")
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        return self._reads().windows_at(request, numbers)
+
+    # -- transitions -----------------------------------------------------------------------
+    def sample_transitions(self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99,
+                           rng: np.random.Generator | None = None, observation_key: str = "observation",
+                           episodes: Iterable[int] | None = None) -> dict[str, Any]:
+        """``batch_size`` transitions drawn uniformly (with replacement) among the valid steps ``t``.
+
+        A step ``t`` is valid when its ``n_step``-th successor ``t + n`` is held in the same episode,
+        or when the episode ends before ``t + n`` and has a final observation. A transition never
+        crosses an episode boundary or the ring's oldest held step (``t`` is held, so is every later
+        step of its episode). The last ``n_step`` steps of an episode without a final observation (the
+        one being recorded, an interrupted one) are never drawn.
+
+        Returns:
+            a dict, ``B`` = ``batch_size``:
+
+            - ``observation``: step ``t``'s observation, nested like the space's, leaves ``(B, ...)``.
+            - ``action``: step ``t``'s action, ``(B, ...)``.
+            - ``reward``: the n-step return ``sum_{i<k} gamma**i * reward[t + i]``, ``k = min(n_step,
+              stop - t)`` (the sum stops at the episode's end), ``(B, ...)`` in the reward leaf's float
+              dtype (float32 for an integer reward).
+            - ``next_observation``: step ``t + n``'s observation, or the episode's final observation
+              when ``t + n`` is past its last step; nested like ``observation``.
+            - ``terminated``, ``truncated``: those of step ``t + k - 1``, the last step summed (for
+              ``n_step=1``, step ``t``'s own); dtype as stored, ``(B, ...)``.
+            - ``discount``: ``gamma**k``, ``(B,)``, same dtype as ``reward``: the factor of the bootstrap,
+              ``target = reward + discount * (1 - terminated) * V(next_observation)``.
+            - ``index``: logical index of step ``t``, int64 ``(B,)`` (0 = oldest held step).
+
+        Args:
+            n_step: ``n`` >= 1.
+            gamma: discount in ``[0, 1]``.
+            rng: the generator of the draw (default: a fresh ``np.random.default_rng()``).
+            observation_key: the key of the observation subtree. Final observations are kept for
+                ``"observation"`` only: with another key, episode ends are never drawn.
+            episodes: episode ids (``Episode.id``): draw only inside those episodes.
+
+        Raises:
+            ValueError: the space is not a dict with ``observation_key``, ``action``, ``reward``,
+                ``terminated`` and ``truncated``; ``n_step`` < 1, ``gamma`` outside ``[0, 1]``,
+                ``batch_size`` < 1; no step is valid; ``episodes`` names an id that is not held.
+            StaleReadError: never from here: a reader of a live ring redraws by itself.
+        """
+        leaves = transition_leaves(self.space, observation_key)
+        if isinstance(n_step, bool) or not isinstance(n_step, (int, np.integer)) or n_step < 1:
+            raise ValueError(f"n_step must be an int >= 1, got {n_step!r}")
+        if not 0.0 <= float(gamma) <= 1.0:
+            raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}")
+        rng = rng or np.random.default_rng()
+        reads = self._reads()
+        selected = self._selected(reads, episodes)
+        keep_final = observation_key == "observation"
+        n, g = int(n_step), float(gamma)
+        return retrying(reads.views, lambda view, touched: read_transitions(
+            reads, view, samplers.draw_in(view.ring, view.episodes, 0, n, batch_size, rng, selected,
+                                          keep_final_steps=keep_final),
+            leaves, n, g, observation_key, touched), "sample_transitions")
+
+    # -- statistics ------------------------------------------------------------------------
+    def stats(self, keys: str | Iterable[str] | None = None) -> dict[str, LeafStats]:
+        """Per-leaf statistics over the steps held: name (``"observation/pixels"``) -> :class:`LeafStats`
+        (``count, min, max, mean, std, q01, q10, q50, q90, q99``, float64; per channel, shape ``(C,)``,
+        for image leaves, per element otherwise; quantiles within ``quantile_error`` of ``np.quantile``).
+
+        Text and bool leaves have none and are skipped. A writer first flushes (so the statistics it
+        returns are committed too); a reader gets those the writer committed for its view. When none
+        cover the held steps (a ring dropped steps since they were accumulated, a folder written by
+        an older trajstore), they are computed from the data: every held step is read (frames decoded),
+        once per change of the view; a writer then commits them for its readers.
+
+        Args:
+            keys: leaf or sub-dict names (``"observation"`` takes its numeric leaves); None: every numeric leaf.
+
+        Raises:
+            KeyError: a name that is not in the space.
+            ValueError: a named leaf has no statistics (text, bool).
+            StaleReadError: a reader whose writer kept overwriting the steps being read.
+        """
+        from trajstore.replay_buffer.statistics import stat_names
+
+        names = stat_names(self.space, keys)
+        ranged = self._statistics()
+        return {name: ranged.leaves[name].result(name) for name in names}

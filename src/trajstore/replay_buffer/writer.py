@@ -1,0 +1,235 @@
+"""The writer of a buffer: staging, ring transitions, background block writes, rollback, episodes, commits.
+
+One :class:`BufferWriter` per writable buffer owns every piece of state that changes as steps are
+appended. Its ring states, one per role, each moved forward in one place:
+
+* :attr:`~BufferWriter.appended`: every step appended, the staged ones included (what ``len`` counts
+  and what the writer's own reads see, after :meth:`~BufferWriter.drain`);
+* :attr:`~BufferWriter.submitted`: after the blocks handed to the background thread (a block's slots
+  are planned once, when it is submitted);
+* :attr:`~BufferWriter.written`: after the blocks the background thread wrote;
+* ``committer.committed``: what the folder says (:mod:`~trajstore.replay_buffer.commit`).
+
+A step is validated by the buffer (the edge), copied into a staging block
+(:mod:`~trajstore.replay_buffer.staging`), and written behind as one storage write per leaf. A
+failed background write rolls every state back to before it and raises at the next call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trajstore._lock import WriterLock
+from trajstore.replay_buffer.commit import Committer
+from trajstore.replay_buffer.episodes import EpisodeTable
+from trajstore.replay_buffer.final_observations import FinalObservations
+from trajstore.replay_buffer.ring import RingState
+from trajstore.replay_buffer.staging import MAX_PENDING_BYTES, BackgroundWriter, StagingArea, WriteStats, \
+    block_steps_for
+from trajstore.replay_buffer.stats_keeper import StatsKeeper
+from trajstore.replay_buffer.view import View
+from trajstore.spaces import Space, tree
+from trajstore.storages._selection import Selection, span
+from trajstore.storages.base import SpaceStorage
+
+
+class BufferWriter:
+    """Appends, episodes and commits of one writable buffer (see the module docstring).
+
+    Attributes:
+        appended, submitted, written: the ring states of the module docstring.
+        episodes: the live episode table (closed episodes, the open one's start).
+        stats: the statistics accumulated as blocks are written.
+        write_stats: what write-behind has done (:class:`~trajstore.replay_buffer.staging.WriteStats`).
+    """
+
+    def __init__(self, storage: SpaceStorage, space: Space, committer: Committer, view: View,
+                 finals: FinalObservations, stats: StatsKeeper, lock: WriterLock | None):
+        self.storage, self.space, self.committer, self.finals, self.stats = storage, space, committer, finals, stats
+        self._lock = lock
+        self.appended = self.submitted = self.written = view.ring
+        self.episodes: EpisodeTable = view.episodes
+        self.write_stats = WriteStats()
+        self._slots = len(storage)  # slots the storage holds (unbounded: may exceed the count after a crash)
+        self._staging: StagingArea | None = None
+        self._thread: BackgroundWriter | None = None
+
+    def view(self) -> View:
+        """The writer's own view: every step appended (call :meth:`drain` before reading through it)."""
+        return View(self.appended, self.episodes)
+
+    # -- appending -------------------------------------------------------------------------
+    def extend(self, leaves: list[np.ndarray], n: int) -> None:
+        """Stage ``n`` validated steps (one array per leaf, leading axis ``n``); full blocks go to the
+        background thread."""
+        self.raise_failure()
+        if n == 0:
+            return
+        if self._staging is None:
+            self._start()
+        for block, rows in self._staging.add(leaves, n):  # type: ignore[union-attr]
+            self._submit(block, rows)
+        self.episodes.on_extend(self.appended.appended)
+        self.appended = self.appended.advanced(n)
+        if self.appended.first_step:  # nothing to drop before step 0 (a buffer that never overwrote)
+            self.episodes.drop_before(self.appended.first_step)
+
+    def _start(self) -> None:
+        templates = [(tuple(leaf.shape), np.dtype(leaf.dtype)) for _, leaf in tree.leaves(self.space)]
+        step_bytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in templates)
+        block = block_steps_for(step_bytes)
+        self._staging = StagingArea(templates, block)
+        max_pending = max(1, MAX_PENDING_BYTES // max(1, block * step_bytes))
+        self.write_stats.block_steps, self.write_stats.max_pending_blocks = block, max_pending
+        self._thread = BackgroundWriter(max_pending, self.write_stats)
+
+    def _submit(self, leaves: list[np.ndarray], n: int) -> None:
+        """Hand a block of ``n`` steps (the next after :attr:`submitted`) to the background thread."""
+        before = self.submitted
+        after, runs = before.plan_extend(n)  # the block's slots, planned once
+        if before.capacity is not None:
+            self.committer.before_overwrite(after.appended)  # metadata first, on this thread
+        self.submitted = after
+
+        def job() -> int:
+            self._write_block(leaves, n, before, runs)
+            self.written = after
+            self.stats.on_written(before, after, leaves, n)  # the steps that reached the storage
+            return n
+
+        self._thread.submit(job, tag=(before, n))  # type: ignore[union-attr]
+
+    def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> None:
+        """On the background thread: one storage write per leaf (two for a ring that wraps)."""
+        if before.capacity is None:
+            # Slots past the committed count (left by a crash, or a discard) are reused before growing.
+            count = before.count
+            reuse = max(0, min(n, self._slots - count))
+            if reuse:
+                self.storage.write_leaves(span(count, count + reuse), [v[:reuse] for v in leaves])
+            if reuse < n:
+                self.storage.extend_leaves([v[reuse:] for v in leaves], n - reuse)
+                self._slots = count + n
+        else:
+            for rows, slots in runs:
+                self.storage.write_leaves(span(slots.start, slots.stop), [v[rows] for v in leaves])
+
+    def drain(self) -> None:
+        """Hand the partial block over and wait until every staged step is written; raise a failure."""
+        if self._thread is None:
+            return
+        partial = self._staging.take()  # type: ignore[union-attr]
+        if partial is not None and self._thread.failure is None:
+            self._submit(*partial)
+        self._thread.drain()
+        self.raise_failure()
+
+    def raise_failure(self) -> None:
+        """A background write failed: roll every ring state back to before it, then raise its error."""
+        thread = self._thread
+        if thread is None or thread.failure is None:
+            return
+        thread.drain()  # later jobs are skipped; let them pass
+        failure, (before, n) = thread.failure, thread.failed_tag
+        thread.clear_failure()
+        self._staging.clear()  # type: ignore[union-attr]
+        self.appended = self.submitted = self.written = before
+        self.episodes.forget_after(before.appended)
+        self._slots = len(self.storage)
+        if before.capacity is not None:
+            # The failed write may have overwritten some leaves of the oldest steps and not others
+            # (a full disk in the middle): stop serving them. Nothing newer was touched.
+            self._forget_before(before.appended + n - before.capacity)
+        raise failure
+
+    def _forget_before(self, oldest: int) -> None:
+        ring = self.appended
+        oldest = min(ring.appended, max(oldest, ring.first_step))
+        self.appended = self.submitted = self.written = RingState(
+            ring.capacity, ring.appended - oldest, oldest % ring.capacity if ring.capacity else 0, ring.appended)
+        self.episodes.drop_before(oldest)
+
+    def set_at(self, logical: Selection, leaves: list[np.ndarray]) -> None:
+        """Overwrite held steps (validated leaves) at a logical selection of the writer's view."""
+        self.drain()
+        self.storage.write(self.appended.slots_of(logical), leaves)
+
+    # -- episodes and commits --------------------------------------------------------------
+    def end_episode(self, final: list[np.ndarray] | None, data: dict[str, Any], interrupted: bool) -> None:
+        """Close the open episode with its checked JSON ``data`` and validated ``final`` observation, and
+        commit it with its steps.
+
+        Raises:
+            ValueError: data or a final observation but no step appended since the last episode ended.
+        """
+        if (data or final is not None) and not self.episodes.is_open(self.appended.appended):
+            given = sorted(data) + (["final_observation"] if final is not None else [])
+            raise ValueError(f"end_episode got {given} but there is no episode to end: no step was appended "
+                             "since the last end_episode")
+        self.drain()  # a failed background write surfaces before the episode is closed
+        if final is not None:
+            self.finals.write(self.episodes.final_count, final, layout_of=self.storage, lock=self._lock)
+        self.episodes.end_episode(self.appended.appended, data=data, with_final=final is not None,
+                                  interrupted=interrupted)
+        self.flush()
+
+    def discard_episode(self) -> int:
+        """Drop the open episode's steps (committed at once); returns how many."""
+        self.drain()  # staged steps of the episode reach their slots first: nothing is written after the rewind
+        n = self.episodes.discard_open(self.appended.appended)
+        if n:
+            self.appended = self.submitted = self.written = self.appended.rewind(n)
+            self.stats.on_rewind(self.appended)
+            self.commit()
+        return n
+
+    def end_interrupted_episode(self) -> None:
+        """Close (and commit) the episode a dead writer left open, as interrupted."""
+        if self.episodes.end_episode(self.appended.appended, interrupted=True):
+            self.episodes.drop_before(self.appended.first_step)
+            self.commit()
+
+    def commit(self, *, own: bool = True, flush_storage: bool = False) -> None:
+        """Commit the writer's view (the staged steps must have been drained); keep the statistics of an
+        episode boundary for a later discard."""
+        if not self.episodes.is_open(self.appended.appended):
+            self.stats.mark_boundary(self.appended)
+        self.committer.commit(self.view(), own=own, flush_storage=flush_storage)
+
+    def flush(self) -> None:
+        """Every step appended so far durable and committed."""
+        self.drain()
+        self.commit(flush_storage=True)
+
+    def unflushed(self) -> int:
+        """Steps appended since the last commit."""
+        return self.appended.appended - self.committer.committed.ring.appended
+
+    def close(self) -> None:
+        """Stop the background thread (after the jobs queued) and close the episode log."""
+        if self._thread is not None:
+            self._thread.close()
+        self.committer.close()
+
+    def forked_view(self) -> View:
+        """In a forked child of an in-memory writer: the steps the background thread had written."""
+        self.episodes.forget_after(self.written.appended)
+        return View(self.written, self.episodes)
+
+
+class WriterViews:
+    """The writer's reads: under its own view, after its staged steps are written. Never races."""
+
+    races_writer = False
+
+    def __init__(self, writer: BufferWriter, name: str):
+        self._writer, self.name = writer, name
+
+    def current(self) -> View:
+        self._writer.drain()  # the writer reads its own staged steps
+        return self._writer.view()
+
+    def refresh(self) -> bool:
+        return False
