@@ -91,8 +91,8 @@ class ReplayBufferDataset(Dataset):
         self.refresh = refresh
         self.delta_indices = dict(delta_indices) if delta_indices is not None else None
         self.pad = True if pad is None else bool(pad)
-        selected = buffer._selected_ids(episodes)
-        self.episodes = None if selected is None else selected.tolist()
+        selected = buffer.checked_episode_ids(episodes)
+        self.episodes = None if selected is None else list(selected)
 
     def __len__(self) -> int:
         if not self.buffer.read_only:

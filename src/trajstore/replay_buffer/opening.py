@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trajstore._damage import damaged_file
 from trajstore._lock import WriterLock
@@ -24,7 +24,7 @@ from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import META_FILE, STORAGE_DIR
 from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.stats_keeper import StatsKeeper
-from trajstore.replay_buffer.view import FolderView, View, take_view
+from trajstore.replay_buffer.view import FixedView, FolderView, View, Views, take_view
 from trajstore.replay_buffer.writer import BufferWriter
 from trajstore.spaces import Space, space_from_json
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
@@ -91,11 +91,7 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
         finals.open(meta, lock, view.episodes.final_count)
         stats = StatsKeeper(space)
         if read_only:
-            def on_refresh(new_meta: dict[str, Any], new_view: View) -> None:
-                storage.refresh()  # after reading the metadata: the storage holds at least what it names
-                finals.refresh(new_meta, new_view.episodes.final_count)
-
-            folder_view = FolderView(path, meta, view, log, signature, on_refresh)
+            folder_view = FolderView(path, meta, view, log, signature, _refresher(storage, finals))
             return BufferParts(storage, finals, stats, None, folder_view, check_bounds)
         stats.adopt(path, meta, ring)
         committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds)
@@ -114,6 +110,31 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
         # What is left: the metadata's space or capacity differs from a storage's own (ValueError).
         raise FormatError(f"{path / META_FILE} does not match the files it names: {type(exc).__name__}: "
                           f"{exc}") from exc
+
+
+def _refresher(storage: SpaceStorage, finals: FinalObservations) -> Callable[[dict[str, Any], View], None]:
+    def on_refresh(meta: dict[str, Any], view: View) -> None:
+        storage.refresh()  # after reading the metadata: the storage holds at least what it names
+        finals.refresh(meta, view.episodes.final_count)
+
+    return on_refresh
+
+
+def forked_views(writer: BufferWriter | None, views: Views, folder_view: FolderView | None, storage: SpaceStorage,
+                 finals: FinalObservations, folder: Path | None) -> tuple[Views, FolderView | None]:
+    """The views of a forked child (read-only): an in-memory writer's child sees what the background
+    thread had written; a folder's child follows the folder's commits from the last one on."""
+    if writer is not None and folder is None:
+        return FixedView(writer.forked_view()), None
+    if writer is not None:
+        writer.committer.close()  # the parent's log: this process's copy of the descriptor only
+        folder_view = FolderView(folder, {}, writer.committer.committed, None, None,  # type: ignore[arg-type]
+                                 _refresher(storage, finals))
+    if folder_view is None:
+        return views, None
+    folder_view.signature = None
+    folder_view.refresh()
+    return folder_view, folder_view
 
 
 def _short_parts(storage: SpaceStorage, count: int) -> str:

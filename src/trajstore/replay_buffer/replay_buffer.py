@@ -37,12 +37,12 @@ from trajstore._urls import is_published_folder, is_remote, local_path, refuse_r
 from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.metadata import STORAGE_DIR, read_meta
-from trajstore.replay_buffer.opening import BufferParts, new_parts, open_parts
+from trajstore.replay_buffer.opening import BufferParts, forked_views, new_parts, open_parts
 from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.staging import WriteStats
 from trajstore.replay_buffer.statistics import BufferStatistics
 from trajstore.replay_buffer.training_api import TrainingAPI
-from trajstore.replay_buffer.view import FixedView, FolderView, View
+from trajstore.replay_buffer.view import View
 from trajstore.replay_buffer.writer import WriterViews
 from trajstore.spaces import Space
 from trajstore.storages._selection import select
@@ -52,25 +52,16 @@ from trajstore.storages.base import SpaceStorage, check_capacity, validated_batc
 class ReplayBuffer(TrainingAPI, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
-    Index with an int (negative counts from the newest), a slice, a 1-D integer array (any
-    order, repeats allowed) or a boolean mask; logical index 0 is the oldest step held. An int
-    gives one step (leaves of the space's shape); anything else gives a batch with a leading
-    axis ``N``. Values come back with the space's dtypes, so ``space.contains(rb[i])`` holds (unless
-    the buffer was made with ``check_bounds=False``, which stores values outside the bounds as they are).
+    Index with an int (negative counts from the newest), a slice, a 1-D integer array (any order,
+    repeats allowed) or a boolean mask; logical index 0 is the oldest step held. An int gives one
+    step (leaves of the space's shape), anything else a batch with a leading axis ``N``, in the
+    space's dtypes. Build one with :meth:`create` or :meth:`load_from`; close it (or use ``with``).
 
-    Build one with :meth:`create` or :meth:`load_from`; use it as a context manager to close it.
-
-    Other processes: open with ``load_from(path, read_only=True, multiprocessing=True)`` and call
-    :meth:`refresh` to see what the writer has flushed since. A reader of a buffer that is being
-    written never gets a torn step: the writer drops steps from the metadata before reusing their
-    slots (a ring overwriting its oldest steps, :meth:`discard_episode`), and a read that raced such
-    a reuse raises
-    :class:`~trajstore.errors.StaleReadError` (:meth:`sample`, :meth:`sample_windows` and the
-    torch dataset draw again by themselves).
-
-    One pass down: every request is checked once here (the index becomes a
-    :class:`~trajstore.storages._selection.Selection`, a value becomes validated leaf arrays)
-    and handed to the storage's trusted methods.
+    Other processes open the folder with ``load_from(path)`` and call :meth:`refresh` to see what the
+    writer has flushed since. A read never returns a torn step: one that raced the writer reusing
+    slots raises :class:`~trajstore.errors.StaleReadError` (index again); the samplers and the torch
+    dataset draw again by themselves (:mod:`~trajstore.replay_buffer.view`). Every request is checked
+    once here and handed down as a trusted selection and validated leaf arrays.
     """
 
     def __init__(self, parts: BufferParts, *, cache_path: Path | None, read_only: bool, multiprocessing: bool,
@@ -94,9 +85,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
     def create(cls, storage_cls: type[SpaceStorage], space: Space, *, cache_path: str | os.PathLike | None = None,
                capacity: int | None = None, multiprocessing: bool = False, check_bounds: bool = True,
                **storage_kwargs: Any) -> "ReplayBuffer":
-        """A new, empty buffer.
-
-        Every argument (the storage's options included) is checked before the folder is made.
+        """A new, empty buffer; every argument (the storage's options included) is checked before the
+        folder is made.
 
         Args:
             storage_cls: the storage class, usually ``DictStorage`` with the keyword arguments of
@@ -105,12 +95,9 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
             cache_path: a new (or empty) folder; ``None`` keeps everything in memory.
             capacity: ring size in steps (the oldest are overwritten), or ``None`` to grow.
             multiprocessing: let other processes (DataLoader workers) read while this one writes.
-            check_bounds: ``True`` (default): ``append``, ``extend``, ``set_at`` and
-                ``end_episode(final_observation=...)`` refuse a value outside a leaf's bounds or NaN
-                with ``InvalidValueError`` (so ``space.contains(rb[i])`` holds). ``False``: such values
-                are stored as they are (sensors overshoot their declared ranges). A property of the
-                folder, kept in ``trajstore.json``: every later writer behaves the same, and the check
-                stays within the one validation pass of :meth:`BoxSpace.validate`.
+            check_bounds: ``True`` (default): values outside a leaf's bounds, or NaN, are refused with
+                ``InvalidValueError`` (so ``space.contains(rb[i])`` holds); ``False``: stored as they are
+                (sensors overshoot their ranges). Kept in ``trajstore.json`` for every later writer.
             **storage_kwargs: passed to ``storage_cls.create``.
 
         Raises:
@@ -139,28 +126,23 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
                   cache_dir: str | os.PathLike | None = None) -> "ReplayBuffer":
         """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
 
-        ``cache_path`` may be a URL: ``file://`` opens the local folder; any other fsspec URL
-        (``s3://bucket/path``, ``gs://...``) opens a buffer published there by ``trajstore push``,
-        read-only, with ``storage_options`` passed to fsspec (endpoint, credentials) and its small
-        files fetched once into a temporary mirror folder (or ``cache_dir/<snapshot hash>/``, kept);
-        camera frames are then read by byte-range requests (see :mod:`trajstore.remote.mirror`).
-        A local folder that holds a pushed copy (a manifest, no ``trajstore.json``) opens the same way.
-        ``storage_options`` and ``cache_dir`` do nothing for a buffer folder on local disk.
+        ``cache_path`` may be a URL: ``file://`` opens the local folder; another fsspec URL
+        (``s3://bucket/path``) opens a buffer published there by ``trajstore push``, read-only:
+        ``storage_options`` go to fsspec, the small files are fetched once into a temporary mirror
+        (or ``cache_dir/<snapshot hash>/``, kept) and frames are read by byte ranges
+        (:mod:`trajstore.remote.mirror`). A local folder holding a pushed copy opens the same way.
 
-        A writer (``read_only=False``) ends an episode that the last writer left open (it crashed,
-        or closed without ``end_episode``) as *interrupted* and commits that at once, so the
-        fragment is never merged into the next episode (``Episode.interrupted``, ``done=False``).
-        A reader sees such a fragment as the open episode.
-
-        A folder of an older format version (1 or 2, episodes kept in ``trajstore.json``) opens as it is
-        for reading; a writer migrates it to version 3 (the episode log) at once and atomically, see
-        :mod:`~trajstore.replay_buffer.metadata`.
+        A writer (``read_only=False``) ends an episode the last writer left open (a crash, a close
+        without ``end_episode``) as *interrupted* and commits that at once; a reader sees it as the
+        open episode. A folder of format 1 or 2 opens as it is for reading; a writer migrates it to
+        version 3 at once and atomically (:mod:`~trajstore.replay_buffer.metadata`).
 
         Raises:
             FormatError: not a trajstore buffer folder, a newer format version, or a missing or damaged
                 file (the message names it, or the storage folder holding it).
             UnknownTypeError: the folder names a storage type this trajstore does not know.
-            LockedError: ``read_only=False`` while another process is writing.
+            LockedError: ``read_only=False`` while another process is writing
+                (:class:`~trajstore.errors.AlreadyOpenError`: this process has it open).
             ReadOnlyError: ``read_only=False`` with a URL of object storage (nothing is fetched).
         """
         if is_remote(cache_path) or is_published_folder(local_path(cache_path)):
@@ -235,18 +217,15 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, step: Any) -> None:
-        """Append one step (a value of ``space``).
-
-        The step is validated, copied into a staging block and written behind by a background
-        thread (see :mod:`~trajstore.replay_buffer.staging`); :meth:`flush` or :meth:`end_episode`
-        make it durable. Waits while staging is full (``write_stats.blocked_seconds``).
+        """Append one step (a value of ``space``): validated, copied into a staging block and written
+        behind by a background thread; :meth:`flush` or :meth:`end_episode` make it durable. Waits while
+        staging is full (``write_stats.blocked_seconds``).
 
         Raises:
-            InvalidValueError: names the leaf and what was expected (a value outside the leaf's bounds
-                or NaN: the first offending index and value, unless ``check_bounds=False``); nothing is staged.
+            InvalidValueError: names the leaf and what was expected (outside its bounds or NaN: the first
+                offending index and value, unless ``check_bounds=False``); nothing is staged.
             ReadOnlyError: the buffer was opened read-only.
-            OSError, ...: an earlier background write failed (its note names the leaf); the
-                buffer rolled back to before that write.
+            OSError, ...: an earlier background write failed; the buffer rolled back to before it.
         """
         writer = self._writable()
         writer.extend(validated_step(self.space, step, check_bounds=self.check_bounds), 1)
@@ -277,31 +256,25 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         writer.set_at(sel, validated_for(self.space, value, sel, check_bounds=self.check_bounds))
 
     def end_episode(self, final_observation: Any = None, *, interrupted: bool = False, **data: Any) -> None:
-        """Mark the last appended step as the end of the current episode, then :meth:`flush`:
-        its steps, data and final observation are committed together (data first, then metadata).
-
-        Steps appended afterwards start a new episode. Calling it twice in a row does nothing more.
+        """End the current episode at the last appended step and :meth:`flush`: its steps, data and final
+        observation are committed together (data first, then metadata). Steps appended afterwards start
+        a new episode; calling it twice in a row does nothing more.
 
         Args:
-            final_observation: the observation after the last step (what the environment returned
-                to the last action), a value of the step space's ``observation`` subspace; stored in
-                ``final_observations/`` with the same routing (camera frames compressed) and read
-                back with :meth:`final_observation`. A ring keeps those of its held episodes only.
-            interrupted: the episode was cut short before its end (its env was reset or closed, the
-                operator stopped it): kept, and flagged ``Episode.interrupted`` (``done`` False), as
-                a fragment left by a crashed writer is.
-            **data: JSON values kept with the episode in the episode log (``task="push"``,
-                ``success=True``, ``seed=3``, lists and dicts of them); read back as
-                ``episode(k).data``. NumPy scalars become Python values and tuples lists.
+            final_observation: the observation after the last step (a value of the ``observation``
+                subspace), stored in ``final_observations/`` with the same routing; read back with
+                :meth:`final_observation`. A ring keeps those of its held episodes only.
+            interrupted: the episode was cut short (env reset or closed, operator stop): kept and flagged
+                ``Episode.interrupted`` (``done`` False), as a fragment left by a crashed writer is.
+            **data: JSON values kept in the episode log (``task="push"``, ``success=True``, ``seed=3``),
+                read back as ``episode(k).data``; NumPy scalars become Python values, tuples lists.
 
         Raises:
-            InvalidValueError: a value of ``data`` is not JSON (an array, NaN, an object, ...; names
-                the key), or ``final_observation`` does not fit the observation space (names the leaf).
-            ValueError: ``final_observation`` was given but the step space has no ``observation`` key;
-                or data or a final observation was given but no step was appended since the last
-                episode ended.
-            ReadOnlyError: the buffer was opened read-only.
-            Nothing is written when one of these is raised.
+            InvalidValueError: a value of ``data`` is not JSON (names the key), or ``final_observation``
+                does not fit the observation space (names the leaf).
+            ValueError: ``final_observation`` but no ``observation`` key in the space; data or a final
+                observation but no step appended since the last episode ended.
+            ReadOnlyError: the buffer was opened read-only. Nothing is written when one of these is raised.
         """
         writer = self._writable()
         checked = episode_data(data)
@@ -312,16 +285,11 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
     def discard_episode(self) -> int:
         """Drop the steps of the episode being recorded; returns how many (0 when none is open).
 
-        The next appends reuse their step numbers and slots: an unbounded buffer's length goes back,
-        a ring writes the freed slots next (steps it overwrote to make room for them stay lost). The
-        discarded episode's id goes to the next episode. Steps before it are untouched.
-
-        Its steps that were already flushed were visible to readers. The discard is committed at
-        once (no data needs flushing: the new view names only steps committed before), so when it
-        returns no reader that refreshes sees them, and a crash cannot bring them back as an
-        interrupted episode. A reader that still holds a view with them and reads them after the
-        writer reused their slots gets :class:`~trajstore.errors.StaleReadError` (index again), as
-        for a ring overwrite.
+        The next appends reuse their step numbers and slots (an unbounded buffer's length goes back; a
+        ring's steps overwritten to make room stay lost); the episode's id goes to the next episode.
+        Committed at once: no reader that refreshes sees its flushed steps again, a crash cannot bring
+        them back, and a reader that reads them after their slots were reused gets
+        :class:`~trajstore.errors.StaleReadError` (index again).
 
         Raises:
             ReadOnlyError: the buffer was opened read-only.
@@ -437,25 +405,10 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         # A forked child reads what was flushed (FolderOwner made it read-only and let go of the lock);
         # the parent's staged steps and its writer thread are not the child's.
         writer, self._writer = self._writer, None
-        if writer is not None and self.cache_path is None:  # in memory: what the writer thread had written
-            self._views = FixedView(writer.forked_view())
-        elif writer is not None:
-            writer.committer.close()  # the parent's log: this process's copy of the descriptor only
-            self._folder_view = self._views = self._forked_folder_view(writer.committer.committed)
-        if self._folder_view is not None:
-            self._folder_view.signature = None
-            self._folder_view.refresh()
+        self._views, self._folder_view = forked_views(writer, self._views, self._folder_view, self.storage,
+                                                      self._finals, self.cache_path)
         self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
         self._stats = BufferStatistics(self.space, self._stats.keeper, self._reader)
-
-    def _forked_folder_view(self, committed: View) -> FolderView:
-        finals, storage = self._finals, self.storage
-
-        def on_refresh(meta: dict[str, Any], view: View) -> None:
-            storage.refresh()
-            finals.refresh(meta, view.episodes.final_count)
-
-        return FolderView(self.cache_path, {}, committed, None, None, on_refresh)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         view = self._writer.view() if self._writer is not None else self._views.current()

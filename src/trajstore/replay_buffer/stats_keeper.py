@@ -1,6 +1,6 @@
 """The buffer's normalisation statistics: kept up to date as steps are written, committed with the
 metadata in ``stats.json``. No data reads (computing from the data is in
-:mod:`~trajstore.replay_buffer.stats_api`).
+:mod:`~trajstore.replay_buffer.statistics`).
 
 What is accumulated: the staged leaf arrays of each block, on the background writer thread right
 after the block's storage writes succeeded (no read-back, no second decode of the frames). A block

@@ -175,7 +175,8 @@ class TrainingAPI(abc.ABC):
             ValueError: ``window`` < 1 or ``batch_size`` < 1; a name not in the space, a leaf named
                 twice, offsets not a non-empty 1-D int sequence; no held step is a valid anchor
                 (the message gives the longest episode); ``episodes`` names an id that is not held.
-            StaleReadError: never from here: a reader of a live ring redraws by itself.
+            RetriesExhaustedError: a reader of a live ring raced the writer on every one of its draws
+                (:data:`~trajstore.replay_buffer.view.MAX_READ_ATTEMPTS`); a race is otherwise drawn again.
         """
         rng = rng or np.random.default_rng()
         if delta_indices is None:
@@ -297,7 +298,8 @@ class TrainingAPI(abc.ABC):
             ValueError: the space is not a dict with ``observation_key``, ``action``, ``reward``,
                 ``terminated`` and ``truncated``; ``n_step`` < 1, ``gamma`` outside ``[0, 1]``,
                 ``batch_size`` < 1; no step is valid; ``episodes`` names an id that is not held.
-            StaleReadError: never from here: a reader of a live ring redraws by itself.
+            RetriesExhaustedError: a reader of a live ring raced the writer on every one of its draws
+                (:data:`~trajstore.replay_buffer.view.MAX_READ_ATTEMPTS`); a race is otherwise drawn again.
         """
         leaves = transition_leaves(self.space, observation_key)
         if isinstance(n_step, bool) or not isinstance(n_step, (int, np.integer)) or n_step < 1:
