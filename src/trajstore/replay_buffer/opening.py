@@ -97,7 +97,7 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
         committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds)
         writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
         writer.end_interrupted_episode()
-        if log.position is None:  # type: ignore[union-attr]
+        if log is not None and log.position is None:
             writer.commit(own=False)  # migrate: the log, then trajstore.json of this version
         return BufferParts(storage, finals, stats, writer, None, check_bounds)
     except BaseException as exc:

@@ -42,7 +42,7 @@ from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.staging import WriteStats
 from trajstore.replay_buffer.statistics import BufferStatistics
 from trajstore.replay_buffer.training_api import TrainingAPI
-from trajstore.replay_buffer.view import View
+from trajstore.replay_buffer.view import View, Views
 from trajstore.replay_buffer.writer import WriterViews
 from trajstore.spaces import Space
 from trajstore.storages._selection import select
@@ -75,7 +75,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         self._folder_view = parts.folder_view
         self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock, owns_lock=True)
         name = str(cache_path or "memory")
-        self._views = parts.folder_view or WriterViews(parts.writer, name)  # type: ignore[arg-type]
+        self._views: Views = parts.folder_view if parts.folder_view is not None else WriterViews(
+            parts.writer, name)
         self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
         self._stats = BufferStatistics(self.space, parts.stats, self._reader)
         self._remote: Any = None  # a buffer opened from a URL: its mirror and payload source (trajstore.remote)

@@ -15,7 +15,7 @@ from trajstore.replay_buffer.leaf_stats import has_stats
 from trajstore.replay_buffer.metadata import read_meta
 from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.stats_keeper import RangeStats, StatsKeeper
-from trajstore.replay_buffer.view import FolderView, View
+from trajstore.replay_buffer.view import MAX_READ_ATTEMPTS, FolderView, View
 from trajstore.replay_buffer.writer import BufferWriter
 from trajstore.spaces import Space, tree
 
@@ -49,7 +49,7 @@ class BufferStatistics:
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1]
         ranged = None
-        for _ in range(3):  # the writer may replace stats.json between our reads of the two files
+        for _ in range(MAX_READ_ATTEMPTS):  # the writer may replace stats.json between our reads of the two files
             ranged = self.keeper.load(views.folder, read_meta(views.folder), views.current().ring)
             if ranged is not None or not views.refresh():
                 break

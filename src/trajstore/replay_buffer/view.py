@@ -89,12 +89,12 @@ class Touched:
 def is_stale(view: View, now: View, touched: Touched) -> bool:
     """True if what ``touched`` records of a read under ``view`` may have been rewritten by the time
     the writer committed ``now`` (see the module docstring). Pure arithmetic."""
-    if touched.first is not None:
+    if touched.first is not None and touched.last is not None:
         if view.first_step + touched.first < now.first_step:
             return True  # the ring overwrote the oldest steps read
         open_start = view.episodes.open_start
         if (now.episodes.discards != view.episodes.discards and open_start is not None
-                and view.first_step + touched.last >= open_start):  # type: ignore[operator]
+                and view.first_step + touched.last >= open_start):
             return True
     return any(now.episodes.final_number(episode) != number for episode, number in touched.finals)
 

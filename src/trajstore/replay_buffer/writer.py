@@ -67,16 +67,15 @@ class BufferWriter:
         self.raise_failure()
         if n == 0:
             return
-        if self._staging is None:
-            self._start()
-        for block, rows in self._staging.add(leaves, n):  # type: ignore[union-attr]
+        staging = self._staging or self._start()
+        for block, rows in staging.add(leaves, n):
             self._submit(block, rows)
         self.episodes.on_extend(self.appended.appended)
         self.appended = self.appended.advanced(n)
         if self.appended.first_step:  # nothing to drop before step 0 (a buffer that never overwrote)
             self.episodes.drop_before(self.appended.first_step)
 
-    def _start(self) -> None:
+    def _start(self) -> StagingArea:
         templates = [(tuple(leaf.shape), np.dtype(leaf.dtype)) for _, leaf in tree.leaves(self.space)]
         step_bytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in templates)
         block = block_steps_for(step_bytes)
@@ -84,6 +83,7 @@ class BufferWriter:
         max_pending = max(1, MAX_PENDING_BYTES // max(1, block * step_bytes))
         self.write_stats.block_steps, self.write_stats.max_pending_blocks = block, max_pending
         self._thread = BackgroundWriter(max_pending, self.write_stats)
+        return self._staging
 
     def _submit(self, leaves: list[np.ndarray], n: int) -> None:
         """Hand a block of ``n`` steps (the next after :attr:`submitted`) to the background thread."""
@@ -99,7 +99,8 @@ class BufferWriter:
             self.stats.on_written(before, after, leaves, n)  # the steps that reached the storage
             return n
 
-        self._thread.submit(job, tag=(before, n))  # type: ignore[union-attr]
+        assert self._thread is not None  # started with the staging area
+        self._thread.submit(job, tag=(before, n))
 
     def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> None:
         """On the background thread: one storage write per leaf (two for a ring that wraps)."""
@@ -118,9 +119,9 @@ class BufferWriter:
 
     def drain(self) -> None:
         """Hand the partial block over and wait until every staged step is written; raise a failure."""
-        if self._thread is None:
+        if self._thread is None or self._staging is None:
             return
-        partial = self._staging.take()  # type: ignore[union-attr]
+        partial = self._staging.take()
         if partial is not None and self._thread.failure is None:
             self._submit(*partial)
         self._thread.drain()
@@ -128,13 +129,13 @@ class BufferWriter:
 
     def raise_failure(self) -> None:
         """A background write failed: roll every ring state back to before it, then raise its error."""
-        thread = self._thread
-        if thread is None or thread.failure is None:
+        thread, staging = self._thread, self._staging
+        if thread is None or staging is None or thread.failure is None:
             return
         thread.drain()  # later jobs are skipped; let them pass
         failure, (before, n) = thread.failure, thread.failed_tag
         thread.clear_failure()
-        self._staging.clear()  # type: ignore[union-attr]
+        staging.clear()
         self.appended = self.submitted = self.written = before
         self.episodes.forget_after(before.appended)
         self._slots = len(self.storage)
@@ -224,7 +225,8 @@ class WriterViews:
 
     races_writer = False
 
-    def __init__(self, writer: BufferWriter, name: str):
+    def __init__(self, writer: BufferWriter | None, name: str):
+        assert writer is not None  # a buffer without a folder view has a writer
         self._writer, self.name = writer, name
 
     def current(self) -> View:
