@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from trajstore.errors import FormatError, StaleReadError
-from trajstore.integrations._ray_rows import episode_starts, make_request, read_rows, split_rows
+from trajstore.training._ray_rows import episode_starts, make_request, read_rows, split_rows
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install trajstore[ray]; CI installs it)")
-from trajstore.integrations.ray import TrajstoreDatasource, read_trajstore  # noqa: E402
+from trajstore.training.ray import TrajstoreDatasource, read_trajstore  # noqa: E402
 
 CAMERA = {"kind": "image", "layout": "HWC", "fps": 10}
 SPACE = DictSpace({

@@ -11,8 +11,8 @@ from typer.testing import CliRunner  # noqa: E402
 from tests.integrations.zarr_helpers import make_buffer, make_dp_group  # noqa: E402
 from trajstore.cli.main import app  # noqa: E402
 from trajstore.errors import FormatError, StorageExistsError, UnsupportedSpaceError  # noqa: E402
-from trajstore.integrations.zarr_codecs import codec_classes, frame_compressor  # noqa: E402
-from trajstore.integrations.zarr_replay import export_zarr, import_zarr  # noqa: E402
+from trajstore.interop.zarr.codecs import codec_classes, frame_compressor  # noqa: E402
+from trajstore.interop.zarr import export_zarr, import_zarr  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace  # noqa: E402
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space  # noqa: E402

@@ -11,7 +11,7 @@ from tests.replay_buffer.log_backdoor import committed_records
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.final_observations import FINAL_DIR
-from trajstore.replay_buffer.info import describe
+from trajstore.ops.info import describe
 from trajstore.replay_buffer.metadata import META_FILE
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace
 from trajstore.storages import DictStorage, HDF5Storage, ImageStorage, MemmapStorage, dict_storage_kwargs_from_space

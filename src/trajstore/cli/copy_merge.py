@@ -30,7 +30,7 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
          progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
     """Copy episodes into a new folder with the same layout and options, keeping episode data, final
     observations and interrupted flags; a ring is compacted. JPEG/video frames are re-encoded."""
-    from trajstore.replay_buffer.copying import copy_episodes
+    from trajstore.ops.copy import copy_episodes
 
     try:
         with progress_bar(total=None if episodes else _held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
@@ -45,7 +45,7 @@ def merge(paths: List[Path] = typer.Argument(..., help="Source buffer folders, t
           progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
     """Merge buffers with equal step spaces into a new folder (laid out like the first), every held
     episode in the order given."""
-    from trajstore.replay_buffer.copying import merge_buffers
+    from trajstore.ops.copy import merge_buffers
 
     if len(paths) < 2:
         raise fail("merge needs at least one source and the output folder: trajstore merge A [B ...] OUT")

@@ -1,6 +1,6 @@
 """Export a trajstore buffer as a zarr group in Diffusion Policy's layout (zarr format 2).
 
-See :mod:`trajstore.integrations.zarr_replay` for the mapping; :func:`export_zarr` is re-exported there.
+See :mod:`trajstore.interop.zarr` for the mapping; :func:`export_zarr` is re-exported there.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import numpy as np
 
 from trajstore._fs import staged_folder
 from trajstore.errors import UnsupportedSpaceError
-from trajstore.integrations.zarr_codecs import frame_compressor, register_codecs
-from trajstore.integrations.summary import count as _count
-from trajstore.integrations.zarr_import import BLOCK_BYTES, _zarr
-from trajstore.integrations.zarr_layout import ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE
+from trajstore.interop.zarr.codecs import frame_compressor, register_codecs
+from trajstore._text import count as _count
+from trajstore.interop.zarr.import_ import BLOCK_BYTES, _zarr
+from trajstore.interop.zarr.layout import ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE
 from trajstore.spaces import BinarySpace, BoxSpace, Space, tree
 
 #: Target bytes of one chunk of a non-frame array (steps along the first axis only, as Diffusion
@@ -138,7 +138,7 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
     Camera leaves (``kind="image"``, ``(H, W, 3)`` uint8) are chunked one frame per chunk and
     compressed by ``compressor``; other leaves are chunked along steps only (about 1 MiB a chunk)
     with Blosc zstd + bit shuffle, lossless. Leaf names, spaces and episode data are kept in
-    attributes so that :func:`~trajstore.integrations.zarr_replay.import_zarr` restores them.
+    attributes so that :func:`~trajstore.interop.zarr.import_zarr` restores them.
     Final observations are not exported (the layout has no place for them).
 
     Args:

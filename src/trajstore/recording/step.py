@@ -9,8 +9,8 @@ With a ``render_key`` the env's frame of ``o_t`` is one more observation leaf,
 ``observation/<render_key>``, tagged ``{"kind": "image", "layout": "HWC", "fps": render_fps}`` so
 that the router compresses it; a non-dict observation then moves to ``observation/state``.
 
-:class:`StepRecorder` is what :class:`~trajstore.integrations.record_episodes.RecordEpisodes` and
-:class:`~trajstore.integrations.record_vector_episodes.RecordVectorEpisodes` share: the options,
+:class:`StepRecorder` is what :class:`~trajstore.recording.episodes.RecordEpisodes` and
+:class:`~trajstore.recording.vector.RecordVectorEpisodes` share: the options,
 the step space derived from an env's spaces, and the buffer (created from a path, or a given
 one checked against that space).
 """
@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from trajstore.errors import StorageExistsError
+from trajstore.errors import StorageExistsError, UnknownLeafError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space, from_gymnasium, tree
 from trajstore.storages.base import check_capacity
@@ -32,18 +32,26 @@ STATE_KEY = "state"
 
 
 def step_space(observation_space: Space, action_space: Space, *, info_spaces: Mapping[str, Space] | None = None,
-               render_key: str | None = None, frame_shape: tuple[int, ...] | None = None,
-               fps: float | None = None) -> DictSpace:
-    """The space of one recorded step (see the module docstring).
+               image_keys: Iterable[str] = (), render_key: str | None = None,
+               frame_shape: tuple[int, ...] | None = None, fps: float | None = None) -> DictSpace:
+    """The space of one recorded step (see the module docstring): the one builder every recorder,
+    the PushT job and :func:`~trajstore.recording.episodes.recorded_space` use.
 
     Args:
+        observation_space, action_space: trajstore spaces (``from_gymnasium(env.observation_space)``
+            for a gymnasium env's).
+        info_spaces: ``{key: space}`` of the ``info`` entries recorded (:func:`info_spaces`), under ``info/``.
+        image_keys: observation leaves (names joined by "/") that are camera frames, tagged
+            ``kind=image`` (and ``fps``); none are guessed.
+        render_key: add the rendered frame under ``observation/<render_key>``.
         frame_shape: ``(H, W, 3)`` of the rendered frames, with ``render_key``.
-        fps: the env's ``render_fps`` (Hz), kept in the frame leaf's metadata.
+        fps: the env's ``render_fps`` (Hz), kept in the frame leaves' metadata.
 
     Raises:
+        UnknownLeafError: an ``image_keys`` entry is not an observation leaf.
         ValueError: ``render_key`` is already a key of a dict observation.
     """
-    observation = observation_space
+    observation = tag_images(observation_space, image_keys, fps)
     if render_key is not None:
         meta: dict[str, Any] = {"kind": "image", "layout": "HWC"}
         if fps:
@@ -65,6 +73,20 @@ def step_space(observation_space: Space, action_space: Space, *, info_spaces: Ma
     if info_spaces:
         spaces["info"] = DictSpace(dict(info_spaces))
     return DictSpace(spaces)
+
+
+def info_spaces(info: Mapping[str, Any], info_keys: Iterable[str]) -> dict[str, Space]:
+    """``{key: space}`` of the ``info_keys`` entries of one step's ``info`` (:func:`info_space` each).
+
+    Raises:
+        KeyError: an ``info_keys`` entry is not in ``info`` (the message lists the keys there).
+        TypeError: as :func:`info_space`.
+    """
+    info_keys = tuple(info_keys)
+    missing = [k for k in info_keys if k not in info]
+    if missing:
+        raise KeyError(f"info_keys {missing} are not in the env's step info (keys: {sorted(info)})")
+    return {k: info_space(k, info[k]) for k in info_keys}
 
 
 def info_space(key: str, value: Any) -> Space:
@@ -90,11 +112,14 @@ def tag_images(space: Space, image_keys: Iterable[str], fps: float | None, separ
     Nothing is guessed from dtypes or shapes: only the leaves named are tagged.
 
     Raises:
-        KeyError: a name is not a leaf of ``space``.
+        UnknownLeafError: a name is not a leaf of ``space``.
     """
     for name in image_keys:
         path = tree.parse_name(name, separator)
-        leaf = tree.subspace(space, path)  # KeyError naming it
+        try:
+            leaf = tree.subspace(space, path)
+        except KeyError as exc:
+            raise UnknownLeafError(f"image_keys: {exc.args[0] if exc.args else name}") from None
         meta = {"kind": "image", "layout": "HWC", **({"fps": fps} if fps else {})}
         space = _replace(space, path, leaf.with_metadata(meta))
     return space
@@ -132,36 +157,6 @@ def _describe(space: Space) -> str:
         lo, hi = np.unique(low), np.unique(high)
         text += f" in [{lo[0]:g}, {hi[0]:g}]" if len(lo) == 1 and len(hi) == 1 else " (bounds per element)"
     return text
-
-
-def recorded_step_space(observation_space: Any, action_space: Any, *, render_key: str | None = None,
-                        frame: np.ndarray | None = None, fps: float | None = None,
-                        info: Mapping[str, Any] | None = None, info_keys: Iterable[str] = (),
-                        image_keys: Iterable[str] = ()) -> DictSpace:
-    """The step space the recorders write for an env's gymnasium spaces.
-
-    Args:
-        observation_space, action_space: the env's (single) gymnasium spaces.
-        frame: one rendered ``(H, W, 3)`` uint8 frame, with ``render_key`` (for its shape).
-        fps: the env's ``render_fps`` (Hz).
-        info: one step's ``info`` (the values of ``info_keys`` give their spaces).
-
-    Raises:
-        KeyError: an ``info_keys`` entry is not in ``info``, or an ``image_keys`` entry is not an
-            observation leaf.
-        TypeError: an info value is not a bool, number or numeric array; a gymnasium space type
-            trajstore does not convert.
-        ValueError: ``render_key`` is already an observation key.
-    """
-    info = info or {}
-    info_keys = tuple(info_keys)
-    missing = [k for k in info_keys if k not in info]
-    if missing:
-        raise KeyError(f"info_keys {missing} are not in the env's step info (keys: {sorted(info)})")
-    obs_space = tag_images(from_gymnasium(observation_space), image_keys, fps)
-    return step_space(obs_space, from_gymnasium(action_space),
-                      info_spaces={k: info_space(k, info[k]) for k in info_keys},
-                      render_key=render_key, frame_shape=None if frame is None else frame.shape, fps=fps)
 
 
 def render_frame(env: Any) -> np.ndarray:
@@ -239,9 +234,12 @@ class StepRecorder:
 
     def space(self, observation_space: Any, action_space: Any, frame: np.ndarray | None,
               info: Mapping[str, Any]) -> DictSpace:
-        """:func:`recorded_step_space` with this recorder's options."""
-        return recorded_step_space(observation_space, action_space, render_key=self.render_key, frame=frame,
-                                   fps=self.fps, info=info, info_keys=self.info_keys, image_keys=self.image_keys)
+        """:func:`step_space` of the env's gymnasium spaces with this recorder's options (``frame``: one
+        rendered ``(H, W, 3)`` frame, for its shape; ``info``: one step's, for the info spaces)."""
+        return step_space(from_gymnasium(observation_space), from_gymnasium(action_space),
+                          info_spaces=info_spaces(info, self.info_keys), image_keys=self.image_keys,
+                          render_key=self.render_key, frame_shape=None if frame is None else frame.shape,
+                          fps=self.fps)
 
     def open(self, observation_space: Any, action_space: Any, frame: np.ndarray | None,
              info: Mapping[str, Any]) -> ReplayBuffer:

@@ -21,8 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from trajstore.integrations._lerobot_export_features import Feature
-from trajstore.integrations._lerobot_export_stats import STAT_NAMES, Stats
+from trajstore.interop.lerobot._export_features import Feature
+from trajstore.interop.lerobot._export_stats import STAT_NAMES, Stats
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 

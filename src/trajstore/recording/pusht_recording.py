@@ -1,11 +1,11 @@
 """The main job on PushT: record scripted-policy episodes into a routed buffer, and check them read back.
 
 :func:`record_pusht` records PushT episodes under the scripted policy through
-:class:`~trajstore.integrations.record_episodes.RecordEpisodes` into a buffer laid out by
+:class:`~trajstore.recording.episodes.RecordEpisodes` into a buffer laid out by
 :func:`~trajstore.storages.dict_storage_kwargs_from_space` from :func:`pusht.observation_space`;
 with ``reference`` it also saves every recorded step, uncompressed by any lossy codec, to a
-``.npz`` file that :func:`verify_buffer` compares against the buffer (in another process, from
-the folder alone). Any other gymnasium env: :func:`~trajstore.integrations.record_gymnasium.record_gymnasium`.
+``.npz`` file that :func:`compare_to_reference` compares against the buffer (in another process, from
+the folder alone). Any other gymnasium env: :func:`~trajstore.recording.gymnasium.record_gymnasium`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.integrations.record_loop import RecordingInterrupted, RecordingSummary
-from trajstore.integrations.reference import (MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, LeafCheck,
-                                              verify_buffer)
+from trajstore.recording.loop import RecordingInterrupted, RecordingSummary
+from trajstore.recording.reference import MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, LeafCheck, compare_to_reference
 
-__all__ = ["record_pusht", "verify_buffer", "LeafCheck", "MIN_PSNR_DB", "MAX_MEAN_ABS_ERROR",
+__all__ = ["record_pusht", "compare_to_reference", "LeafCheck", "MIN_PSNR_DB", "MAX_MEAN_ABS_ERROR",
            "RecordingInterrupted", "RecordingSummary"]
 
 
@@ -34,32 +33,32 @@ def record_pusht(out: str | os.PathLike, episodes: int, *, camera: str | None = 
 
     Args:
         camera: ``"jpeg"`` (default for a new folder), ``"png"`` or ``"video"`` (``VideoStorage`` at
-            the env's 10 fps); see :func:`~trajstore.integrations.record_gymnasium.camera_routing`.
+            the env's 10 fps); see :func:`~trajstore.recording.gymnasium.camera_routing`.
         capacity: ring capacity in steps, or ``None`` (unbounded).
         seed: episode ``k`` of the folder (counting earlier runs, with ``resume``) resets the env with
             ``seed + k`` (kept as its ``data["seed"]``); the policy noise is seeded with the first one.
         max_steps: cap on steps per episode (default: the env's 300).
-        reference: also save the raw steps to this ``.npz`` for :func:`verify_buffer` (not with ``resume``).
+        reference: also save the raw steps to this ``.npz`` for :func:`compare_to_reference` (not with ``resume``).
         resume: add to the PushT folder ``out``; ``camera``/``capacity`` must then be None or the
-            folder's (see :func:`~trajstore.integrations.record_gymnasium.open_buffer`).
+            folder's (see :func:`~trajstore.recording.gymnasium.open_buffer`).
 
     Returns:
         What was recorded; the buffer is closed.
 
     Raises:
         RecordingInterrupted: Ctrl-C; the open episode was discarded, the buffer closed (see
-            :mod:`~trajstore.integrations.record_loop`).
+            :mod:`~trajstore.recording.loop`).
         StorageExistsError: ``out`` exists and is not empty (without ``resume``).
         ValueError: ``episodes`` < 1, an unknown ``camera``, ``reference`` with ``resume``, a
             folder that does not match (with ``resume``).
         ImportError: gymnasium / gym-pusht (or av, for video) are not installed: ``pip install trajstore[sim]``.
     """
-    from trajstore.integrations import pusht
-    from trajstore.integrations.gymnasium import transition_space
-    from trajstore.integrations.record_gymnasium import check_run, record_run
+    from trajstore.recording import pusht
+    from trajstore.recording.gymnasium import check_run, record_run
+    from trajstore.recording.step import step_space
 
     check_run(episodes, camera, reference, resume)
-    space = transition_space(pusht.observation_space(), pusht.action_space())
+    space = step_space(pusht.observation_space(), pusht.action_space())
     scripted = pusht.ScriptedPushPolicy()
 
     def make_policy(wrapper: Any, first: int) -> Any:

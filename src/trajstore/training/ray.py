@@ -3,7 +3,7 @@
 The driver opens the buffer once to check the request and number its rows; each read task opens
 it again read-only, reads its range of rows in blocks of about Ray's target block size, and
 closes it. Ranges are balanced by rows (steps or windows) and cut at episode starts where one
-is near (:func:`~trajstore.integrations._ray_rows.split_rows`).
+is near (:func:`~trajstore.training._ray_rows.split_rows`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ray.data import Dataset, read_datasource
 from ray.data.block import BlockAccessor, BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from trajstore.integrations._ray_rows import (MIN_TASK_ROWS, RowRequest, absolute, episode_starts, make_request,
+from trajstore.training._ray_rows import (MIN_TASK_ROWS, RowRequest, absolute, episode_starts, make_request,
                                               read_rows, rows_per_block, split_rows)
 from trajstore.replay_buffer import ReplayBuffer
 

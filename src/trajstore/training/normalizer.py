@@ -1,6 +1,6 @@
 """``Normalizer``: scale nested dicts of torch tensors with a buffer's statistics (``rb.stats()``).
 
-Exported as :class:`trajstore.integrations.torch.Normalizer` (needs the ``torch`` extra).
+Exported as :class:`trajstore.training.torch.Normalizer` (needs the ``torch`` extra).
 """
 
 from __future__ import annotations

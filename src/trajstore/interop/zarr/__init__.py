@@ -20,7 +20,7 @@ restores keys (each array's key is kept in its leaf name).
 
 Cameras. Export: a ``kind="image"`` ``(H, W, 3)`` uint8 leaf gets one frame per chunk, coded as
 Diffusion Policy does (JPEG 2000 at 50 dB by default, JPEG XL, lossless variants, or raw); see
-:mod:`~trajstore.integrations.zarr_codecs`. Import: ``(N, H, W, 3)`` uint8 arrays and the arrays
+:mod:`~trajstore.interop.zarr.codecs`. Import: ``(N, H, W, 3)`` uint8 arrays and the arrays
 named in ``image_keys`` become camera leaves (``kind="image"``, ``layout="HWC"``, ``fps``).
 
 Episodes. ``meta/episode_ends`` gives the boundaries. The layout has no per-episode data:
@@ -30,8 +30,8 @@ export keeps each episode's ``data`` and ``interrupted`` flag in the group attri
 Both need the ``zarr`` extra (``pip install 'trajstore[zarr]'``: zarr, numcodecs, imagecodecs).
 """
 
-from trajstore.integrations.zarr_export import ZarrExportSummary, default_key, export_zarr
-from trajstore.integrations.zarr_import import ZarrImportSummary, import_zarr
-from trajstore.integrations.zarr_layout import DEFAULT_FPS
+from trajstore.interop.zarr.export import ZarrExportSummary, default_key, export_zarr
+from trajstore.interop.zarr.import_ import ZarrImportSummary, import_zarr
+from trajstore.interop.zarr.layout import DEFAULT_FPS
 
 __all__ = ["import_zarr", "export_zarr", "ZarrImportSummary", "ZarrExportSummary", "default_key", "DEFAULT_FPS"]

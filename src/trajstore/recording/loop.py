@@ -19,13 +19,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from trajstore.integrations.summary import count as _count
+import numpy as np
+
+from trajstore._text import count as _count
 
 if TYPE_CHECKING:
-    from trajstore.integrations.record_episodes import RecordEpisodes
+    from trajstore.recording.episodes import RecordEpisodes
 
 #: ``policy(observation, info) -> action``, with the env's observation and info.
 Policy = Callable[[Any, dict], Any]
+#: ``policy(observation, info, rng) -> action``: a policy that draws its noise from ``rng``.
+SeededPolicy = Callable[[Any, dict, "np.random.Generator"], Any]
 
 
 @dataclass
@@ -152,3 +156,26 @@ def _sigint_between_steps() -> Iterator[_StopRequest]:
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+
+def run_episode(env: Any, policy: SeededPolicy, *, seed: int, rng: np.random.Generator,
+                observation: Callable[[Any], Any] = lambda o: o, max_steps: int | None = None) -> Iterator[dict]:
+    """Yield the steps of one episode of ``env`` (reset with ``seed``) under ``policy``, without a buffer.
+
+    Each step is ``{"observation": o_t, "action": a_t, "reward": float32 r_{t+1}, "terminated": bool,
+    "truncated": bool}``, a value of :func:`~trajstore.recording.step.step_space`. ``observation`` maps
+    the env's observation to the recorded one (e.g. dtype casts). The episode ends when the env
+    terminates or truncates, or after ``max_steps`` steps (the last step is then marked truncated).
+    """
+    obs, info = env.reset(seed=seed)
+    t = 0
+    while True:
+        action = policy(obs, info, rng)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        t += 1
+        truncated = bool(truncated) or (max_steps is not None and t >= max_steps and not terminated)
+        yield {"observation": observation(obs), "action": action, "reward": np.float32(reward),
+               "terminated": bool(terminated), "truncated": truncated}
+        if terminated or truncated:
+            return
+        obs = next_obs

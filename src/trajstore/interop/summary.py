@@ -1,15 +1,13 @@
-"""What an import wrote, and the counted nouns the one-line summaries of the integrations print."""
+"""What an import (LeRobot, zarr) wrote."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from trajstore._text import count
 
-def count(n: int, noun: str) -> str:
-    """``count(1, "leaf")`` -> ``"1 leaf"``; ``count(3, "leaf")`` -> ``"3 leaves"``; other nouns get an ``s``."""
-    plural = "leaves" if noun == "leaf" else f"{noun}s"
-    return f"{n} {noun if n == 1 else plural}"
+__all__ = ["ImportSummary", "count"]
 
 
 @dataclass(frozen=True)

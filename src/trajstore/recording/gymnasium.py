@@ -2,10 +2,10 @@
 ``trajstore record --env gymnasium:ID`` calls.
 
 :func:`record_gymnasium` makes the env (``gymnasium.make(env_id, render_mode="rgb_array")``),
-derives the step space (:func:`~trajstore.integrations.record_episodes.recorded_space`, with the
+derives the step space (:func:`~trajstore.recording.episodes.recorded_space`, with the
 rendered frame under ``observation/<render_key>``), makes the folder (or reopens it with
 ``resume``, after checking that it holds the same steps) and records episodes through
-:class:`~trajstore.integrations.record_episodes.RecordEpisodes` with a policy, uniformly random
+:class:`~trajstore.recording.episodes.RecordEpisodes` with a policy, uniformly random
 by default. :func:`open_buffer` and :func:`camera_routing` are shared with the PushT recording.
 """
 
@@ -15,9 +15,9 @@ import os
 import warnings
 from typing import Any, Mapping
 
-from trajstore.integrations.record_loop import Policy, RecordingInterrupted, RecordingSummary, run_episodes
-from trajstore.integrations.recorded_step import space_differences
-from trajstore.integrations.reference import ReferenceSteps
+from trajstore.recording.loop import Policy, RecordingInterrupted, RecordingSummary, run_episodes
+from trajstore.recording.step import space_differences
+from trajstore.recording.reference import ReferenceSteps
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import Space
 
@@ -184,7 +184,7 @@ def record_gymnasium(env_id: str, out: str | os.PathLike, episodes: int, *, came
         policy: ``policy(observation, info) -> action``; default :func:`random_policy`.
         env_kwargs: more keyword arguments of ``gymnasium.make`` (e.g. ``width=96, height=96`` for MuJoCo).
         reference: also save the raw steps to this ``.npz`` for
-            :func:`~trajstore.integrations.reference.verify_buffer` (not with ``resume``).
+            :func:`~trajstore.recording.reference.compare_to_reference` (not with ``resume``).
         progress: show a progress bar (tqdm) on stderr.
 
     Returns:
@@ -192,7 +192,7 @@ def record_gymnasium(env_id: str, out: str | os.PathLike, episodes: int, *, came
 
     Raises:
         RecordingInterrupted: Ctrl-C; the open episode was discarded, the buffer is closed, the
-            summary says what was kept (see :mod:`~trajstore.integrations.record_loop`).
+            summary says what was kept (see :mod:`~trajstore.recording.loop`).
         ValueError: ``episodes`` < 1, an unknown env or camera, ``reference`` with ``resume``, an env
             whose spaces trajstore does not convert (``Tuple``, ``MultiDiscrete``, ...), and those of
             :func:`make_env` and :func:`open_buffer`: raised before anything is written.
@@ -233,7 +233,7 @@ def record_run(env: Any, space: Space, out: str | os.PathLike, *, episodes: int,
     closed at the end. ``make_policy(wrapper, first_episode_number)`` gives the policy; episode ``k`` of
     the folder is reset with ``seed + k``. With ``reference``, the raw steps of the whole episodes
     recorded (also of an interrupted run) are saved there."""
-    from trajstore.integrations.record_episodes import RecordEpisodes
+    from trajstore.recording.episodes import RecordEpisodes
 
     camera_key = f"observation/{render_key or 'pixels'}"
     rb = wrapper = None
@@ -257,7 +257,7 @@ def record_run(env: Any, space: Space, out: str | os.PathLike, *, episodes: int,
 
 
 def _space_of(env: Any, env_id: str, render_key: str, seed: int) -> Space:
-    from trajstore.integrations.record_episodes import recorded_space
+    from trajstore.recording.episodes import recorded_space
 
     try:
         return recorded_space(env, render_key=render_key, seed=seed)

@@ -37,11 +37,11 @@ import numpy as np
 
 from trajstore._fs import check_new_folder, staged_folder
 from trajstore.errors import InvalidValueError
-from trajstore.integrations._lerobot_export_episode import (DATA_PATH, VIDEO_PATH, OpenFiles, fsync_tree,
+from trajstore.interop.lerobot._export_episode import (DATA_PATH, VIDEO_PATH, OpenFiles, fsync_tree,
                                                              write_episode)
-from trajstore.integrations._lerobot_export_features import common_fps, index_features, plan_features
-from trajstore.integrations._lerobot_export_stats import aggregate, to_json
-from trajstore.integrations._lerobot_export_video import CODECS, ExportVideo, pix_fmt_for
+from trajstore.interop.lerobot._export_features import common_fps, index_features, plan_features
+from trajstore.interop.lerobot._export_stats import aggregate, to_json
+from trajstore.interop.lerobot._export_video import CODECS, ExportVideo, pix_fmt_for
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episodes import Episode
 
@@ -174,8 +174,8 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     # -- every check first: nothing is written until all pass -------------------------------
     import pyarrow  # noqa: F401  (fail early when the extra is missing)
 
-    from trajstore.integrations import _lerobot_export_parquet as tables
-    from trajstore.integrations._lerobot_export_video import _av
+    from trajstore.interop.lerobot import _export_parquet as tables
+    from trajstore.interop.lerobot._export_video import _av
 
     _av()
     features = plan_features(rb.space, camera=camera)

@@ -13,7 +13,7 @@ What trajstore adds in attributes (any reader that does not know them ignores th
     <group>.attrs["trajstore_episode_data"]  one {"data": {...}, "interrupted": bool} per episode
 
 This module only reads and checks (no trajstore buffer, no writing); see
-:mod:`trajstore.integrations.zarr_replay` for the import and export built on it.
+:mod:`trajstore.interop.zarr` for the import and export built on it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Import a zarr group in Diffusion Policy's layout into a new trajstore buffer folder.
 
-See :mod:`trajstore.integrations.zarr_replay` for the mapping; :func:`import_zarr` is re-exported there.
+See :mod:`trajstore.interop.zarr` for the mapping; :func:`import_zarr` is re-exported there.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from trajstore._fs import staged_folder
-from trajstore.integrations.summary import ImportSummary
-from trajstore.integrations.zarr_codecs import register_codecs
-from trajstore.integrations.zarr_layout import SourceLayout, open_group, read_layout
+from trajstore.interop.summary import ImportSummary
+from trajstore.interop.zarr.codecs import register_codecs
+from trajstore.interop.zarr.layout import SourceLayout, open_group, read_layout
 from trajstore.spaces import DictSpace
 
 #: Bytes of source data read (decoded) per block of steps: bounds the memory an import needs.
@@ -72,7 +72,7 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
 
     Every ``data/<key>`` array ``(N, ...)`` becomes a leaf; ``meta/episode_ends`` cuts the steps
     into episodes (``rb.episode(k)`` spans ``[ends[k-1], ends[k])``). Groups written by
-    :func:`~trajstore.integrations.zarr_replay.export_zarr` come back as they were: nested leaf
+    :func:`~trajstore.interop.zarr.export_zarr` come back as they were: nested leaf
     names, spaces (bounds, metadata) and episode data. Frames are decoded by the array's codec
     (JPEG 2000 / JPEG XL frames as Diffusion Policy writes them, Blosc, ...); zarr format 2 or 3,
     a folder or a ``.zip`` of one.
@@ -86,7 +86,7 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
             ``zarr_dtype`` so that an export writes that dtype back. A float ``(N, H, W, 3)`` array
             not named here stays a float leaf (stored exactly, with a warning).
         fps: frames per second of the camera leaves (Hz); zarr keeps none. Default: the fps the
-            export kept, else :data:`~trajstore.integrations.zarr_layout.DEFAULT_FPS` (10 Hz, Diffusion
+            export kept, else :data:`~trajstore.interop.zarr.layout.DEFAULT_FPS` (10 Hz, Diffusion
             Policy's PushT and real-world rate).
         key_map: ``{zarr key: leaf name}``, e.g. ``{"img": "observation/pixels", "state":
             "observation/state"}``; other arrays keep their kept name or their key.
@@ -108,7 +108,7 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
     """
     from tqdm import tqdm
 
-    from trajstore.integrations.record_gymnasium import camera_routing
+    from trajstore.recording.gymnasium import camera_routing
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 

@@ -1,7 +1,7 @@
 """Record a ``gymnasium.vector.VectorEnv`` into a :class:`~trajstore.replay_buffer.ReplayBuffer`.
 
 Each sub-env's steps (``{"observation": o_t, "action": a_t, ...}``, as in
-:mod:`~trajstore.integrations.record_episodes`) are kept apart in memory and appended as one
+:mod:`~trajstore.recording.episodes`) are kept apart in memory and appended as one
 contiguous episode when that sub-env's episode ends, so episodes never interleave in the buffer.
 
 gymnasium's autoreset modes (``gymnasium/vector/sync_vector_env.py``, 1.x), as handled here:
@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 import gymnasium
 import numpy as np
 
-from trajstore.integrations.recorded_step import StepRecorder
+from trajstore.recording.step import StepRecorder
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import from_gymnasium, tree
 
@@ -32,7 +32,7 @@ AutoresetMode = gymnasium.vector.AutoresetMode
 
 
 class RecordVectorEpisodes(gymnasium.vector.VectorWrapper):
-    """:class:`~trajstore.integrations.record_episodes.RecordEpisodes` for a vector env.
+    """:class:`~trajstore.recording.episodes.RecordEpisodes` for a vector env.
 
     Arguments as for ``RecordEpisodes``; frames need sub-envs made with ``render_mode="rgb_array"``
     (``render()`` returns one frame per sub-env). Each episode's data holds ``env_index`` (the

@@ -1,7 +1,7 @@
 """A reference copy of recorded steps, and the check of a buffer against it.
 
 With ``reference=`` the recording functions keep every recorded step, untouched by any lossy
-codec, in a ``.npz`` file (one array per leaf, keys joined by ``|``); :func:`verify_buffer` reads
+codec, in a ``.npz`` file (one array per leaf, keys joined by ``|``); :func:`compare_to_reference` reads
 the buffer back (in another process, from the folder alone) and compares every step with it.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.integrations.recorded_step import copy_leaves
+from trajstore.recording.step import copy_leaves
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import Space, tree
 
@@ -74,7 +74,7 @@ class LeafCheck:
     ok: bool
 
 
-def verify_buffer(path: str | os.PathLike, reference: str | os.PathLike, *, batch_size: int = 256) -> list[LeafCheck]:
+def compare_to_reference(path: str | os.PathLike, reference: str | os.PathLike, *, batch_size: int = 256) -> list[LeafCheck]:
     """Compare every step of the buffer at ``path`` with the reference ``.npz``.
 
     Leaves in lossless storages (HDF5, PNG, memmap) must be equal; JPEG and video leaves must reach
@@ -83,7 +83,7 @@ def verify_buffer(path: str | os.PathLike, reference: str | os.PathLike, *, batc
     Raises:
         ValueError: the buffer and the reference hold different numbers of steps or leaves.
     """
-    from trajstore.replay_buffer.info import describe
+    from trajstore.ops.info import describe
 
     leaves = describe(path).leaves
     storage_of = {leaf.key: leaf.storage for leaf in leaves}

@@ -3,7 +3,7 @@
 
 Reads the folder with pyarrow and PyAV only (the ``lerobot`` extra); LeRobot itself is not needed.
 Format: LeRobot's ``codebase_version`` ``"v3.0"`` (lerobot >= 0.4), see
-:mod:`~trajstore.integrations._lerobot_source` for the files read.
+:mod:`~trajstore.interop.lerobot._source` for the files read.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 
 from trajstore._fs import staged_folder
 from trajstore.errors import FormatError
-from trajstore.integrations._lerobot_frames import VideoFrames, array_values, decode_image
-from trajstore.integrations.summary import ImportSummary
-from trajstore.integrations._lerobot_source import (BOOKKEEPING, EpisodeEntry, Feature, LeRobotSource,
+from trajstore.interop.lerobot._frames import VideoFrames, array_values, decode_image
+from trajstore.interop.summary import ImportSummary
+from trajstore.interop.lerobot._source import (BOOKKEEPING, EpisodeEntry, Feature, LeRobotSource,
                                                     read_parquet, read_source)
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space
 
@@ -60,7 +60,7 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
             once the import is complete: the buffer is written to a hidden sibling folder and renamed.
         camera: ``"jpeg"`` (``ImageStorage`` JPEG, quality 90, lossy), ``"png"`` (lossless) or
             ``"video"`` (H.264 ``VideoStorage``, lossy); see
-            :func:`~trajstore.integrations.record_gymnasium.camera_routing`.
+            :func:`~trajstore.recording.gymnasium.camera_routing`.
         episodes: LeRobot episode indices to import, or None for all.
         progress: show a progress bar (tqdm, in frames) on stderr.
 
@@ -77,14 +77,14 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
         Everything is checked that can be before anything is written; an error during the copy removes
         what was written, so ``out`` is never left half made.
     """
-    from trajstore.integrations.record_gymnasium import camera_routing
+    from trajstore.recording.gymnasium import camera_routing
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 
     routing = camera_routing(camera)
     out = Path(out)
     source = read_source(src, episodes)
-    space = step_space(source)
+    space = source_space(source)
     with staged_folder(out) as staging:  # `out` appears whole or not at all
         with ReplayBuffer.create(DictStorage, space, cache_path=staging,
                                  **dict_storage_kwargs_from_space(space, **routing)) as rb:
@@ -93,7 +93,7 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
                                 leaves={f.key: "/".join(f.path) for f in source.features})
 
 
-def step_space(source: LeRobotSource) -> DictSpace:
+def source_space(source: LeRobotSource) -> DictSpace:
     """The trajstore space of one LeRobot frame (see :func:`import_lerobot` for the mapping)."""
     tree: dict[str, Any] = {}
     for f in source.features:
@@ -224,4 +224,4 @@ def _task_of(source: LeRobotSource, entry: EpisodeEntry, rows: Any) -> str | lis
     return texts[0] if len(texts) == 1 else texts
 
 
-__all__ = ["BOOKKEEPING", "LeRobotImportSummary", "import_lerobot", "step_space"]
+__all__ = ["BOOKKEEPING", "LeRobotImportSummary", "import_lerobot", "source_space"]

@@ -17,7 +17,7 @@ from torch.utils.data import Dataset
 
 from trajstore.backends import to_torch
 from trajstore.errors import StaleReadError
-from trajstore.integrations.normalizer import Normalizer  # re-exported: trajstore.integrations.torch.Normalizer
+from trajstore.training.normalizer import Normalizer  # re-exported: trajstore.training.torch.Normalizer
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.replay_buffer import MAX_READ_ATTEMPTS
 from trajstore.replay_buffer.window_plan import window_plan

@@ -9,11 +9,11 @@
 ``step``), so a step never pairs an action with the observation it caused. With ``render_key``
 the env's ``render()`` frame of ``o_t`` (captured right after ``reset``/the previous ``step``,
 before the action) is stored under ``observation/<render_key>`` (see
-:mod:`~trajstore.integrations.recorded_step` for the space). When an episode ends, the
+:mod:`~trajstore.recording.step` for the space). When an episode ends, the
 observation after its last step (and its frame) is kept as the episode's final observation, with
 the reset seed and the data given to :meth:`RecordEpisodes.set_episode_data`.
 
-:class:`~trajstore.integrations.record_vector_episodes.RecordVectorEpisodes` (re-exported here)
+:class:`~trajstore.recording.vector.RecordVectorEpisodes` (re-exported here)
 does the same for a ``gymnasium.vector.VectorEnv``.
 """
 
@@ -25,11 +25,11 @@ from typing import Any, Callable, Iterable, Mapping
 import gymnasium
 import numpy as np
 
-from trajstore.integrations.recorded_step import StepRecorder, recorded_step_space, render_frame
-from trajstore.integrations.record_vector_episodes import RecordVectorEpisodes
+from trajstore.recording.step import StepRecorder, render_frame, step_space
+from trajstore.recording.vector import RecordVectorEpisodes
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episode_data import episode_data
-from trajstore.spaces import DictSpace
+from trajstore.spaces import DictSpace, from_gymnasium
 
 __all__ = ["RecordEpisodes", "RecordVectorEpisodes", "recorded_space"]
 
@@ -177,11 +177,13 @@ def recorded_space(env: Any, *, render_key: str | None = None, image_keys: Itera
 
     Raises:
         ValueError: ``render()`` gave no ``(H, W, 3)`` frame; ``render_key`` is an observation key.
-        KeyError, TypeError: as :func:`~trajstore.integrations.recorded_step.recorded_step_space`.
+        UnknownLeafError: an ``image_keys`` entry is not an observation leaf.
+        TypeError: a gymnasium space type trajstore does not convert.
     """
     frame = None
     if render_key is not None:
         env.reset(seed=seed)
         frame = render_frame(env)
-    return recorded_step_space(env.observation_space, env.action_space, render_key=render_key, frame=frame,
-                               fps=env.metadata.get("render_fps"), image_keys=image_keys)
+    return step_space(from_gymnasium(env.observation_space), from_gymnasium(env.action_space),
+                      image_keys=image_keys, render_key=render_key,
+                      frame_shape=None if frame is None else frame.shape, fps=env.metadata.get("render_fps"))

@@ -6,7 +6,7 @@
   ``min(n, SHEET_COLUMNS) * W`` by ``ceil(n / SHEET_COLUMNS) * (H + LABEL_HEIGHT)`` for ``n`` tiles.
 * ``.mp4``: one frame per step (frame count = the episode's steps), every camera side by side
   (shorter ones padded with black at the bottom), H.264 at the buffer's frame rate
-  (:func:`~trajstore.replay_buffer.episode_summary.buffer_fps`; :data:`DEFAULT_FPS` when the
+  (:func:`~trajstore.ops.episodes.buffer_fps`; :data:`DEFAULT_FPS` when the
   metadata has none), written through trajstore's own segment encoder (temp file, then rename).
 
 Single-channel frames (depth, grayscale; ``(H, W)`` or ``(H, W, 1)``, uint8 or uint16) are shown as
@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from trajstore.replay_buffer.episode_summary import buffer_fps, camera_keys, episode_position
+from trajstore.ops.episodes import buffer_fps, camera_keys, episode_position
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import tree
 

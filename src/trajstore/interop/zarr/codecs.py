@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-#: ``compressor=`` values of :func:`~trajstore.integrations.zarr_replay.export_zarr` (None: raw frames).
+#: ``compressor=`` values of :func:`~trajstore.interop.zarr.export_zarr` (None: raw frames).
 FRAME_COMPRESSORS = ("jpeg2k", "jpegxl")
 
 #: JPEG 2000 target PSNR (dB) of lossy frames: Diffusion Policy's ``Jpeg2k(level=50)``.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from trajstore.replay_buffer.info import leaf_holders
+from trajstore.ops.info import leaf_holders
 from trajstore.spaces import tree
 
 if TYPE_CHECKING:
