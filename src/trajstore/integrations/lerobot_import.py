@@ -1,0 +1,5 @@
+"""Deprecated: moved to :mod:`trajstore.interop.lerobot.import_` (this alias goes away in a later release)."""
+
+from trajstore._deprecated import reexport
+
+reexport(__name__, "trajstore.interop.lerobot.import_", renamed={"step_space": "source_space"})

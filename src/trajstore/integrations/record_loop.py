@@ -1,0 +1,5 @@
+"""Deprecated: moved to :mod:`trajstore.recording.loop` (this alias goes away in a later release)."""
+
+from trajstore._deprecated import reexport
+
+reexport(__name__, "trajstore.recording.loop")

@@ -1,0 +1,5 @@
+"""Deprecated: moved to :mod:`trajstore.interop.zarr.layout` (this alias goes away in a later release)."""
+
+from trajstore._deprecated import reexport
+
+reexport(__name__, "trajstore.interop.zarr.layout")
