@@ -16,11 +16,10 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from trajstore.backends import to_torch
-from trajstore.errors import StaleReadError
+from trajstore.errors import RetriesExhaustedError, StaleReadError
 from trajstore.training.normalizer import Normalizer  # re-exported: trajstore.training.torch.Normalizer
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.replay_buffer import MAX_READ_ATTEMPTS
-from trajstore.replay_buffer.window_plan import window_plan
 
 
 __all__ = ["ReplayBufferDataset", "Normalizer"]
@@ -65,10 +64,17 @@ class ReplayBufferDataset(Dataset):
     extra items instead: disjoint, not complete). Every rank must see the same ``len``: give a
     read-only folder that no writer changes during the epoch (not ``refresh=True``).
 
+    The request (offsets, padding, episodes) is checked once, here (``rb.window_request``), and the
+    same :attr:`request` serves every ``len()`` and batch, in every worker.
+
     Raises:
+        UnknownLeafError: a name in ``delta_indices`` that is not in the space (a ``KeyError`` and ``ValueError``).
         ValueError: ``delta_indices`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``);
             windows over a space with a top-level key ``"is_pad"``.
         TypeError: ``pad`` without ``delta_indices``; ``storage_options`` with an open buffer.
+
+    Reading a batch raises ``RetriesExhaustedError`` (with ``refresh=True``) when the writer kept
+    overwriting the steps being read on every attempt; ``StaleReadError`` without ``refresh``.
     """
 
     def __init__(self, buffer: ReplayBuffer | str | os.PathLike, *, transform: Callable[[Any], Any] | None = None,
@@ -82,17 +88,16 @@ class ReplayBufferDataset(Dataset):
             raise TypeError("storage_options go with a path or URL; this buffer is already open")
         if delta_indices is None and pad is not None:
             raise TypeError("pad goes with delta_indices")
-        if delta_indices is not None:
-            window_plan(buffer.space, delta_indices)  # checked once, here
-            if IS_PAD in _top_keys(buffer.space):
-                raise ValueError(f"the space has a key {IS_PAD!r}: windows cannot add their padding flags")
+        if delta_indices is not None and IS_PAD in _top_keys(buffer.space):
+            raise ValueError(f"the space has a key {IS_PAD!r}: windows cannot add their padding flags")
         self.buffer = buffer
         self.transform = transform
         self.refresh = refresh
         self.delta_indices = dict(delta_indices) if delta_indices is not None else None
         self.pad = True if pad is None else bool(pad)
-        selected = buffer._selected_ids(episodes)
-        self.episodes = None if selected is None else selected.tolist()
+        #: The checked request every ``len()`` and batch reuses (offsets, padding, episodes): built once here.
+        self.request = buffer.window_request(self.delta_indices, pad=self.pad, episodes=episodes)
+        self.episodes = None if self.request.episodes is None else list(self.request.episodes)
 
     def __len__(self) -> int:
         if not self.buffer.read_only:
@@ -105,7 +110,7 @@ class ReplayBufferDataset(Dataset):
     def _count(self) -> int:
         if self.delta_indices is None and self.episodes is None:
             return len(self.buffer)
-        return self.buffer.count_anchors(self.delta_indices, pad=self.pad, episodes=self.episodes)
+        return self.buffer.count_anchors(self.request)
 
     def _indices(self, indices: Any) -> np.ndarray:
         idx = np.asarray(indices, dtype=np.int64)
@@ -129,15 +134,16 @@ class ReplayBufferDataset(Dataset):
                 idx = self._indices(indices)
                 rb = self.buffer
                 if self.delta_indices is not None:
-                    data, is_pad = rb.windows_at(idx, self.delta_indices, pad=self.pad, episodes=self.episodes)
+                    data, is_pad = rb.windows_at(idx, self.request)
                     return {**data, IS_PAD: is_pad}
                 if self.episodes is not None:
-                    idx = rb.anchors_at(idx, episodes=self.episodes)
+                    idx = rb.anchors_at(idx, self.request)
                 return rb[idx]
             except StaleReadError:
                 if not self.refresh:
                     raise
-        raise RuntimeError(f"the writer of {self.buffer.cache_path} kept overwriting the steps being read")
+        raise RetriesExhaustedError(f"the writer of {self.buffer.cache_path} kept overwriting the steps being read "
+                                    f"({MAX_READ_ATTEMPTS} attempts)")
 
     def _one(self, batch: Any, i: int) -> Any:
         item = to_torch(_take(batch, i))
