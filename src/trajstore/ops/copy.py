@@ -51,8 +51,8 @@ def storage_kwargs_of(storage: SpaceStorage) -> tuple[type[SpaceStorage], dict[s
     """``(storage class, create options)`` that build a storage laid out like ``storage``: the same
     classes per key, each with the options it was created with (``DictStorage``: ``storage_cls_map``,
     ``key_kwargs``, ``nested_separator``)."""
-    children = getattr(storage, "storages", None)
-    if children is None:
+    children = storage.parts()
+    if not children:
         return type(storage), _options_of(storage)
     return type(storage), {"storage_cls_map": {key: type(sub) for key, sub in children.items()},
                            "key_kwargs": {key: _options_of(sub) for key, sub in children.items()},
@@ -80,6 +80,17 @@ def first_difference(a: Space, b: Space, separator: str = "/") -> str | None:
     if a.to_json() != b.to_json():
         return "the spaces differ in their dict metadata or key order"
     return None
+
+
+def held_steps(paths: Iterable[str | os.PathLike]) -> int:
+    """Steps the buffer folders ``paths`` hold, summed (a copy's or merge's progress total), from their
+    metadata alone; 0 when one cannot be read (the copy itself then reports why)."""
+    from trajstore.replay_buffer.metadata import read_meta
+
+    try:
+        return sum(int(read_meta(Path(p))["ring"]["count"]) for p in paths)
+    except Exception:  # noqa: BLE001 - only a progress total; the copy reports real errors
+        return 0
 
 
 def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: Iterable[int] | str | None = None,

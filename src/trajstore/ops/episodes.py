@@ -117,7 +117,8 @@ def summarize_episodes(rb: "ReplayBuffer") -> EpisodeSummary:
         rows.append(EpisodeRow(e.id, e.start, e.stop, n, data.get("task"), data.get("success"), e.interrupted,
                                not e.done and not e.interrupted, e.overwritten, e.has_final_observation,
                                None if fps is None else n / fps, data))
-    where = rb._remote.url if rb._remote is not None else rb.cache_path  # a URL, not its local mirror
+    published = rb.published_snapshot
+    where = published[0] if published is not None else rb.cache_path  # a URL, not its local mirror
     return EpisodeSummary(None if where is None else str(where), rb.capacity is not None, fps,
                           source, note, rows)
 

@@ -69,12 +69,12 @@ def describe(path: str | os.PathLike, storage_options: dict[str, Any] | None = N
         info = BufferInfo(str(path), len(rb), rb.capacity, rb.total_steps, len(eps),
                           sum(1 for e in eps if e.done and not e.overwritten), sum(1 for e in eps if e.interrupted),
                           sum(1 for e in eps if e.has_final_observation))
-        finals = rb._finals.storage
+        finals = rb.final_observation_storage
         if finals is not None:
-            for key, sub in (getattr(finals, "storages", None) or {"": finals}).items():
+            for key, sub in (finals.parts() or {"": finals}).items():
                 info.final_observation_storages.append(StorageInfo(key, type(sub).__name__, sub.get_config(),
                                                                    _folder_bytes(sub.cache_path)))
-        children = getattr(rb.storage, "storages", None) or {"": rb.storage}
+        children = rb.storage.parts() or {"": rb.storage}
         sep = getattr(rb.storage, "nested_separator", "/")
         for key, sub in children.items():
             info.storages.append(StorageInfo(key, type(sub).__name__, sub.get_config(), _folder_bytes(sub.cache_path)))
@@ -88,7 +88,7 @@ def describe(path: str | os.PathLike, storage_options: dict[str, Any] | None = N
 
 def leaf_holders(storage: SpaceStorage) -> dict[tuple[str, ...], SpaceStorage]:
     """Leaf path -> the storage holding it: a ``DictStorage``'s sub-storage, or ``storage`` itself."""
-    children = getattr(storage, "storages", None) or {"": storage}
+    children = storage.parts() or {"": storage}
     sep = getattr(storage, "nested_separator", "/")
     holder = {}
     for key, sub in children.items():
@@ -101,10 +101,13 @@ def leaf_holders(storage: SpaceStorage) -> dict[tuple[str, ...], SpaceStorage]:
 def _bytes_counter(rb: ReplayBuffer) -> Callable[[Path | None], int]:
     """Bytes of the files under a storage folder: on disk, or for a buffer opened from a URL, as the
     manifest lists them (its local mirror holds only the small files)."""
-    remote = rb._remote
-    if remote is None:
+    if rb.published_snapshot is None or rb.cache_path is None:
         return _local_bytes
-    mirror, files = Path(remote.mirror).resolve(), remote.source.manifest.files
+    from trajstore.remote.manifest import Manifest
+    from trajstore.remote.mirror import MIRROR_MANIFEST
+
+    mirror = Path(rb.cache_path).resolve()  # the local mirror of the small files, with the manifest it was built from
+    files = Manifest.from_bytes((mirror / MIRROR_MANIFEST).read_bytes(), str(mirror / MIRROR_MANIFEST)).files
 
     def published_bytes(folder: Path | None) -> int:
         if folder is None:

@@ -64,7 +64,7 @@ def camera_routing(camera: str) -> dict[str, Any]:
 def camera_of(buffer: ReplayBuffer, key: str) -> str | None:
     """How ``buffer`` stores the leaf ``key`` (e.g. ``"observation/pixels"``): one of :data:`CAMERAS`,
     or None when it is not a camera storage."""
-    sub = (getattr(buffer.storage, "storages", None) or {}).get(key)
+    sub = buffer.storage.parts().get(key)
     name = type(sub).__name__
     if name == "VideoStorage":
         return "video"

@@ -124,6 +124,13 @@ class EpisodeMethods:
         ep = self.episode(k)
         return self.get_at(slice(ep.start, ep.stop))
 
+    @property
+    def final_observation_storage(self: "ReplayBuffer") -> Any:
+        """The :class:`~trajstore.storages.SpaceStorage` holding the episodes' final observations (laid
+        out like the steps' observation leaves), or ``None`` before the first one is kept. For
+        describing a folder (types, options, bytes); read final observations with :meth:`final_observation`."""
+        return self._finals.storage
+
     def final_observation(self: "ReplayBuffer", k: int) -> Any:
         """The final observation of :meth:`episode` ``(k)``, or ``None`` if it has none.
 
