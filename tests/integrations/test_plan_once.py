@@ -86,3 +86,17 @@ def test_unknown_names_raise_unknown_leaf_error(tmp_path):
         with pytest.raises(UnknownLeafError, match="observation"):
             make_request(rb, "x", storage_options=None, columns=["observation/pixels"], episodes=None, window=None,
                          pad=None)
+
+
+def test_step_space_is_the_one_builder_and_names_unknown_image_keys():
+    from trajstore.recording.step import step_space
+
+    obs = DictSpace({"pos": BoxSpace(-1, 1, (2,), np.float32), "cam": BoxSpace(0, 255, (4, 4, 3), np.uint8)})
+    space = step_space(obs, BoxSpace(-1, 1, (2,), np.float32), image_keys=["cam"], render_key="frame",
+                       frame_shape=(8, 8, 3), fps=10)
+    assert sorted(space.spaces) == ["action", "observation", "reward", "terminated", "truncated"]
+    assert space.spaces["observation"].spaces["cam"].metadata.to_json() == {"kind": "image", "layout": "HWC", "fps": 10}
+    assert space.spaces["observation"].spaces["frame"].shape == (8, 8, 3)
+    assert space.spaces["reward"].dtype == np.float32
+    with pytest.raises(UnknownLeafError, match="image_keys.*camera"):
+        step_space(obs, BoxSpace(-1, 1, (2,), np.float32), image_keys=["camera"])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trajstore.errors import FormatError, StaleReadError
+from trajstore.errors import FormatError, StaleReadError, UnknownLeafError
 from trajstore.training._ray_rows import episode_starts, make_request, read_rows, split_rows
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
@@ -120,7 +120,7 @@ def test_a_wrapped_ring_reads_its_held_steps(local_ray, tmp_path):
 
 
 def test_bad_requests_fail_before_any_task(tmp_path, folder):
-    with pytest.raises(KeyError, match="observation/depth"):
+    with pytest.raises(UnknownLeafError, match="observation/depth"):
         TrajstoreDatasource(folder, columns=["observation/depth"])
     with pytest.raises(TypeError, match="pad goes with window"):
         TrajstoreDatasource(folder, pad=False)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from trajstore.errors import UnknownLeafError
 from trajstore.ops.episodes import buffer_fps, camera_keys, episode_position
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import tree
@@ -67,6 +68,7 @@ def write_preview(path: str | os.PathLike, episode: int, out: str | os.PathLike,
     Raises:
         ValueError: ``out`` ends in neither ``.png`` nor ``.mp4``; ``every`` < 1; the buffer has no
             camera leaf; ``camera`` is not one of them (names the cameras).
+        UnknownLeafError: (a ``ValueError``) ``camera`` is no leaf of the buffer at all.
         IndexError: no held episode has that id.
         FormatError: ``path`` is not a buffer folder.
         ImportError: ``.mp4`` without PyAV (``pip install trajstore[video]``).
@@ -85,7 +87,9 @@ def write_preview(path: str | os.PathLike, episode: int, out: str | os.PathLike,
             raise ValueError(f"{path} has no camera leaf to preview (leaves of an image or video storage, or tagged "
                              f"kind=image/depth); its leaves: {[k for k in _leaf_names(rb)]}")
         if camera is not None and camera not in cameras:
-            raise ValueError(f"{path} has no camera {camera!r}; its cameras: {cameras}")
+            leaves = {tree.path_name(p) for p in tree.leaf_paths(rb.space)}
+            error = ValueError if camera in leaves else UnknownLeafError  # UnknownLeafError: no such leaf at all
+            raise error(f"{path} has no camera {camera!r}; its cameras: {cameras}")
         k = episode_position(rb, episode)
         ep = rb.episode(k)
         if suffix == ".png":

@@ -67,7 +67,8 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
 
     Raises:
         FormatError: not a buffer folder, or a damaged one (from ``load_from``).
-        KeyError: a column that is not a leaf or subtree of the space.
+        UnknownLeafError: a column (or a name of ``window``) that is not a leaf or subtree of the space
+            (a ``KeyError`` and a ``ValueError``).
         TypeError, ValueError: ``window``, ``pad`` or ``episodes`` the buffer refuses (as
             ``rb.sample_windows`` would), raised here before any task runs.
         StaleReadError: (from a read task) a writer's ring moved past the rows being read since the

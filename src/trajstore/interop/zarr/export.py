@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from trajstore._fs import staged_folder
-from trajstore.errors import UnsupportedSpaceError
+from trajstore.errors import UnknownLeafError, UnsupportedSpaceError
 from trajstore.interop.zarr.codecs import frame_compressor, register_codecs
 from trajstore._text import count as _count
 from trajstore.interop.zarr.import_ import BLOCK_BYTES, _zarr
@@ -58,7 +58,7 @@ def _plan_leaves(space: Space, key_map: Mapping[str, str], exclude: set[str]) ->
     names = {tree.path_name(p) for p, _ in tree.leaves(space)}
     unknown = sorted((set(key_map) | exclude) - names)
     if unknown:
-        raise KeyError(f"key_map/exclude name {unknown}, not leaves of the buffer (leaves: {sorted(names)})")
+        raise UnknownLeafError(f"key_map/exclude name {unknown}, not leaves of the buffer (leaves: {sorted(names)})")
     plans: list[_LeafPlan] = []
     owner: dict[str, str] = {}
     for path, leaf in tree.leaves(space):
@@ -160,7 +160,7 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
 
     Raises:
         UnsupportedSpaceError: a text leaf (names it; ``exclude`` it).
-        KeyError: ``key_map`` or ``exclude`` names a leaf the buffer does not have.
+        UnknownLeafError: (a ``KeyError``) ``key_map`` or ``exclude`` names a leaf the buffer does not have.
         ValueError: an unknown compressor, two leaves on one key, a key zarr cannot use, or
             ``episodes`` naming ids that are not ended episodes of the buffer.
         StorageExistsError: ``out`` is a file or a non-empty folder.
