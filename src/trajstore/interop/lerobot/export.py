@@ -13,9 +13,9 @@ lerobot 0.4.4 itself)::
     out/data/chunk-000/file-000.parquet        one row per step (several episodes per file)
     out/videos/<key>/chunk-000/file-000.mp4    one per camera per file index, episodes back to back
 
-How leaves become features is in :mod:`._lerobot_export_features` (cameras -> video or PNG image
+How leaves become features is in :mod:`._export_features` (cameras -> video or PNG image
 features, other leaves -> columns of their own dtype, ``observation/state`` -> ``observation.state``),
-the video settings in :mod:`._lerobot_export_video`, the statistics in :mod:`._lerobot_export_stats`.
+the video settings in :mod:`._export_video`, the statistics in :mod:`._export_stats`.
 Low-dimensional values are copied exactly; camera frames go through the video codec (lossy) or PNG
 (exact). The output is deterministic: the same buffer gives the same parquet and JSON files.
 
@@ -99,7 +99,7 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
         repo_id: the dataset's name for LeRobot (``"user/name"``); default ``"local/<out folder name>"``.
         fps: frame rate (Hz); default: the ``fps`` of the leaves' metadata (cameras carry it).
         camera: ``"video"`` (MP4, LeRobot's default) or ``"image"`` (PNG bytes in the data parquet, exact).
-        vcodec: ``"h264"`` (default) or ``"libsvtav1"``; see :mod:`._lerobot_export_video`.
+        vcodec: ``"h264"`` (default) or ``"libsvtav1"``; see :mod:`._export_video`.
         crf: video quality (lower: better, bigger); default 20 for h264, 30 for AV1.
         default_task: task text of episodes without ``task`` data.
         robot_type: ``robot_type`` of info.json (``None`` -> ``null``).
