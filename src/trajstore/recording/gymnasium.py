@@ -19,11 +19,8 @@ from trajstore.recording.loop import Policy, RecordingInterrupted, RecordingSumm
 from trajstore.recording.step import space_differences
 from trajstore.recording.reference import ReferenceSteps
 from trajstore.replay_buffer import ReplayBuffer
+from trajstore._cameras import CAMERAS, camera_of, camera_routing  # re-exported: part of this module's API
 from trajstore.spaces import Space
-
-#: How camera frames are stored: ``--camera`` values.
-CAMERAS = ("jpeg", "png", "video")
-
 
 class EnvSetupError(RuntimeError):
     """The env could not be made or could not render an ``rgb_array`` frame (e.g. MuJoCo without
@@ -40,37 +37,6 @@ def _setup_error(env_id: str, what: str, exc: BaseException) -> EnvSetupError:
     hint = (f" (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}; without a display MuJoCo renders with MUJOCO_GL=egl)"
             if mujoco else "")
     return EnvSetupError(f"{what}: {type(exc).__name__}: {exc}{hint}")
-
-
-def camera_routing(camera: str) -> dict[str, Any]:
-    """Keyword arguments of :func:`~trajstore.storages.dict_storage_kwargs_from_space` for frames
-    stored as ``"jpeg"`` (``ImageStorage``'s default JPEG), ``"png"`` (lossless) or ``"video"``
-    (``VideoStorage``, H.264 at the leaf's ``fps``; needs the ``video`` extra).
-
-    Raises:
-        ValueError: another name.
-    """
-    if camera == "jpeg":
-        return {}
-    if camera == "png":
-        return {"kind_kwargs": {"image": {"format": "PNG"}}}
-    if camera == "video":
-        from trajstore.storages.video import VideoStorage
-
-        return {"kind_storage_cls": {"image": VideoStorage}}
-    raise ValueError(f"camera must be one of {CAMERAS}, got {camera!r}")
-
-
-def camera_of(buffer: ReplayBuffer, key: str) -> str | None:
-    """How ``buffer`` stores the leaf ``key`` (e.g. ``"observation/pixels"``): one of :data:`CAMERAS`,
-    or None when it is not a camera storage."""
-    sub = buffer.storage.parts().get(key)
-    name = type(sub).__name__
-    if name == "VideoStorage":
-        return "video"
-    if name == "ImageStorage":
-        return str(sub.get_config().get("format", "JPEG")).lower()
-    return None
 
 
 def open_buffer(out: str | os.PathLike, space: Space, *, capacity: int | None = None, camera: str | None = None,

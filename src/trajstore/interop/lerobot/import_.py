@@ -77,7 +77,7 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
         Everything is checked that can be before anything is written; an error during the copy removes
         what was written, so ``out`` is never left half made.
     """
-    from trajstore.recording.gymnasium import camera_routing
+    from trajstore._cameras import camera_routing
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 

@@ -108,7 +108,7 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
     """
     from tqdm import tqdm
 
-    from trajstore.recording.gymnasium import camera_routing
+    from trajstore._cameras import camera_routing
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 
