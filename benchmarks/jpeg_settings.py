@@ -4,7 +4,7 @@ The grid is quality 75/85/90/95 x subsampling 4:4:4/4:2:2/4:2:0, encoded and dec
 ``trajstore.storages._image_codec`` (simplejpeg, what ``ImageStorage`` runs). Frame sets:
 
 * **pusht**: 96x96 frames of gym-pusht's ``PushT-v0`` under the scripted policy of
-  ``trajstore.integrations.pusht`` (episodes reset with seeds 0, 1, ..., at most 100 steps
+  ``trajstore.recording.pusht`` (episodes reset with seeds 0, 1, ..., at most 100 steps
   each): flat-shaded objects on a white background, a 5-pixel blue agent. Needs the ``sim`` extra.
 * **pusher**, **cheetah**: 96x96 frames of gymnasium's MuJoCo ``Pusher-v5`` (camera moved closer
   to the table) and ``HalfCheetah-v5`` (checkered floor) under uniformly random actions (seeded).
@@ -44,8 +44,8 @@ BASELINE = (95, "444")
 
 # -- frame sets ------------------------------------------------------------------------------------
 def pusht_frames(n: int) -> list[np.ndarray]:
-    from trajstore.integrations import pusht
-    from trajstore.integrations.gymnasium import run_episode
+    from trajstore.recording import pusht
+    from trajstore.recording.loop import run_episode
 
     env, policy, rng = pusht.make_env(), pusht.ScriptedPushPolicy(), np.random.default_rng(0)
     frames: list[np.ndarray] = []

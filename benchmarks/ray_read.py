@@ -86,7 +86,7 @@ def ray_child(path: str, cpus: int, batch: int, repeats: int, blocks: int | None
     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
     from ray.data import DataContext
 
-    from trajstore.integrations.ray import read_trajstore
+    from trajstore.training.ray import read_trajstore
 
     DataContext.get_current().enable_progress_bars = False
     extra = {} if blocks is None else {"override_num_blocks": blocks}

@@ -1,9 +1,9 @@
 """Frame codecs of the Diffusion Policy zarr export on PushT frames: bytes, PSNR, export and import time.
 
 Records ``--episodes`` PushT episodes (gym-pusht, the scripted policy of
-``trajstore.integrations.pusht``, 96x96 frames, seeds 0, 1, ...) into a buffer whose frames are
+``trajstore.recording.pusht``, 96x96 frames, seeds 0, 1, ...) into a buffer whose frames are
 PNG (exact), then exports it with each frame setting of
-:func:`trajstore.integrations.zarr_replay.export_zarr` and imports each export back (PNG frames).
+:func:`trajstore.interop.zarr.export_zarr` and imports each export back (PNG frames).
 
 Per setting: bytes per frame of ``data/<pixels>`` on disk, its ratio against raw frames, PSNR in
 dB of the exported frames against the recorded ones (``trajstore.testing.psnr``: mean and min),
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trajstore.integrations.recording import record_pusht
-from trajstore.integrations.zarr_replay import export_zarr, import_zarr
+from trajstore.recording.pusht_recording import record_pusht
+from trajstore.interop.zarr import export_zarr, import_zarr
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.testing import psnr
 

@@ -6,7 +6,10 @@ Subpackages, from the bottom layer up (imports point down only):
 - :mod:`trajstore.backends`: numpy / torch / jax conversion at the edges.
 - :mod:`trajstore.storages`: where each leaf is stored, one module per storage.
 - :mod:`trajstore.replay_buffer`: ring / unbounded buffer with episodes and sampling.
-- :mod:`trajstore.integrations`, :mod:`trajstore.cli`: torch, gymnasium, the command line.
+- edges, on the buffer's public API: :mod:`trajstore.recording` (gymnasium recorders),
+  :mod:`trajstore.training` (torch datasets, normaliser, Ray), :mod:`trajstore.interop` (LeRobot,
+  zarr), :mod:`trajstore.ops` (copy, merge, verify, info, preview), :mod:`trajstore.remote`
+  (object storage), :mod:`trajstore.cli` (the command line).
 """
 
 __version__ = "0.1.0"

@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 from tests.cli.buffers import DATA, LENGTHS, make_buffer, step_space
 from trajstore.cli.main import app
 from trajstore.errors import InvalidValueError, StorageExistsError
-from trajstore.replay_buffer import ReplayBuffer, copy_episodes, merge_buffers
-from trajstore.replay_buffer.copying import first_difference
+from trajstore.ops import copy_episodes, merge_buffers
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.ops.copy import first_difference
 from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 from trajstore.testing import psnr

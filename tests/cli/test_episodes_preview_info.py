@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from tests.cli.buffers import DATA, FPS, H, LENGTHS, W, make_buffer
 from trajstore.cli.main import app
-from trajstore.integrations.preview import LABEL_HEIGHT, SHEET_COLUMNS, write_preview
+from trajstore.ops.preview import LABEL_HEIGHT, SHEET_COLUMNS, write_preview
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.replay_buffer.episode_summary import summarize_episodes
+from trajstore.ops.episodes import summarize_episodes
 from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages import DictStorage, HDF5Storage
 

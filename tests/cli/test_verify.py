@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from tests.cli.buffers import make_buffer
 from trajstore.cli.main import app
 from trajstore.errors import FormatError
-from trajstore.replay_buffer import verify_buffer
+from trajstore.ops import verify_buffer
 
 runner = CliRunner()
 

@@ -15,8 +15,8 @@ av = pytest.importorskip("av")
 import pyarrow.parquet as pq  # noqa: E402
 
 from trajstore.errors import InvalidValueError, StorageExistsError, UnsupportedSpaceError  # noqa: E402
-from trajstore.integrations import lerobot_export as export_module  # noqa: E402
-from trajstore.integrations.lerobot import export_lerobot  # noqa: E402
+from trajstore.interop.lerobot import export as export_module  # noqa: E402
+from trajstore.interop.lerobot import export_lerobot  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace  # noqa: E402
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space  # noqa: E402
@@ -412,7 +412,7 @@ def test_cli(buffer, tmp_path):
 
 def test_import_of_the_export_gives_the_buffer_back(buffer, tmp_path):
     """import(export(x)) == x: PNG image features and every low-dim leaf exact, episodes and tasks kept."""
-    from trajstore.integrations.lerobot import import_lerobot
+    from trajstore.interop.lerobot import import_lerobot
 
     rb, steps = buffer
     export_lerobot(rb, tmp_path / "lr", camera="image")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from trajstore.cli.main import app  # noqa: E402
 from trajstore.errors import FormatError, StorageExistsError  # noqa: E402
-from trajstore.integrations.lerobot import import_lerobot  # noqa: E402
+from trajstore.interop.lerobot import import_lerobot  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.spaces import BinarySpace  # noqa: E402
 
@@ -202,8 +202,8 @@ def test_nearest_frame_rule():
     from fractions import Fraction
     from types import SimpleNamespace
 
-    from trajstore.integrations._lerobot_frames import _nearest
-    from trajstore.integrations._lerobot_source import Feature
+    from trajstore.interop.lerobot._frames import _nearest
+    from trajstore.interop.lerobot._source import Feature
 
     def frames(pts):
         return iter([SimpleNamespace(pts=p, time_base=Fraction(1, 100)) for p in pts])

@@ -16,7 +16,7 @@ from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
-from trajstore.integrations.torch import ReplayBufferDataset  # noqa: E402
+from trajstore.training.torch import ReplayBufferDataset  # noqa: E402
 
 H = W = 32
 

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from trajstore.errors import FormatError, StaleReadError
-from trajstore.integrations._ray_rows import episode_starts, make_request, read_rows, split_rows
+from trajstore.errors import FormatError, StaleReadError, UnknownLeafError
+from trajstore.training._ray_rows import episode_starts, make_request, read_rows, split_rows
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install trajstore[ray]; CI installs it)")
-from trajstore.integrations.ray import TrajstoreDatasource, read_trajstore  # noqa: E402
+from trajstore.training.ray import TrajstoreDatasource, read_trajstore  # noqa: E402
 
 CAMERA = {"kind": "image", "layout": "HWC", "fps": 10}
 SPACE = DictSpace({
@@ -120,7 +120,7 @@ def test_a_wrapped_ring_reads_its_held_steps(local_ray, tmp_path):
 
 
 def test_bad_requests_fail_before_any_task(tmp_path, folder):
-    with pytest.raises(KeyError, match="observation/depth"):
+    with pytest.raises(UnknownLeafError, match="observation/depth"):
         TrajstoreDatasource(folder, columns=["observation/depth"])
     with pytest.raises(TypeError, match="pad goes with window"):
         TrajstoreDatasource(folder, pad=False)

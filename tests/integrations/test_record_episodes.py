@@ -7,7 +7,7 @@ import pytest
 gymnasium = pytest.importorskip("gymnasium")
 
 from trajstore.errors import InvalidValueError, StorageExistsError  # noqa: E402
-from trajstore.integrations.record_episodes import RecordEpisodes, recorded_space  # noqa: E402
+from trajstore.recording.episodes import RecordEpisodes, recorded_space  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space  # noqa: E402
 
@@ -188,7 +188,7 @@ def test_outcome_known_at_the_end_and_cut_short_episodes_are_flagged(tmp_path):
     short by close() is interrupted, so `not e.interrupted` keeps only whole episodes."""
     import gymnasium
 
-    from trajstore.integrations.gymnasium import RecordEpisodes
+    from trajstore.recording.episodes import RecordEpisodes
 
     class Counter(gymnasium.Env):
         observation_space = gymnasium.spaces.Box(0, 100, (1,), np.float32)

@@ -17,10 +17,10 @@ from typer.testing import CliRunner  # noqa: E402
 
 import trajstore  # noqa: E402
 from trajstore.cli.main import app  # noqa: E402
-from trajstore.integrations import record_gymnasium as rg  # noqa: E402
-from trajstore.integrations.record_loop import RecordingInterrupted  # noqa: E402
+from trajstore.recording import gymnasium as rg  # noqa: E402
+from trajstore.recording.loop import RecordingInterrupted  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
-from trajstore.replay_buffer.info import describe  # noqa: E402
+from trajstore.ops.info import describe  # noqa: E402
 
 CARTPOLE = "gymnasium:CartPole-v1"
 

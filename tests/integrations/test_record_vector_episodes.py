@@ -6,7 +6,7 @@ import pytest
 
 gymnasium = pytest.importorskip("gymnasium")
 
-from trajstore.integrations.record_episodes import RecordVectorEpisodes  # noqa: E402
+from trajstore.recording.episodes import RecordVectorEpisodes  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 
 from tests.integrations.test_record_episodes import PNG, CountEnv  # noqa: E402

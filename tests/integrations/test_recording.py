@@ -8,9 +8,9 @@ pytest.importorskip("gym_pusht")
 from typer.testing import CliRunner  # noqa: E402
 
 from trajstore.cli.main import app  # noqa: E402
-from trajstore.integrations.recording import record_pusht, verify_buffer  # noqa: E402
+from trajstore.recording import compare_to_reference, record_pusht  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
-from trajstore.replay_buffer.info import describe  # noqa: E402
+from trajstore.ops.info import describe  # noqa: E402
 
 
 def test_record_routes_pixels_to_images_and_reads_back(tmp_path):
@@ -21,7 +21,7 @@ def test_record_routes_pixels_to_images_and_reads_back(tmp_path):
                        "action": "HDF5Storage", "reward": "HDF5Storage", "terminated": "HDF5Storage",
                        "truncated": "HDF5Storage"}
     assert info.steps == 50 and info.episodes == 2 and info.complete_episodes == 2
-    checks = verify_buffer(tmp_path / "rb", tmp_path / "ref.npz")
+    checks = compare_to_reference(tmp_path / "rb", tmp_path / "ref.npz")
     assert all(c.ok for c in checks), checks
     by_key = {c.key: c for c in checks}
     assert by_key["action"].exact and by_key["action"].max_abs_error == 0
@@ -40,7 +40,7 @@ def test_verify_catches_a_changed_step(tmp_path):
     ref["action"] = ref["action"].copy()
     ref["action"][3, 0] += 1.0
     np.savez(tmp_path / "bad.npz", **ref)
-    checks = {c.key: c for c in verify_buffer(tmp_path / "rb", tmp_path / "bad.npz")}
+    checks = {c.key: c for c in compare_to_reference(tmp_path / "rb", tmp_path / "bad.npz")}
     assert not checks["action"].ok and checks["action"].max_abs_error == pytest.approx(1.0)
     assert checks["observation/pixels"].ok
 
@@ -69,11 +69,11 @@ def test_record_video_and_ring(tmp_path):
     assert {leaf.key: leaf.storage for leaf in info.leaves}["observation/pixels"] == "VideoStorage"
     assert info.steps == 30 and info.total_steps == 45 and info.capacity == 30
     assert info.episodes == 2  # the first episode was overwritten whole
-    checks = verify_buffer(tmp_path / "rb", tmp_path / "ref.npz")  # the reference keeps the newest 30 steps
+    checks = compare_to_reference(tmp_path / "rb", tmp_path / "ref.npz")  # the reference keeps the newest 30 steps
     assert all(c.ok for c in checks), checks
 
 
 def test_png_frames_are_verified_exactly(tmp_path):
     record_pusht(tmp_path / "rb", 1, max_steps=6, camera="png", reference=tmp_path / "ref.npz", progress=False)
-    pixels = {c.key: c for c in verify_buffer(tmp_path / "rb", tmp_path / "ref.npz")}["observation/pixels"]
+    pixels = {c.key: c for c in compare_to_reference(tmp_path / "rb", tmp_path / "ref.npz")}["observation/pixels"]
     assert pixels.exact and pixels.ok and pixels.max_abs_error == 0

@@ -15,7 +15,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as torch_mp  # noqa: E402
 from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 
-from trajstore.integrations.torch import ReplayBufferDataset  # noqa: E402
+from trajstore.training.torch import ReplayBufferDataset  # noqa: E402
 
 SPACE = DictSpace({"step_id": BoxSpace(0, 2**40, (), np.int64), "action": BoxSpace(-1e6, 1e6, (2,), np.float32)})
 LENGTHS = [5, 9, 3, 12, 6]  # 35 steps

@@ -12,7 +12,7 @@ from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
-from trajstore.integrations.torch import ReplayBufferDataset  # noqa: E402
+from trajstore.training.torch import ReplayBufferDataset  # noqa: E402
 
 SPACE = DictSpace({"step_id": BoxSpace(0, 2**40, (), np.int64), "action": BoxSpace(-1e6, 1e6, (2,), np.float32)})
 LENGTHS = [5, 9, 3, 12]

@@ -10,9 +10,9 @@ from typer.testing import CliRunner  # noqa: E402
 
 from tests.integrations.zarr_helpers import make_buffer, make_dp_group  # noqa: E402
 from trajstore.cli.main import app  # noqa: E402
-from trajstore.errors import FormatError, StorageExistsError, UnsupportedSpaceError  # noqa: E402
-from trajstore.integrations.zarr_codecs import codec_classes, frame_compressor  # noqa: E402
-from trajstore.integrations.zarr_replay import export_zarr, import_zarr  # noqa: E402
+from trajstore.errors import FormatError, StorageExistsError, UnknownLeafError, UnsupportedSpaceError  # noqa: E402
+from trajstore.interop.zarr.codecs import codec_classes, frame_compressor  # noqa: E402
+from trajstore.interop.zarr import export_zarr, import_zarr  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace  # noqa: E402
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space  # noqa: E402
@@ -111,7 +111,7 @@ def test_export_key_errors(tmp_path):
     make_buffer(tmp_path / "rb")
     with pytest.raises(ValueError, match="both map to the zarr key 'action'"):
         export_zarr(tmp_path / "rb", tmp_path / "z", key_map={"count": "action"})
-    with pytest.raises(KeyError, match="not leaves of the buffer"):
+    with pytest.raises(UnknownLeafError, match="not leaves of the buffer"):
         export_zarr(tmp_path / "rb", tmp_path / "z", key_map={"observation/pix": "img"})
     with pytest.raises(ValueError, match="cannot name a zarr array"):
         export_zarr(tmp_path / "rb", tmp_path / "z", key_map={"count": "a/b"})

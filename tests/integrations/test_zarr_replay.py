@@ -10,7 +10,7 @@ zarr = pytest.importorskip("zarr")
 pytest.importorskip("imagecodecs")
 
 from tests.integrations.zarr_helpers import EPISODE_LENGTHS, make_buffer, make_dp_group  # noqa: E402
-from trajstore.integrations.zarr_replay import export_zarr, import_zarr  # noqa: E402
+from trajstore.interop.zarr import export_zarr, import_zarr  # noqa: E402
 from trajstore.replay_buffer import ReplayBuffer  # noqa: E402
 from trajstore.spaces import tree  # noqa: E402
 from trajstore.testing import psnr  # noqa: E402
@@ -163,7 +163,7 @@ def test_nested_groups_under_data_become_nested_leaves(tmp_path):
 def test_import_reads_a_zip_and_blocks_cross_no_episode(tmp_path, monkeypatch):
     import zipfile
 
-    from trajstore.integrations import zarr_import
+    from trajstore.interop.zarr import import_ as zarr_import
 
     arrays = make_dp_group(tmp_path / "dp")
     with zipfile.ZipFile(tmp_path / "dp.zarr.zip", "w") as zf:

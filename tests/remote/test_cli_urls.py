@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.remote.conftest import make_buffer
 from trajstore.cli.main import app
 from trajstore.remote import push
-from trajstore.replay_buffer.info import describe
+from trajstore.ops.info import describe
 
 
 def _options(storage_options: dict) -> list[str]:
@@ -68,7 +68,7 @@ def test_torch_dataset_opens_a_url_with_storage_options(tmp_path, bucket_url, st
     pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
-    from trajstore.integrations.torch import ReplayBufferDataset
+    from trajstore.training.torch import ReplayBufferDataset
     from trajstore.replay_buffer import ReplayBuffer
 
     with make_buffer(tmp_path / "rb", episodes=2):

@@ -16,7 +16,7 @@ import pytest
 from trajstore.remote import push
 from trajstore.remote.layout import OBJECTS
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.replay_buffer.verify import verify_buffer
+from trajstore.ops.verify import verify_buffer
 
 from tests.remote.conftest import assert_same, make_buffer, record
 

@@ -65,7 +65,7 @@ def test_a_copy_of_a_snapshot_past_retention_says_so(tmp_path, bucket_url, stora
 
 
 def test_ray_tasks_read_the_snapshot_the_driver_planned(local_ray, tmp_path, bucket_url, storage_options, first):
-    ray_data = pytest.importorskip("trajstore.integrations.ray")
+    ray_data = pytest.importorskip("trajstore.training.ray")
     ds = ray_data.read_trajstore(bucket_url, columns=["action"], storage_options=storage_options, min_task_rows=8,
                                  override_num_blocks=3)
     _replace_with_other_data(tmp_path, bucket_url, storage_options)  # same row count, other steps

@@ -13,7 +13,7 @@ from trajstore.remote import pull, push
 from trajstore.remote.layout import MANIFEST, OBJECTS
 from trajstore.remote.manifest import Manifest
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.replay_buffer.verify import verify_buffer
+from trajstore.ops.verify import verify_buffer
 
 from tests.remote.conftest import assert_same, make_buffer, record
 

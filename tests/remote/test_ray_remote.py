@@ -8,7 +8,7 @@ from trajstore.remote import push
 from trajstore.replay_buffer import ReplayBuffer
 
 pytest.importorskip("ray", reason="ray is not installed (pip install trajstore[ray]; CI installs it)")
-from trajstore.integrations.ray import read_trajstore  # noqa: E402
+from trajstore.training.ray import read_trajstore  # noqa: E402
 
 
 def test_ray_data_from_a_bucket_counts_and_sums_equal_a_local_read(local_ray, tmp_path, bucket_url, storage_options):

@@ -63,7 +63,7 @@ def test_torch_dataset_with_two_workers(published):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
-    from trajstore.integrations.torch import ReplayBufferDataset
+    from trajstore.training.torch import ReplayBufferDataset
 
     local, remote = published
     loader = DataLoader(ReplayBufferDataset(remote), batch_size=8, shuffle=False, num_workers=2,

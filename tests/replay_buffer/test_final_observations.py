@@ -11,7 +11,7 @@ from tests.replay_buffer.log_backdoor import committed_records
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.final_observations import FINAL_DIR
-from trajstore.replay_buffer.info import describe
+from trajstore.ops.info import describe
 from trajstore.replay_buffer.metadata import META_FILE
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace
 from trajstore.storages import DictStorage, HDF5Storage, ImageStorage, MemmapStorage, dict_storage_kwargs_from_space
@@ -104,7 +104,7 @@ def test_final_observations_round_trip_with_the_observation_routing(tmp_path, im
         final = rb.final_observation(0)
         assert {k: (v.dtype, v.shape) for k, v in final.items()} == {k: (v.dtype, v.shape) for k, v in step.items()}
         # the same routing as the buffer's observation subtree
-        layout = {k: (type(s), s.get_config()) for k, s in rb._finals.storage.storages.items()}
+        layout = {k: (type(s), s.get_config()) for k, s in rb.final_observation_storage.storages.items()}
         assert layout == {"pixels": (ImageStorage, rb.storage.storages["observation/pixels"].get_config()),
                           "*": (HDF5Storage, rb.storage.storages["*"].get_config())}
     info = describe(tmp_path / "rb")
@@ -129,7 +129,7 @@ def test_a_ring_keeps_at_most_capacity_final_observations(tmp_path):
     lengths = [1, 2, 1, 1, 3, 1, 1, 2, 1, 1, 1, 2]
     record(rb, lengths)
     stops = np.cumsum(lengths)
-    assert rb._finals.storage.capacity == 5 and len(rb._finals.storage) == 5
+    assert rb.final_observation_storage.capacity == 5 and len(rb.final_observation_storage) == 5
     held = rb.episodes
     assert len(held) <= 5
     for k, ep in enumerate(held):
@@ -141,7 +141,7 @@ def test_a_ring_keeps_at_most_capacity_final_observations(tmp_path):
         for k, ep in enumerate(rb.episodes):
             check_final(rb.final_observation(k), int(stops[ep.id]), exact=True)
             assert ep.data == {"k": ep.id if ep.id < len(lengths) else ep.id - len(lengths)}
-        assert type(rb._finals.storage.storages["state"]) is MemmapStorage
+        assert type(rb.final_observation_storage.storages["state"]) is MemmapStorage
 
 
 def test_video_leaves_get_jpeg_final_frames(tmp_path):
@@ -150,7 +150,7 @@ def test_video_leaves_get_jpeg_final_frames(tmp_path):
 
     with make(tmp_path, kind_storage_cls={"image": VideoStorage}) as rb:
         record(rb, [2, 3])
-        assert type(rb._finals.storage.storages["pixels"]) is ImageStorage
+        assert type(rb.final_observation_storage.storages["pixels"]) is ImageStorage
         check_final(rb.final_observation(1), 5, exact=False)
 
 
@@ -161,7 +161,7 @@ def test_a_single_leaf_observation(tmp_path):
                              **dict_storage_kwargs_from_space(s, kind_kwargs={"image": {"format": "PNG"}})) as rb:
         rb.append({"observation": FRAMES[0], "action": np.zeros(2, np.float32)})
         rb.end_episode(final_observation=FRAMES[1])
-        assert type(rb._finals.storage) is ImageStorage
+        assert type(rb.final_observation_storage) is ImageStorage
         np.testing.assert_array_equal(rb.final_observation(0), FRAMES[1])
     with ReplayBuffer.load_from(tmp_path / "rb") as rb:
         np.testing.assert_array_equal(rb.final_observation(0), FRAMES[1])

@@ -11,13 +11,13 @@ import pytest
 from tests.replay_buffer.test_replay_buffer import batch, make
 from tests.storages.test_hdf5_crash import kill_and_collect
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.replay_buffer.info import describe
+from trajstore.ops.info import describe
 
 WRITER = """
 import sys, time
 import numpy as np
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.replay_buffer.info import describe
+from trajstore.ops.info import describe
 from tests.replay_buffer.test_replay_buffer import batch
 
 rb = ReplayBuffer.load_from(sys.argv[1], read_only=False)
@@ -33,7 +33,7 @@ time.sleep(600)
 READ = """
 import sys, json
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.replay_buffer.info import describe
+from trajstore.ops.info import describe
 with ReplayBuffer.load_from(sys.argv[1]) as rb:
     print(json.dumps([[e.id, e.start, e.stop, e.done, e.interrupted, e.data] for e in rb.episodes]))
 """

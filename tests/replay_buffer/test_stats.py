@@ -247,7 +247,7 @@ def test_cli_stats_prints_a_table_and_json(tmp_path):
 
 def test_normalizer_mean_std_and_min_max():
     torch = pytest.importorskip("torch")
-    from trajstore.integrations.torch import Normalizer
+    from trajstore.training.torch import Normalizer
 
     space = DictSpace({"obs": DictSpace({"pixels": BoxSpace(0, 255, (4, 4, 3), np.uint8, metadata={"kind": "image"}),
                                          "const": BoxSpace(-5, 5, (2,), np.float32)}),

@@ -12,15 +12,6 @@ from trajstore.cli._output import console, fail, progress_bar
 from trajstore.errors import TrajstoreError
 
 
-def _held_steps(paths: list[Path]) -> int:
-    from trajstore.replay_buffer.metadata import read_meta
-
-    try:
-        return sum(int(read_meta(p)["ring"]["count"]) for p in paths)
-    except Exception:  # noqa: BLE001 - only the progress total; the copy reports real errors
-        return 0
-
-
 def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
          dst: Path = typer.Argument(..., help="New buffer folder."),
          episodes: Optional[str] = typer.Option(None, help="Episode ids ('0,3,5-9') or an expression over episode "
@@ -30,10 +21,10 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
          progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
     """Copy episodes into a new folder with the same layout and options, keeping episode data, final
     observations and interrupted flags; a ring is compacted. JPEG/video frames are re-encoded."""
-    from trajstore.replay_buffer.copying import copy_episodes
+    from trajstore.ops.copy import copy_episodes, held_steps
 
     try:
-        with progress_bar(total=None if episodes else _held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
+        with progress_bar(total=None if episodes else held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
             summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update)
     except (TrajstoreError, OSError, ValueError) as exc:
         raise fail(exc)
@@ -45,13 +36,13 @@ def merge(paths: List[Path] = typer.Argument(..., help="Source buffer folders, t
           progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
     """Merge buffers with equal step spaces into a new folder (laid out like the first), every held
     episode in the order given."""
-    from trajstore.replay_buffer.copying import merge_buffers
+    from trajstore.ops.copy import held_steps, merge_buffers
 
     if len(paths) < 2:
         raise fail("merge needs at least one source and the output folder: trajstore merge A [B ...] OUT")
     *srcs, out = paths
     try:
-        with progress_bar(total=_held_steps(srcs), desc="merging", unit="step", enabled=progress) as bar:
+        with progress_bar(total=held_steps(srcs), desc="merging", unit="step", enabled=progress) as bar:
             summary = merge_buffers(srcs, out, capacity=capacity, progress=bar.update)
     except (TrajstoreError, OSError, ValueError) as exc:
         raise fail(exc)

@@ -26,7 +26,7 @@ def episodes(path: str = typer.Argument(..., help="Buffer folder, or the URL of 
     (from the camera leaves' metadata, or the step space's), and for a ring whether its first steps
     were overwritten. Ids are what --episode and copy --episodes take."""
     from trajstore.replay_buffer import ReplayBuffer
-    from trajstore.replay_buffer.episode_summary import summarize_episodes
+    from trajstore.ops.episodes import summarize_episodes
 
     try:
         with ReplayBuffer.load_from(path, read_only=True,

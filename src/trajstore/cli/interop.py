@@ -1,6 +1,6 @@
 """``trajstore import FORMAT ...`` and ``trajstore export FORMAT ...``: other formats in and out.
 
-Each command parses its arguments, calls one library function in ``trajstore.integrations`` and
+Each command parses its arguments, calls one library function in ``trajstore.interop`` and
 prints its summary; errors are one line (``fail`` of :mod:`trajstore.cli._output`).
 """
 
@@ -36,7 +36,7 @@ def import_lerobot_command(
 ) -> None:
     """Import a LeRobot v3.0 dataset (video, image and numeric features; the task as episode data)."""
     from trajstore.cli._output import console, fail
-    from trajstore.integrations.lerobot import import_lerobot
+    from trajstore.interop.lerobot import import_lerobot
 
     try:
         summary = import_lerobot(src, out, camera=camera.value, episodes=episode or None, progress=progress)
@@ -69,7 +69,7 @@ def export_lerobot_command(
 ) -> None:
     """Export a buffer as a LeRobot dataset (v3.0, as lerobot 0.4.4 writes it)."""
     from trajstore.cli._output import console, fail
-    from trajstore.integrations.lerobot_export import export_lerobot
+    from trajstore.interop.lerobot.export import export_lerobot
 
     try:
         result = export_lerobot(src, out, episodes=episode or None, repo_id=repo_id, fps=fps,
@@ -113,7 +113,7 @@ def import_zarr_command(
 ) -> None:
     """Import a Diffusion Policy zarr replay buffer into a new trajstore buffer folder."""
     from trajstore.cli._output import console, fail
-    from trajstore.integrations.zarr_replay import import_zarr
+    from trajstore.interop.zarr import import_zarr
 
     key_map = _pairs(key, "--key")
     try:
@@ -140,7 +140,7 @@ def export_zarr_command(
 ) -> None:
     """Export a trajstore buffer folder as a Diffusion Policy zarr replay buffer."""
     from trajstore.cli._output import console, fail
-    from trajstore.integrations.zarr_replay import export_zarr
+    from trajstore.interop.zarr import export_zarr
 
     key_map = _pairs(key, "--key")
     try:

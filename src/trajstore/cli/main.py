@@ -48,8 +48,8 @@ def record(
 ) -> None:
     """Record episodes into a routed replay buffer. Ctrl-C stops after the current step: the open
     episode is discarded, the finished ones are kept (exit status 130)."""
-    from trajstore.integrations.record_gymnasium import EnvSetupError, record_gymnasium
-    from trajstore.integrations.recording import RecordingInterrupted, record_pusht
+    from trajstore.recording.gymnasium import EnvSetupError, record_gymnasium
+    from trajstore.recording.pusht_recording import RecordingInterrupted, record_pusht
 
     options = dict(camera=camera.value if camera else None, capacity=capacity, max_steps=max_steps, seed=seed,
                    resume=resume, reference=reference, progress=progress)
@@ -80,7 +80,7 @@ def info(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pu
     """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk (in the bucket for a URL)."""
     import json
 
-    from trajstore.replay_buffer.info import describe
+    from trajstore.ops.info import describe
 
     try:
         d = describe(path, remote.parse_storage_options(storage_option))

@@ -22,7 +22,7 @@ def preview(path: Path = typer.Argument(..., help="Buffer folder."),
             progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
     """Write a preview of one episode: a .png contact sheet (frames labelled with their step number)
     or an .mp4 video at the buffer's fps."""
-    from trajstore.integrations.preview import write_preview
+    from trajstore.ops.preview import write_preview
 
     try:
         with progress_bar(desc="decoding frames", unit="step", enabled=progress) as bar:

@@ -30,7 +30,7 @@ def verify(path: str = typer.Argument(..., help="Buffer folder (a local one: pul
     if reference is not None:
         _verify_reference(path, reference)
         return
-    from trajstore.replay_buffer.verify import steps_to_read, verify_buffer
+    from trajstore.ops.verify import steps_to_read, verify_buffer
 
     try:
         with progress_bar(total=steps_to_read(path), desc="verifying", unit="step", enabled=progress) as bar:
@@ -58,10 +58,10 @@ def verify(path: str = typer.Argument(..., help="Buffer folder (a local one: pul
 
 
 def _verify_reference(path: Path, reference: Path) -> None:
-    from trajstore.integrations.recording import MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, verify_buffer
+    from trajstore.recording.reference import MAX_MEAN_ABS_ERROR, MIN_PSNR_DB, compare_to_reference
 
     try:
-        checks = verify_buffer(path, reference)
+        checks = compare_to_reference(path, reference)
     except (TrajstoreError, OSError, ValueError) as exc:
         raise fail(exc)
     table = Table("leaf", "storage", "check", "max |error|", "mean |error|", "min PSNR (dB)", "result",

@@ -1,5 +1,9 @@
-"""Edges of trajstore: torch datasets, gymnasium recording, simulator tasks, LeRobot v3.0 import,
-a Ray Data datasource.
-
-Each module imports its optional dependency (torch, gymnasium, gym-pusht, pyarrow, av, ray) lazily.
+"""Deprecated: the edges moved to :mod:`trajstore.recording` (gymnasium recording),
+:mod:`trajstore.training` (torch datasets, normaliser, Ray), :mod:`trajstore.interop` (LeRobot,
+zarr) and :mod:`trajstore.ops` (copy, merge, verify, info, preview). The modules here re-export
+their new homes for one release and warn ``DeprecationWarning`` on import.
 """
+
+from trajstore._deprecated import warn_moved
+
+warn_moved(__name__, "trajstore.recording, trajstore.training, trajstore.interop and trajstore.ops")

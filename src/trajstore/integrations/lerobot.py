@@ -1,11 +1,5 @@
-"""LeRobot v3.0 datasets (pyarrow + PyAV, the ``lerobot`` extra; LeRobot itself is not needed).
+"""Deprecated: moved to :mod:`trajstore.interop.lerobot` (this alias goes away in a later release)."""
 
-:func:`import_lerobot` copies a LeRobot dataset folder into a new trajstore buffer folder (see
-:mod:`~trajstore.integrations.lerobot_import`); :func:`export_lerobot` writes a buffer out as a
-LeRobot dataset that LeRobot 0.4.4's own reader loads (see :mod:`~trajstore.integrations.lerobot_export`).
-"""
+from trajstore._deprecated import reexport
 
-from trajstore.integrations.lerobot_export import export_lerobot
-from trajstore.integrations.lerobot_import import LeRobotImportSummary, import_lerobot
-
-__all__ = ["LeRobotImportSummary", "export_lerobot", "import_lerobot"]
+reexport(__name__, "trajstore.interop.lerobot")

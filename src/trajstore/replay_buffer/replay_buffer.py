@@ -361,6 +361,12 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         ep = self.episode(k)
         return self.get_at(slice(ep.start, ep.stop))
 
+    @property
+    def final_observation_storage(self) -> SpaceStorage | None:
+        """The storage of the episodes' final observations (laid out like the observation leaves), or
+        ``None`` before the first one is kept: for describing a folder; read them with :meth:`final_observation`."""
+        return self._finals.storage
+
     def final_observation(self, k: int) -> Any:
         """The final observation of :meth:`episode` ``(k)``, or ``None`` if it has none.
 

@@ -68,8 +68,9 @@ def window_plan(space: Space, delta_indices: Mapping[str, Any]) -> WindowPlan:
 
     Raises:
         TypeError: ``delta_indices`` is not a mapping, or a name is not a str.
-        ValueError: it is empty, a name is not in the space (the message lists the keys where it
-            failed), two names cover the same leaf, or offsets are not a non-empty 1-D int sequence.
+        UnknownLeafError: a name is not in the space (the message lists the keys where it failed).
+        ValueError: it is empty, two names cover the same leaf, or offsets are not a non-empty 1-D
+            int sequence.
     """
     if not isinstance(delta_indices, Mapping):
         raise TypeError(f"delta_indices must be a mapping of names to offsets, got {type(delta_indices).__name__}")

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from trajstore.errors import StaleReadError
-from trajstore.replay_buffer import ReplayBuffer, samplers
-from trajstore.replay_buffer.window_plan import OffsetGroup, WindowPlan, window_plan
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.window_plan import WindowPlan, WindowRequest
 from trajstore.spaces import tree
 
 #: The prefix of a window row's padding columns (``is_pad/action``), as the torch dataset's key.
@@ -42,23 +42,20 @@ class RowRequest:
         path: the folder (absolute) or URL, as given to ``ReplayBuffer.load_from``.
         storage_options: passed to ``load_from`` when not ``None`` (fsspec options of a URL).
         columns: the leaf names read, in the space's leaf order.
-        plan: the window plan restricted to those leaves (steps: one group at offset 0).
-        window: the window offsets as given (``None``: rows are steps); ``pad`` as in ``sample_windows``.
-        episodes: sorted episode ids, or ``None`` for every held episode.
+        window: the buffer's checked :class:`~trajstore.replay_buffer.window_plan.WindowRequest`
+            (``rb.window_request``): offsets (``None``: rows are steps), padding, episodes and the
+            leaves read. Built once on the driver; every task reads with it, none rebuilds it.
         first_step: the oldest held step (global number) when the request was made.
         total: the number of rows; ``bytes_per_row``: their in-memory size, an estimate for text leaves.
-        snapshot: for a buffer opened from a URL, ``(url, snapshot id)`` of the push the driver read:
-            every task opens that one, even after a later push replaced it
-            (:func:`trajstore.remote.mirror.read_snapshot`), so all rows come from one snapshot.
+        snapshot: for a buffer opened from a URL, ``(url, snapshot id)`` of the push the driver read
+            (``rb.published_snapshot``): every task opens that one, even after a later push replaced
+            it (:func:`trajstore.remote.mirror.read_snapshot`), so all rows come from one snapshot.
     """
 
     path: str
     storage_options: dict[str, Any] | None
     columns: tuple[str, ...]
-    plan: WindowPlan
-    window: dict[str, Any] | None
-    pad: bool
-    episodes: tuple[int, ...] | None
+    window: WindowRequest
     first_step: int
     total: int
     bytes_per_row: int
@@ -87,29 +84,32 @@ def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any]
 
     Raises:
         TypeError: ``pad`` without ``window``; ``columns`` not names; ``episodes`` of the wrong type.
-        KeyError: a column that is neither a leaf nor a subtree of the space (lists the keys there).
+        UnknownLeafError: a column (or a name of ``window``) that is neither a leaf nor a subtree of
+            the space (the message lists the keys there); a ``KeyError`` and a ``ValueError``.
         ValueError: ``window`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``,
-            :mod:`~trajstore.replay_buffer.episode_query`); a space with a top-level key ``"is_pad"``.
+            :mod:`~trajstore.replay_buffer.episode_query`); a space with a top-level key ``"is_pad"``;
+            an empty column name or list.
     """
     if window is None and pad is not None:
         raise TypeError("pad goes with window (the offsets of a window row)")
-    leaves = _leaf_positions(rb.space, columns)
-    plan, delta = _row_plan(rb, leaves, window)
-    pad = True if pad is None else bool(pad)
+    if window is not None and IS_PAD in set(getattr(rb.space, "spaces", {}) or {}):
+        raise ValueError(f"the space has a key {IS_PAD!r}: window rows cannot add their padding columns")
     if isinstance(episodes, str):
         from trajstore.replay_buffer.episode_query import parse_selection
 
         episodes = parse_selection(episodes).select(rb.episodes)
-    selected = rb._selected_ids(episodes)
-    ids = None if selected is None else tuple(int(i) for i in selected)
-    total = rb.count_anchors(delta, pad=pad, episodes=ids)
+    if columns is not None and (isinstance(columns, str) or not isinstance(columns, Iterable)):
+        raise TypeError(f"columns must be a list of leaf names like 'observation/pixels', got {columns!r:.80}")
+    columns = None if columns is None else list(columns)
+    if columns is not None and not columns:
+        raise ValueError("columns is empty: name at least one leaf")
+    request = rb.window_request(None if window is None else dict(window), pad=True if pad is None else bool(pad),
+                                episodes=episodes, leaves=columns)
     paths = tree.leaf_paths(rb.space)
     return RowRequest(path=path, storage_options=storage_options,
-                      columns=tuple(tree.path_name(paths[i]) for i in leaves), plan=plan,
-                      window=None if window is None else dict(window), pad=pad, episodes=ids,
-                      first_step=rb.total_steps - len(rb), total=int(total),
-                      bytes_per_row=_bytes_per_row(rb.space, plan),
-                      snapshot=None if rb._remote is None else (rb._remote.url, rb._remote.snapshot))
+                      columns=tuple(tree.path_name(paths[i]) for i in request.leaves), window=request,
+                      first_step=rb.total_steps - len(rb), total=int(rb.count_anchors(request)),
+                      bytes_per_row=_bytes_per_row(rb.space, request.plan), snapshot=rb.published_snapshot)
 
 
 def episode_starts(rb: ReplayBuffer, request: RowRequest) -> np.ndarray:
@@ -119,8 +119,7 @@ def episode_starts(rb: ReplayBuffer, request: RowRequest) -> np.ndarray:
     """
     if request.total == 0:
         return np.zeros(0, np.int64)
-    anchors = rb.anchors_at(np.arange(request.total, dtype=np.int64), request.window, pad=request.pad,
-                            episodes=request.episodes)
+    anchors = rb.anchors_at(np.arange(request.total, dtype=np.int64), request.window)
     firsts = np.asarray(sorted(e.start for e in rb.episodes), np.int64)
     owner = np.searchsorted(firsts, anchors, side="right")
     return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]).astype(np.int64)
@@ -161,69 +160,25 @@ def read_rows(rb: ReplayBuffer, request: RowRequest, lo: int, hi: int) -> dict[s
 
     A step column has the leaf's shape and dtype; a windowed leaf's column is ``(rows, T, ...)``; an
     ``is_pad/<name>`` column is bool ``(rows, T)``. Only the requested leaves, at the requested
-    offsets, are read and decoded.
+    offsets, are read and decoded (``rb.windows_at`` with the request's window plan).
 
     Raises:
         StaleReadError: the buffer no longer holds the rows the request numbered (a writer's ring
             moved past its oldest steps since the read was planned, or steps were discarded).
     """
     first = rb.total_steps - len(rb)
-    count = rb.count_anchors(request.window, pad=request.pad, episodes=request.episodes)
+    count = rb.count_anchors(request.window)
     if first != request.first_step or count < hi:
         raise StaleReadError(f"{request.path}: the buffer changed while it was read (oldest step "
                              f"{request.first_step} -> {first}, rows {request.total} -> {count}); read it again")
-    before, after = (0, 0) if request.pad else (request.plan.before, request.plan.after)
-    selected = None if request.episodes is None else np.asarray(request.episodes, np.int64)
-    held = rb._held_anchors(before, after, selected)
-    data, is_pad = rb._read_windows(request.plan, samplers.anchors_at(held, np.arange(lo, hi, dtype=np.int64)))
+    data, is_pad = rb.windows_at(np.arange(lo, hi, dtype=np.int64), request.window)
     values = tree.flatten(rb.space, data)
     paths = tree.leaf_paths(rb.space)
-    out = {tree.path_name(paths[i]): values[i] for group in request.plan.groups for i in group.leaves}
+    out = {tree.path_name(paths[i]): values[i] for i in request.window.leaves}
     out = {name: out[name] for name in request.columns}
     for name, mask in is_pad.items():
         out[f"{IS_PAD}/{name}"] = mask
     return out
-
-
-def _leaf_positions(space: Any, columns: Iterable[str] | None) -> list[int]:
-    """Positions (in leaf order) of the leaves ``columns`` name; a subtree name stands for its leaves."""
-    paths = tree.leaf_paths(space)
-    if columns is None:
-        return list(range(len(paths)))
-    if isinstance(columns, str) or not isinstance(columns, Iterable):
-        raise TypeError(f"columns must be a list of leaf names like 'observation/pixels', got {columns!r:.80}")
-    wanted: set[int] = set()
-    for name in columns:
-        if not isinstance(name, str):
-            raise TypeError(f"columns must be leaf names (str), got {name!r:.80}")
-        path = tree.parse_name(name)
-        if not path or "" in path:  # "" parses to the root, which would silently stand for every leaf
-            raise ValueError(f"columns: {name!r} names no leaf; give leaf or subtree names like 'observation/pixels'")
-        tree.subspace(space, path)  # KeyError naming the column and the keys where it failed
-        wanted.update(i for i, p in enumerate(paths) if tree.under(p, path))
-    if not wanted:
-        raise ValueError("columns is empty: name at least one leaf")
-    return sorted(wanted)
-
-
-def _row_plan(rb: ReplayBuffer, leaves: list[int], window: Mapping[str, Any] | None
-              ) -> tuple[WindowPlan, dict[str, Any] | None]:
-    """The window plan reading only ``leaves`` (steps: every leaf at offset 0), and the offsets to number rows by."""
-    if window is None:
-        group = OffsetGroup(np.zeros(1, np.int64), tuple(leaves), (False,) * len(leaves))
-        return WindowPlan((group,), {}, 0, 0), None
-    full = window_plan(rb.space, window)
-    if IS_PAD in set(getattr(rb.space, "spaces", {}) or {}):
-        raise ValueError(f"the space has a key {IS_PAD!r}: window rows cannot add their padding columns")
-    keep = set(leaves)
-    groups, names, moved = [], {}, {}
-    for g, group in enumerate(full.groups):
-        kept = [(i, w) for i, w in zip(group.leaves, group.windowed) if i in keep]
-        if kept:
-            moved[g] = len(groups)
-            groups.append(replace(group, leaves=tuple(i for i, _ in kept), windowed=tuple(w for _, w in kept)))
-    names = {name: moved[g] for name, g in full.names.items() if g in moved}
-    return WindowPlan(tuple(groups), names, full.before, full.after), dict(window)
 
 
 def _bytes_per_row(space: Any, plan: WindowPlan) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from trajstore.errors import FormatError
-from trajstore.integrations._lerobot_source import Feature, VideoSpan
+from trajstore.interop.lerobot._source import Feature, VideoSpan
 
 #: Slack (s) on the half-frame window, for timestamps stored as float32 (LeRobot's ``timestamp``).
 TIME_SLACK = 1e-4

@@ -21,8 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from trajstore.integrations._lerobot_export_features import Feature
-from trajstore.integrations._lerobot_export_stats import STAT_NAMES, Stats
+from trajstore.interop.lerobot._export_features import Feature
+from trajstore.interop.lerobot._export_stats import STAT_NAMES, Stats
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
@@ -89,7 +89,7 @@ def episodes_table(rows: Sequence[dict[str, Any]], features: Sequence[Feature], 
     """``meta/episodes`` rows: ``rows[e]`` holds ``episode_index``, ``tasks`` (list of str), ``length``,
     ``data/chunk_index``, ``data/file_index``, ``dataset_from_index``, ``dataset_to_index``, per video
     key ``videos/<key>/chunk_index``, ``file_index``, ``from_timestamp``, ``to_timestamp`` (s); ``stats[e]``
-    maps each feature key with statistics to its :mod:`~._lerobot_export_stats` figures."""
+    maps each feature key with statistics to its :mod:`~._export_stats` figures."""
     int64, tasks = pa.int64(), _nested_list(pa.string(), 1)
     fields = [("episode_index", int64), ("tasks", tasks), ("length", int64), ("data/chunk_index", int64),
               ("data/file_index", int64), ("dataset_from_index", int64), ("dataset_to_index", int64)]

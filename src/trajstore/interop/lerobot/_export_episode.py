@@ -1,7 +1,7 @@
 """Writing one episode of a LeRobot export: its rows into the open data file, its frames into each
 camera's open MP4 (or as PNG cells), its ``meta/episodes`` row and its statistics; and which data and
 video file an episode goes to (files take episodes until they reach their size, then the next file
-index, then the next chunk, as LeRobot fills them). Used by :mod:`~trajstore.integrations.lerobot_export`.
+index, then the next chunk, as LeRobot fills them). Used by :mod:`~trajstore.interop.lerobot.export`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Callable
 import numpy as np
 
 from trajstore._fs import fsync_dir
-from trajstore.integrations._lerobot_export_features import Feature, index_features
-from trajstore.integrations._lerobot_export_parquet import data_column
-from trajstore.integrations._lerobot_export_stats import FrameStats, Stats, value_stats
-from trajstore.integrations._lerobot_export_video import ExportVideo
+from trajstore.interop.lerobot._export_features import Feature, index_features
+from trajstore.interop.lerobot._export_parquet import data_column
+from trajstore.interop.lerobot._export_stats import FrameStats, Stats, value_stats
+from trajstore.interop.lerobot._export_video import ExportVideo
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.spaces.tree import get
 

@@ -1,0 +1,254 @@
+"""Export a replay buffer as a LeRobot dataset, format v3.0 (``codebase_version "v3.0"``), laid out as
+lerobot 0.4.4 writes it, so that ``LeRobotDataset(repo_id, root=out)`` opens it. LeRobot itself is not
+needed: the files are written with pyarrow and PyAV (``pip install 'trajstore[lerobot]'``).
+
+What is written (the format is LeRobot's; the model is ``shared/fixtures/lerobot_v3_sim``, written by
+lerobot 0.4.4 itself)::
+
+    out/meta/info.json                         fps, features (dtype/shape/names), totals, path templates
+    out/meta/stats.json                        dataset statistics per feature
+    out/meta/tasks.parquet                     task text -> task_index
+    out/meta/episodes/chunk-000/file-000.parquet   one row per episode: length, where its rows and frames
+                                               are, stats/<feature>/<stat>
+    out/data/chunk-000/file-000.parquet        one row per step (several episodes per file)
+    out/videos/<key>/chunk-000/file-000.mp4    one per camera per file index, episodes back to back
+
+How leaves become features is in :mod:`._export_features` (cameras -> video or PNG image
+features, other leaves -> columns of their own dtype, ``observation/state`` -> ``observation.state``),
+the video settings in :mod:`._export_video`, the statistics in :mod:`._export_stats`.
+Low-dimensional values are copied exactly; camera frames go through the video codec (lossy) or PNG
+(exact). The output is deterministic: the same buffer gives the same parquet and JSON files.
+
+The task of an episode is its ``end_episode(task=...)`` data; an episode without one gets
+``default_task`` (:data:`DEFAULT_TASK`, the empty string: "no task known"). Other episode data, final
+observations, the ``interrupted`` flag and leaf metadata other than ``names`` and ``fps`` have no place
+in the format and are not exported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from trajstore._fs import check_new_folder, staged_folder
+from trajstore.errors import InvalidValueError
+from trajstore.interop.lerobot._export_episode import (DATA_PATH, VIDEO_PATH, OpenFiles, fsync_tree,
+                                                             write_episode)
+from trajstore.interop.lerobot._export_features import common_fps, index_features, plan_features
+from trajstore.interop.lerobot._export_stats import aggregate, to_json
+from trajstore.interop.lerobot._export_video import CODECS, ExportVideo, pix_fmt_for
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.episodes import Episode
+
+CODEBASE_VERSION = "v3.0"
+EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
+#: Task text of an episode whose data has no ``task``.
+DEFAULT_TASK = ""
+
+
+@dataclass(frozen=True)
+class LeRobotExport:
+    """What :func:`export_lerobot` wrote.
+
+    Attributes:
+        path: the dataset folder.
+        repo_id: the name to open it with (``LeRobotDataset(repo_id, root=path)``).
+        episodes: trajstore ``Episode.id`` of each exported episode, in LeRobot ``episode_index`` order.
+        frames: steps written.
+        fps: frame rate (Hz).
+        tasks: task texts, in ``task_index`` order.
+        video_keys: features stored as MP4.
+        files: files written, relative to ``path``, sorted.
+    """
+
+    path: Path
+    repo_id: str
+    episodes: list[int]
+    frames: int
+    fps: float
+    tasks: list[str]
+    video_keys: list[str]
+    files: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        n = len(self.episodes)
+        return (f"exported {n} episode{'s' if n != 1 else ''}, {self.frames} frames at {self.fps:g} fps, "
+                f"{len(self.tasks)} task{'s' if len(self.tasks) != 1 else ''}, {len(self.video_keys)} video "
+                f"feature{'s' if len(self.video_keys) != 1 else ''} to {self.path} "
+                f"(open with LeRobotDataset({self.repo_id!r}, root={str(self.path)!r}))")
+
+
+def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | os.PathLike, *,
+                   episodes: Sequence[int] | None = None, repo_id: str | None = None, fps: float | None = None,
+                   camera: str = "video", vcodec: str = "h264", crf: int | None = None,
+                   default_task: str = DEFAULT_TASK, robot_type: str | None = None, chunks_size: int = 1000,
+                   data_file_size_mb: float = 100, video_file_size_mb: float = 200) -> LeRobotExport:
+    """Write episodes of a buffer as a new LeRobot v3.0 dataset folder ``out``.
+
+    Args:
+        buffer_or_path: an open :class:`ReplayBuffer`, or a buffer folder (opened read-only and closed).
+        out: a new folder, or an empty one.
+        episodes: ``Episode.id`` values to export, in that order (as :meth:`ReplayBuffer.select_episodes`
+            gives them); default: every held episode that has ended (done or interrupted) and was not
+            overwritten by the ring, oldest first. They become ``episode_index`` 0, 1, ...
+        repo_id: the dataset's name for LeRobot (``"user/name"``); default ``"local/<out folder name>"``.
+        fps: frame rate (Hz); default: the ``fps`` of the leaves' metadata (cameras carry it).
+        camera: ``"video"`` (MP4, LeRobot's default) or ``"image"`` (PNG bytes in the data parquet, exact).
+        vcodec: ``"h264"`` (default) or ``"libsvtav1"``; see :mod:`._export_video`.
+        crf: video quality (lower: better, bigger); default 20 for h264, 30 for AV1.
+        default_task: task text of episodes without ``task`` data.
+        robot_type: ``robot_type`` of info.json (``None`` -> ``null``).
+        chunks_size: files per ``chunk-XXX`` folder (LeRobot's default 1000).
+        data_file_size_mb, video_file_size_mb: a data / video file takes no more episodes once it is this
+            big (MB, LeRobot's defaults 100 and 200); an episode is never split across files.
+
+    Returns:
+        :class:`LeRobotExport`.
+
+    Raises:
+        UnsupportedSpaceError: a leaf LeRobot cannot hold, two leaves with the same key, leaves that
+            disagree on fps (names the leaves).
+        InvalidValueError: an episode's ``task`` data is not a string (names the episode).
+        ValueError: no fps known, an unknown or unexported episode id, nothing to export, a bad option.
+        StorageExistsError: ``out`` is a file or a non-empty folder.
+        FormatError: ``buffer_or_path`` is not a buffer folder.
+        ImportError: pyarrow or PyAV missing.
+        All of these are raised before anything is written. The dataset is built in a hidden folder next
+        to ``out`` and renamed into place at the end: ``out`` is whole or absent, even after a crash.
+    """
+    opened = not isinstance(buffer_or_path, ReplayBuffer)
+    rb = ReplayBuffer.load_from(buffer_or_path) if opened else buffer_or_path
+    try:
+        return _export(rb, Path(out), episodes=episodes, repo_id=repo_id, fps=fps, camera=camera, vcodec=vcodec,
+                       crf=crf, default_task=default_task, robot_type=robot_type, chunks_size=chunks_size,
+                       data_mb=data_file_size_mb, video_mb=video_file_size_mb)
+    finally:
+        if opened:
+            rb.close()
+
+
+def _select(rb: ReplayBuffer, ids: Sequence[int] | None) -> list[Episode]:
+    held = rb.episodes
+    closed = {e.id: e for e in held if e.done or e.interrupted}
+    if ids is None:
+        chosen = [e for e in closed.values() if not e.overwritten]
+    else:
+        chosen = []
+        for i in ids:
+            e = closed.get(int(i))
+            if e is None:
+                open_ids = [o.id for o in held if o.id == int(i)]
+                why = "is still being recorded" if open_ids else f"is not held (held ids: {sorted(closed)})"
+                raise ValueError(f"episode id {i} {why}")
+            if e.overwritten:
+                raise ValueError(f"episode id {i} lost its first steps to the ring; it cannot be exported whole")
+            chosen.append(e)
+        if len({e.id for e in chosen}) != len(chosen):
+            raise ValueError(f"episodes lists an id twice: {list(ids)}")
+    if not chosen:
+        raise ValueError(f"{rb.cache_path or 'the buffer'} has no ended episode to export")
+    return chosen
+
+
+def _tasks(chosen: list[Episode], default_task: str) -> tuple[list[str], list[int]]:
+    if not isinstance(default_task, str):
+        raise TypeError(f"default_task must be a str, got {default_task!r}")
+    texts: dict[str, int] = {}
+    of_episode = []
+    for e in chosen:
+        task = e.data.get("task", default_task)
+        task = default_task if task is None else task
+        if not isinstance(task, str):
+            raise InvalidValueError(f"episode id {e.id}: data 'task' must be a string, got {task!r}")
+        of_episode.append(texts.setdefault(task, len(texts)))
+    return list(texts), of_episode
+
+
+def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcodec, crf, default_task, robot_type,
+            chunks_size, data_mb, video_mb) -> LeRobotExport:
+    # -- every check first: nothing is written until all pass -------------------------------
+    import pyarrow  # noqa: F401  (fail early when the extra is missing)
+
+    from trajstore.interop.lerobot import _export_parquet as tables
+    from trajstore.interop.lerobot._export_video import _av
+
+    _av()
+    features = plan_features(rb.space, camera=camera)
+    fps = float(fps) if fps is not None else common_fps(rb.space)
+    if fps is None or not np.isfinite(fps) or fps <= 0:
+        raise ValueError("no frame rate: no leaf has metadata 'fps'; pass fps= (Hz)" if fps is None
+                         else f"fps must be a positive number of Hz, got {fps!r}")
+    if vcodec not in CODECS:
+        raise ValueError(f"vcodec must be one of {sorted(CODECS)}, got {vcodec!r}")
+    if not (isinstance(chunks_size, int) and chunks_size >= 1) or not data_mb > 0 or not video_mb > 0:
+        raise ValueError(f"chunks_size must be an int >= 1 and file sizes > 0 MB, got {chunks_size!r}, "
+                         f"{data_mb!r}, {video_mb!r}")
+    pix_fmts = {f.key: pix_fmt_for(vcodec, f.shape[0], f.shape[1], f.key) for f in features if f.dtype == "video"}
+    chosen = _select(rb, episodes)
+    tasks, task_of = _tasks(chosen, default_task)
+    check_new_folder(out)
+    repo_id = repo_id or f"local/{out.resolve().name}"
+
+    # -- build in a hidden sibling, renamed into place at the end (_fs.staged_folder) ------------
+    all_features = features + index_features()
+    video_keys = [f.key for f in features if f.dtype == "video"]
+    with staged_folder(out) as tmp:
+        tmp.mkdir()
+        files = OpenFiles(tmp, tables.data_schema(all_features), chunks_size, data_mb * 1e6, video_mb * 1e6)
+        try:
+            rows, stats = [], []
+            first = 0
+            for index, (ep, task_index) in enumerate(zip(chosen, task_of)):
+                row, ep_stats = write_episode(rb, ep, index, first, task_index, tasks[task_index], features, fps,
+                                               files, lambda p, f: ExportVideo(p, f.shape[0], f.shape[1], fps, vcodec,
+                                                                               crf, pix_fmts[f.key]))
+                rows.append(row)
+                stats.append(ep_stats)
+                first += len(ep)
+            files.close()
+        except BaseException:
+            try:  # close the open writers before the folder goes; the first error is the one to raise
+                files.close()
+            except Exception:
+                pass
+            raise
+        _write_meta(tmp, tables, all_features, video_keys, rows, stats, tasks, fps, vcodec, pix_fmts, first,
+                    robot_type, chunks_size, data_mb, video_mb)
+        written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+        fsync_tree(tmp)  # the files' bytes before the rename that publishes them
+    return LeRobotExport(out, repo_id, [e.id for e in chosen], first, fps, tasks, video_keys, written)
+
+
+def _write_meta(root, tables, features, video_keys, rows, stats, tasks, fps, vcodec, pix_fmts, total, robot_type,
+                chunks_size, data_mb, video_mb) -> None:
+    import pyarrow.parquet as pq
+
+    episodes_path = root / EPISODES_PATH
+    episodes_path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(tables.episodes_table(rows, features, video_keys, stats), episodes_path)
+    pq.write_table(tables.tasks_table(tasks), root / "meta/tasks.parquet")
+    fps_value: float | int = int(fps) if float(fps).is_integer() else fps
+    info_features = {}
+    for f in features:
+        entry = f.info()
+        if f.dtype == "video":
+            entry["info"] = {"video.height": f.shape[0], "video.width": f.shape[1], "video.codec": CODECS[vcodec][1],
+                             "video.pix_fmt": pix_fmts[f.key], "video.is_depth_map": False, "video.fps": fps_value,
+                             "video.channels": 3, "has_audio": False}
+        info_features[f.key] = entry
+    info = {"codebase_version": CODEBASE_VERSION, "robot_type": robot_type, "total_episodes": len(rows),
+            "total_frames": total, "total_tasks": len(tasks), "chunks_size": chunks_size,
+            "data_files_size_in_mb": data_mb, "video_files_size_in_mb": video_mb, "fps": fps_value,
+            "splits": {"train": f"0:{len(rows)}"}, "data_path": DATA_PATH,
+            "video_path": VIDEO_PATH if video_keys else None, "features": info_features}
+    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
+    dataset_stats = {f.key: to_json(aggregate([s[f.key] for s in stats])) for f in features if f.has_stats}
+    (root / "meta/stats.json").write_text(json.dumps(dataset_stats, indent=4))
+
+
+__all__ = ["export_lerobot", "LeRobotExport", "DEFAULT_TASK"]

@@ -1,0 +1,221 @@
+"""Copy episodes of a buffer into a new folder, or merge buffers with equal spaces into one.
+
+Everything goes through the public write path, episode by episode: held steps are read in batches
+of :data:`COPY_BATCH_BYTES` and handed to ``extend``, then ``end_episode(final_observation=...,
+interrupted=..., **data)`` commits the episode with its data, final observation and interrupted flag.
+The new folder gets the source's layout (storage classes and their options, e.g. JPEG quality or
+video crf, ``check_bounds``); a ring source is compacted: the copy is unbounded unless a capacity is
+given. Episode ids are renumbered from 0 in the order written.
+
+Lossy leaves (JPEG frames, video) are decoded and encoded again: one more generation of codec
+loss, within the storage's usual bound. Lossless leaves (HDF5, PNG) are copied exactly.
+
+A ring episode whose first steps were overwritten is copied from its first held step; an episode
+still open in the source (a live or crashed writer) is copied as interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from trajstore.errors import InvalidValueError
+from trajstore.replay_buffer.replay_buffer import ReplayBuffer
+from trajstore.spaces import Space, tree
+from trajstore.storages.base import SpaceStorage
+
+#: Bytes of step data read and extended at a time (bounded memory whatever the episode length).
+COPY_BATCH_BYTES = 64 << 20
+
+#: ``progress(steps)`` is called after each batch with the number of steps it copied.
+Progress = Callable[[int], None]
+
+
+@dataclass
+class CopySummary:
+    """What a copy or merge wrote."""
+
+    path: str
+    episodes: int
+    steps: int
+    source_episodes: list[tuple[str, int]]  # (source path, source Episode.id) of each episode written, in order
+
+    def line(self) -> str:
+        return f"{self.path}: {self.episodes} episode{'s' * (self.episodes != 1)}, {self.steps} steps"
+
+
+def storage_kwargs_of(storage: SpaceStorage) -> tuple[type[SpaceStorage], dict[str, Any]]:
+    """``(storage class, create options)`` that build a storage laid out like ``storage``: the same
+    classes per key, each with the options it was created with (``DictStorage``: ``storage_cls_map``,
+    ``key_kwargs``, ``nested_separator``)."""
+    children = storage.parts()
+    if not children:
+        return type(storage), _options_of(storage)
+    return type(storage), {"storage_cls_map": {key: type(sub) for key, sub in children.items()},
+                           "key_kwargs": {key: _options_of(sub) for key, sub in children.items()},
+                           "nested_separator": storage.nested_separator}  # type: ignore[attr-defined]
+
+
+def _options_of(sub: SpaceStorage) -> dict[str, Any]:
+    config = sub.get_config()
+    return {o.name: config[o.name] for o in type(sub).options if o.name in config}
+
+
+def first_difference(a: Space, b: Space, separator: str = "/") -> str | None:
+    """``None`` when ``a`` and ``b`` are equal spaces (metadata included), else a sentence naming the
+    first leaf (in ``a``'s order) that is missing from one of them or differs."""
+    leaves_a, leaves_b = dict(tree.leaves(a)), dict(tree.leaves(b))
+    for path, leaf in leaves_a.items():
+        name = tree.path_name(path, separator)
+        if path not in leaves_b:
+            return f"leaf {name!r} is missing from the second space"
+        if leaf.to_json() != leaves_b[path].to_json():
+            return f"leaf {name!r} differs: {leaf!r} vs {leaves_b[path]!r}"
+    for path in leaves_b:
+        if path not in leaves_a:
+            return f"leaf {tree.path_name(path, separator)!r} is missing from the first space"
+    if a.to_json() != b.to_json():
+        return "the spaces differ in their dict metadata or key order"
+    return None
+
+
+def held_steps(paths: Iterable[str | os.PathLike]) -> int:
+    """Steps the buffer folders ``paths`` hold, summed (a copy's or merge's progress total), from their
+    metadata alone; 0 when one cannot be read (the copy itself then reports why)."""
+    from trajstore.replay_buffer.metadata import read_meta
+
+    try:
+        return sum(int(read_meta(Path(p))["ring"]["count"]) for p in paths)
+    except Exception:  # noqa: BLE001 - only a progress total; the copy reports real errors
+        return 0
+
+
+def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: Iterable[int] | str | None = None,
+                  capacity: int | None = None, progress: Progress | None = None) -> CopySummary:
+    """Copy episodes of the buffer at ``src`` into a new buffer folder ``dst``.
+
+    Args:
+        src: a buffer folder (opened read-only; a live writer may keep writing).
+        dst: a new (or empty) folder.
+        episodes: ``Episode.id`` values, a selection text (``"0,3,5-9"``, ``'success == true'``; see
+            :mod:`~trajstore.replay_buffer.episode_query`), or ``None`` for every held episode.
+        capacity: ring capacity of the copy in steps, or ``None`` (unbounded).
+        progress: called with the number of steps after each batch written.
+
+    Returns:
+        A :class:`CopySummary`.
+
+    Raises:
+        FormatError: ``src`` is not a buffer folder (or is damaged).
+        ValueError: a malformed selection, an id that is not held, a bad capacity.
+        StorageExistsError: ``dst`` exists and is not an empty folder.
+        Nothing is written when one of these is raised; an error while copying removes ``dst``.
+    """
+    with ReplayBuffer.load_from(src, read_only=True) as rb:
+        ids = _selected_ids(rb, episodes)
+        return _write(dst, [(rb, ids)], template=rb, capacity=capacity, progress=progress)
+
+
+def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, capacity: int | None = None,
+                  progress: Progress | None = None) -> CopySummary:
+    """Every held episode of each buffer of ``srcs``, in that order, into a new buffer folder ``dst``,
+    laid out like the first source.
+
+    Raises:
+        ValueError: no source, or two sources whose step spaces differ (names the sources and the first
+            differing leaf).
+        FormatError, StorageExistsError: as :func:`copy_episodes`. Nothing is written when one of these
+            is raised; an error while copying removes ``dst``.
+    """
+    if not srcs:
+        raise ValueError("merge_buffers needs at least one source buffer")
+    opened: list[ReplayBuffer] = []
+    try:
+        for path in srcs:
+            opened.append(ReplayBuffer.load_from(path, read_only=True))
+        first = opened[0]
+        sep = getattr(first.storage, "nested_separator", "/")
+        for path, rb in zip(srcs[1:], opened[1:]):
+            diff = first_difference(first.space, rb.space, sep)
+            if diff is not None:
+                raise InvalidValueError(f"cannot merge {path} into {srcs[0]}: their step spaces differ: {diff}")
+        return _write(dst, [(rb, [e.id for e in rb.episodes]) for rb in opened], template=first,
+                      capacity=capacity, progress=progress)
+    finally:
+        for rb in opened:
+            rb.close()
+
+
+def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None) -> list[int]:
+    from trajstore.replay_buffer.episode_query import parse_selection
+
+    held = rb.episodes
+    if episodes is None:
+        return [e.id for e in held]
+    if isinstance(episodes, str):
+        return parse_selection(episodes).select(held)
+    wanted = sorted({int(i) for i in episodes})
+    known = {e.id for e in held}
+    missing = [i for i in wanted if i not in known]
+    if missing:
+        raise ValueError(f"episodes {missing[:5]} are not held in {rb.cache_path}")
+    return wanted
+
+
+def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]], *, template: ReplayBuffer,
+           capacity: int | None, progress: Progress | None) -> CopySummary:
+    dst = Path(dst)
+    made = not dst.exists()
+    storage_cls, kwargs = storage_kwargs_of(template.storage)
+    out = ReplayBuffer.create(storage_cls, template.space, cache_path=dst, capacity=capacity,
+                              check_bounds=template.check_bounds, **kwargs)
+    written: list[tuple[str, int]] = []
+    steps = 0
+    try:
+        with out:
+            for rb, ids in sources:
+                wanted = set(ids)
+                for k, ep in enumerate(rb.episodes):
+                    if ep.id in wanted:
+                        steps += _copy_episode(rb, k, out, progress)
+                        written.append((str(rb.cache_path), ep.id))
+    except BaseException:
+        _remove(dst, made)
+        raise
+    return CopySummary(str(dst), len(written), steps, written)
+
+
+def _copy_episode(rb: ReplayBuffer, k: int, out: ReplayBuffer, progress: Progress | None) -> int:
+    ep = rb.episode(k)
+    batch = max(1, COPY_BATCH_BYTES // max(1, _step_bytes(rb.space)))
+    for a in range(ep.start, ep.stop, batch):
+        b = min(ep.stop, a + batch)
+        out.extend(rb.get_at(slice(a, b)))
+        if progress is not None:
+            progress(b - a)
+    out.end_episode(rb.final_observation(k), interrupted=ep.interrupted or not ep.done, **ep.data)
+    return len(ep)
+
+
+def _step_bytes(space: Space) -> int:
+    total = 0
+    for _, leaf in tree.leaves(space):
+        n = 1
+        for d in getattr(leaf, "shape", ()):
+            n *= int(d)
+        total += n * getattr(getattr(leaf, "dtype", None), "itemsize", 8)
+    return total
+
+
+def _remove(dst: Path, made: bool) -> None:
+    """Remove what a failed copy wrote into ``dst`` (the folder too, if the copy made it)."""
+    if not dst.exists():
+        return
+    if made:
+        shutil.rmtree(dst, ignore_errors=True)
+    else:
+        for child in dst.iterdir():
+            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)

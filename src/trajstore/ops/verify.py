@@ -1,0 +1,317 @@
+"""Check a buffer folder on its own (no reference copy): files, payloads, counts.
+
+:func:`verify_buffer` reports damage instead of stopping at the first one:
+
+* **files**: every file the metadata names exists: ``trajstore.json``, each storage's
+  ``storage.json``, the image chunks and video segments its index points to, ``data.h5``,
+  the final observation storage, ``stats.json``;
+* **payloads**: every held step of every storage is read back, in batches: every frame of the
+  image chunks and video segments decoded, every HDF5 leaf read; every final observation the
+  episode table names, too;
+* **counts**: each storage holds at least the steps the metadata commits (a ring: its capacity),
+  no held step of an image or video storage is missing from its index (it would read back as
+  zeros), and the episode table lies within the appended steps.
+
+Each sub-storage is opened on its own, so one damaged storage does not hide the others; the
+folder is then opened as a whole, as a user would. Reads only (no lock, nothing written); a
+live writer may go on writing, and its later steps are not checked.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from trajstore._fs import read_json
+from trajstore.errors import FormatError
+from trajstore.replay_buffer.episodes import EpisodeTable
+from trajstore.replay_buffer.episode_log import read_committed
+from trajstore.replay_buffer.metadata import META_FILE, STORAGE_DIR, read_meta
+from trajstore.replay_buffer.ring import RingState
+from trajstore.storages._selection import Selection, select
+from trajstore.storages.base import STORAGE_FILE, SpaceStorage
+
+#: Steps read per batch (a failed batch is reported as one problem).
+VERIFY_BATCH_STEPS = 256
+#: Problems reported per storage at most (a broken file would otherwise fail every batch).
+MAX_PROBLEMS_PER_STORAGE = 5
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class Problem:
+    """One piece of damage: ``where`` (a file or folder) and ``what`` is wrong."""
+
+    where: str
+    what: str
+
+    def line(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+@dataclass
+class StorageCheck:
+    """What was checked in one storage folder."""
+
+    folder: str
+    storage: str  # registered type name ("image", "video", "hdf5", ...), "?" if unreadable
+    steps_read: int = 0  # held steps (or final observations) decoded without error
+    problems: int = 0
+
+
+@dataclass
+class VerifyReport:
+    """The result of :func:`verify_buffer`; :attr:`ok` is true when no problem was found."""
+
+    path: str
+    steps: int = 0
+    episodes: int = 0
+    final_observations: int = 0
+    storages: list[StorageCheck] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def verify_buffer(path: str | os.PathLike, *, progress: Progress | None = None) -> VerifyReport:
+    """Check the buffer folder at ``path`` (see the module docstring) and report what is damaged.
+
+    Args:
+        path: a buffer folder.
+        progress: called with a number of steps after each batch read (for a progress bar); the total
+            is :func:`steps_to_read`.
+
+    Returns:
+        A :class:`VerifyReport`; damage is in its ``problems``, never raised.
+
+    Raises:
+        FormatError: ``path`` is not a buffer folder at all (no folder, or no ``trajstore.json``).
+    """
+    folder = Path(path)
+    if not (folder / META_FILE).is_file():
+        read_meta(folder)  # raises the one-line "not a trajstore buffer folder" error
+    report = VerifyReport(str(folder))
+    try:
+        meta, table, log = read_committed(folder, read_only=True)  # the episode log too (format 3)
+        if log is not None:
+            log.close()
+        ring = RingState.from_json(meta["ring"])
+    except (FormatError, KeyError, TypeError, ValueError) as exc:
+        report.problems.append(Problem(str(folder / META_FILE), f"unreadable metadata: {_text(exc)}"))
+        return report
+    report.steps = ring.count
+    report.episodes = table.count(ring.appended)
+    report.problems += _episode_problems(folder / META_FILE, ring, table)
+    tick = progress or (lambda n: None)
+    _check_folder(folder / STORAGE_DIR, report, lambda sub: _held_batches(ring, sub), tick)
+    entry = meta.get("final_observations")
+    if entry is not None:
+        finals = table.finals[table.finals >= 0]
+        report.final_observations = len(finals)
+        slots = finals % ring.capacity if ring.capacity is not None else finals
+        _check_folder(folder / str(entry.get("dir", "?")) if isinstance(entry, dict) else folder / "?", report,
+                      lambda sub: _slot_batches(np.sort(slots), sub), tick)
+    stats = meta.get("stats")
+    if isinstance(stats, dict) and "file" in stats:
+        try:
+            read_json(folder / str(stats["file"]), "statistics")
+        except FormatError as exc:
+            report.problems.append(Problem(str(folder / str(stats["file"])), _text(exc)))
+    if report.ok:
+        report.problems += _open_whole(folder)
+    return report
+
+
+def steps_to_read(path: str | os.PathLike) -> int:
+    """Steps :func:`verify_buffer` reads, summed over storages (the total of its progress), 0 if unknown."""
+    try:
+        meta = read_meta(Path(path))
+        ring = RingState.from_json(meta["ring"])
+        children = read_json(Path(path) / STORAGE_DIR / STORAGE_FILE, "").get("config", {}).get("children")
+        return ring.count * max(1, len(children) if isinstance(children, list) else 1)
+    except Exception:  # noqa: BLE001 - only a progress total
+        return 0
+
+
+def _episode_problems(where: Path, ring: RingState, table: EpisodeTable) -> list[Problem]:
+    problems = []
+    if len(table) and int(table.stops[-1]) > ring.appended:
+        problems.append(Problem(str(where), f"episode {int(table.ids[-1])} ends at step {int(table.stops[-1])}, "
+                                            f"past the {ring.appended} steps appended"))
+    if len(table) and int(table.starts[0]) < 0:
+        problems.append(Problem(str(where), f"episode {int(table.ids[0])} starts at a negative step"))
+    if table.open_start is not None:
+        last = int(table.stops[-1]) if len(table) else 0
+        if not last <= table.open_start <= ring.appended:
+            problems.append(Problem(str(where), f"the open episode starts at step {table.open_start}, outside "
+                                                f"[{last}, {ring.appended}]"))
+    if len(table) and table.next_id <= int(table.ids[-1]):
+        problems.append(Problem(str(where), f"next episode id {table.next_id} is not past the last id "
+                                            f"{int(table.ids[-1])}"))
+    if ring.capacity is not None and not 0 <= ring.count <= ring.capacity:
+        problems.append(Problem(str(where), f"{ring.count} steps held in a ring of {ring.capacity}"))
+    return problems
+
+
+def _held_batches(ring: RingState, sub: SpaceStorage) -> tuple[list[tuple[str, Selection]], str | None]:
+    """Batches of the slots of the held steps, labelled by logical step range; a count problem, if any."""
+    need = ring.capacity if ring.capacity is not None else ring.count
+    short = None
+    if len(sub) < need:
+        short = (f"holds {len(sub)} slots but the metadata commits "
+                 f"{'a ring of ' if ring.capacity is not None else ''}{need} steps")
+    count = min(ring.count, len(sub)) if ring.capacity is None else ring.count
+    batches = []
+    for a in range(0, count, VERIFY_BATCH_STEPS):
+        b = min(count, a + VERIFY_BATCH_STEPS)
+        batches.append((f"steps {a}..{b - 1}", ring.slots_of(select(slice(a, b), count)).in_slot_order()))
+    return batches, short
+
+
+def _slot_batches(slots: np.ndarray, sub: SpaceStorage) -> tuple[list[tuple[str, Selection]], str | None]:
+    short = None
+    if len(slots) and int(slots[-1]) >= len(sub):
+        short = f"holds {len(sub)} final observations but the episode table names number {int(slots[-1])}"
+        slots = slots[slots < len(sub)]
+    batches = []
+    for a in range(0, len(slots), VERIFY_BATCH_STEPS):
+        part = np.unique(slots[a:a + VERIFY_BATCH_STEPS]).astype(np.int64)
+        batches.append((f"final observations in slots {int(part[0])}..{int(part[-1])}", Selection(part)))
+    return batches, short
+
+
+def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStorage], Any], tick: Progress) -> None:
+    """Check one storage folder; a ``dict`` storage is checked child by child."""
+    try:
+        desc = read_json(folder / STORAGE_FILE, "storage descriptor")
+        kind = desc.get("type") if isinstance(desc, dict) else None
+        if kind == "dict":
+            children = desc["config"]["children"]
+            for child in children:
+                _check_folder(folder / str(child["dir"]), report, plan, tick)
+            return
+    except (FormatError, KeyError, TypeError) as exc:
+        report.storages.append(StorageCheck(str(folder), "?", problems=1))
+        report.problems.append(Problem(str(folder), f"unreadable storage descriptor: {_text(exc)}"))
+        return
+    check = StorageCheck(str(folder), str(kind))
+    report.storages.append(check)
+
+    def problem(what: str) -> None:
+        check.problems += 1
+        if check.problems <= MAX_PROBLEMS_PER_STORAGE:
+            report.problems.append(Problem(str(folder), what))
+        elif check.problems == MAX_PROBLEMS_PER_STORAGE + 1:
+            report.problems.append(Problem(str(folder), "more problems not listed"))
+
+    if kind == "hdf5":
+        truncated = _hdf5_truncated(folder)
+        if truncated:  # read no further: SWMR reads past the end retry for minutes, or return zeros
+            problem(truncated)
+            return
+    try:
+        sub = SpaceStorage.load_from(folder, read_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to open is damage to report
+        problem(f"cannot be opened: {_text(exc)}")
+        return
+    try:
+        batches, short = plan(sub)
+        if short:
+            problem(short)
+        for label, sel in batches:
+            unwritten = _unwritten(sub, sel.slots)
+            if unwritten:
+                problem(f"{label}: {unwritten} held step(s) are missing from its index (they would read as zeros)")
+            try:
+                sub.read_leaves(sel)
+                check.steps_read += len(sel.slots)
+            except Exception as exc:  # noqa: BLE001 - a payload that does not decode is damage
+                problem(f"{label}: cannot be read: {_text(exc)}")
+            tick(len(sel.slots))
+    finally:
+        sub.close()
+
+
+def _unwritten(sub: SpaceStorage, slots: np.ndarray) -> int:
+    """Held slots an image or video storage's index has no payload for (they read as zeros)."""
+    index = getattr(sub, "_index", None)  # the SlotIndex of image and video storages
+    if index is None or not len(slots):
+        return 0
+    known = slots < index.n_slots
+    rows = index.lookup(slots[known])
+    return int(np.count_nonzero(~known)) + int(np.count_nonzero(rows[:, 0] < 0))
+
+
+def _hdf5_truncated(folder: Path) -> str | None:
+    """Why ``data.h5`` is shorter than HDF5's own record of its end, or ``None``.
+
+    trajstore's readers open in SWMR mode, which skips HDF5's end-of-file check: a read past the end
+    then returns zeros or retries for minutes. A plain (non-SWMR) read-only open makes that check; a
+    file a writer has open (or died with open) refuses such an open, and then the stored chunks are
+    compared with the file size instead.
+    """
+    import h5py
+
+    from trajstore.storages.hdf5 import DATA_FILE
+
+    path = folder / DATA_FILE
+    if not path.is_file():
+        return None  # the storage's own open names the missing file
+    try:
+        h5py.File(path, "r", libver=("earliest", "v110"), locking=False).close()
+        return None
+    except OSError as exc:
+        if "truncated file" in str(exc):
+            return f"{DATA_FILE} is truncated: {' '.join(str(exc).split())}"
+    return _chunks_past_end(path)
+
+
+def _chunks_past_end(path: Path) -> str | None:
+    import h5py
+
+    size = path.stat().st_size
+    found: list[str] = []
+
+    def visit(name: str, obj: Any) -> None:
+        if found or not isinstance(obj, h5py.Dataset) or obj.chunks is None:
+            return
+        ds = obj.id
+        for i in range(ds.get_num_chunks()):
+            c = ds.get_chunk_info(i)
+            if c.byte_offset + c.size > size:
+                found.append(f"{path.name} is truncated ({size:,} bytes): dataset {name!r} has a chunk at byte "
+                             f"{c.byte_offset:,} past its end")
+                return
+
+    try:
+        with h5py.File(path, "r", swmr=True, libver=("v110", "v110"), locking=False) as f:
+            f.visititems(visit)
+    except OSError:
+        return None  # the storage's own open reports it
+    return found[0] if found else None
+
+
+def _open_whole(folder: Path) -> list[Problem]:
+    from trajstore.replay_buffer.replay_buffer import ReplayBuffer
+
+    try:
+        ReplayBuffer.load_from(folder, read_only=True).close()
+    except Exception as exc:  # noqa: BLE001
+        return [Problem(str(folder), f"does not open as a buffer: {_text(exc)}")]
+    return []
+
+
+def _text(exc: BaseException) -> str:
+    """An exception on one line, its type named when the message alone is unclear."""
+    msg = " ".join(str(exc).split())
+    return msg if isinstance(exc, FormatError) and msg else f"{type(exc).__name__}: {msg}"

@@ -1,0 +1,162 @@
+"""A map-style ``torch.utils.data.Dataset`` over the steps of a replay buffer.
+
+Safe with DataLoader workers, fork or spawn: under spawn the dataset pickles as a
+reference to the buffer folder and each worker reopens it read-only; under fork the
+buffer notices the new process on first use and reopens its files (an HDF5 handle never
+crosses a fork). Create or load the buffer with ``multiprocessing=True`` when a writer may
+append while the workers read.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from trajstore.backends import to_torch
+from trajstore.errors import RetriesExhaustedError, StaleReadError
+from trajstore.training.normalizer import Normalizer  # re-exported: trajstore.training.torch.Normalizer
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.view import MAX_READ_ATTEMPTS
+
+
+__all__ = ["ReplayBufferDataset", "Normalizer"]
+
+#: The key of a window item's padding flags.
+IS_PAD = "is_pad"
+
+
+class ReplayBufferDataset(Dataset):
+    """Item ``i`` of a replay buffer (a step, or the window at anchor ``i``) as a nested dict of torch
+    tensors (text leaves as ``str``).
+
+    Args:
+        buffer: a :class:`ReplayBuffer`, the path of a buffer folder, or the URL of a pushed buffer
+            (``s3://bucket/rb``), opened read-only.
+        storage_options: fsspec options (endpoint, credentials) for a URL ``buffer``, as for
+            :meth:`ReplayBuffer.load_from`; ``TypeError`` with a :class:`ReplayBuffer`.
+        transform: optional function applied to each item (nested dict of tensors).
+        refresh: a live buffer: re-read the writer's flushed state before each ``len()`` and each
+            read, in every worker (also with ``persistent_workers``); indices wrap modulo the
+            current length, since a ring's view moves while the writer appends.
+        delta_indices: windows instead of steps: item ``i`` is the window anchored at valid anchor
+            ``i`` (``rb.windows_at``; anchors numbered in step order, every one exactly once, so an
+            epoch, ``shuffle=True`` and ``DistributedSampler`` see each anchor once). Offsets as in
+            ``rb.sample_windows``: a named leaf is ``(T, ...)``, another leaf is read at the anchor
+            only; the item also has the key ``"is_pad"``: ``{name: bool tensor (T,)}``.
+        pad: as in ``rb.sample_windows``: ``True`` (default) makes every held step an anchor and pads
+            at episode boundaries; ``False`` keeps only anchors whose offsets all fall inside their episode.
+        episodes: episode ids (``Episode.id``, e.g. from ``rb.split_episodes``): only the steps (or
+            anchors) inside those episodes, in step order.
+
+    ``len(dataset)`` is the number of steps (or valid anchors) held when it was last refreshed. Given
+    a writer's buffer, ``len()`` flushes it first: workers read the folder, which holds only flushed
+    steps. Indexing follows the buffer's logical order (0 = oldest). Batched access (``__getitems__``,
+    used by DataLoader with automatic batching) reads the whole batch in one buffer call.
+
+    Many trainers: give each rank ``DataLoader(dataset, sampler=DistributedSampler(dataset, seed=s))``
+    and call ``sampler.set_epoch(epoch)`` every epoch. Each rank then reads ``ceil(len / world_size)``
+    items; the ranks' shards are disjoint and together hold every step (or anchor) once, from one
+    permutation per epoch that every rank computes alike. When ``len % world_size != 0`` the sampler
+    repeats the first items of the permutation to even the shards (``drop_last=True`` drops the
+    extra items instead: disjoint, not complete). Every rank must see the same ``len``: give a
+    read-only folder that no writer changes during the epoch (not ``refresh=True``).
+
+    The request (offsets, padding, episodes) is checked once, here (``rb.window_request``), and the
+    same :attr:`request` serves every ``len()`` and batch, in every worker.
+
+    Raises:
+        UnknownLeafError: a name in ``delta_indices`` that is not in the space (a ``KeyError`` and ``ValueError``).
+        ValueError: ``delta_indices`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``);
+            windows over a space with a top-level key ``"is_pad"``.
+        TypeError: ``pad`` without ``delta_indices``; ``storage_options`` with an open buffer.
+
+    Reading a batch raises ``RetriesExhaustedError`` (with ``refresh=True``) when the writer kept
+    overwriting the steps being read on every attempt; ``StaleReadError`` without ``refresh``.
+    """
+
+    def __init__(self, buffer: ReplayBuffer | str | os.PathLike, *, transform: Callable[[Any], Any] | None = None,
+                 multiprocessing: bool = True, refresh: bool = False, delta_indices: Mapping[str, Any] | None = None,
+                 pad: bool | None = None, episodes: Iterable[int] | None = None,
+                 storage_options: dict[str, Any] | None = None):
+        if not isinstance(buffer, ReplayBuffer):
+            buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing,
+                                            storage_options=storage_options)
+        elif storage_options is not None:
+            raise TypeError("storage_options go with a path or URL; this buffer is already open")
+        if delta_indices is None and pad is not None:
+            raise TypeError("pad goes with delta_indices")
+        if delta_indices is not None and IS_PAD in _top_keys(buffer.space):
+            raise ValueError(f"the space has a key {IS_PAD!r}: windows cannot add their padding flags")
+        self.buffer = buffer
+        self.transform = transform
+        self.refresh = refresh
+        self.delta_indices = dict(delta_indices) if delta_indices is not None else None
+        self.pad = True if pad is None else bool(pad)
+        #: The checked request every ``len()`` and batch reuses (offsets, padding, episodes): built once here.
+        self.request = buffer.window_request(self.delta_indices, pad=self.pad, episodes=episodes)
+        self.episodes = None if self.request.episodes is None else list(self.request.episodes)
+
+    def __len__(self) -> int:
+        if not self.buffer.read_only:
+            # Workers reopen the folder and see only what was flushed: flush so they see every step.
+            self.buffer.flush()
+        elif self.refresh:
+            self.buffer.refresh()
+        return self._count()
+
+    def _count(self) -> int:
+        if self.delta_indices is None and self.episodes is None:
+            return len(self.buffer)
+        return self.buffer.count_anchors(self.request)
+
+    def _indices(self, indices: Any) -> np.ndarray:
+        idx = np.asarray(indices, dtype=np.int64)
+        if self.refresh:
+            # A live buffer: workers see the writer's newest flushed steps. A ring's view moves
+            # (and briefly shrinks while the writer overwrites), so indices wrap onto the current one.
+            self.buffer.refresh()
+            idx = idx % max(1, self._count())
+        return idx
+
+    def __getitem__(self, index: int) -> Any:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        batch = self._read(indices)
+        return [self._one(batch, i) for i in range(len(indices))]
+
+    def _read(self, indices: Any) -> Any:
+        for _ in range(MAX_READ_ATTEMPTS):
+            try:
+                idx = self._indices(indices)
+                rb = self.buffer
+                if self.delta_indices is not None:
+                    data, is_pad = rb.windows_at(idx, self.request)
+                    return {**data, IS_PAD: is_pad}
+                if self.episodes is not None:
+                    idx = rb.anchors_at(idx, self.request)
+                return rb[idx]
+            except StaleReadError:
+                if not self.refresh:
+                    raise
+        raise RetriesExhaustedError(f"the writer of {self.buffer.cache_path} kept overwriting the steps being read "
+                                    f"({MAX_READ_ATTEMPTS} attempts)")
+
+    def _one(self, batch: Any, i: int) -> Any:
+        item = to_torch(_take(batch, i))
+        return self.transform(item) if self.transform else item
+
+
+def _take(batch: Any, i: int) -> Any:
+    """Row ``i`` of every array of a nested dict."""
+    if isinstance(batch, dict):
+        return {k: _take(v, i) for k, v in batch.items()}
+    return batch[i]
+
+
+def _top_keys(space: Any) -> set[str]:
+    """Top-level keys of a dict space (empty for another space)."""
+    return set(getattr(space, "spaces", {}) or {})
