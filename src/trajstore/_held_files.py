@@ -30,7 +30,7 @@ _GUARD = threading.Lock()
 
 def hold(path: Path, fd: int, holder: str) -> int:
     """Register the file ``path`` (open as descriptor ``fd``) as open for reading by ``holder`` (e.g.
-    ``"HDF5Storage"``); returns the token for :func:`release`."""
+    ``"an HDF5Storage opened read-only"``, as the error message names it); returns the token for :func:`release`."""
     st = os.fstat(fd)
     with _GUARD:
         token = next(_TOKENS)
