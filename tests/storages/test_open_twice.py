@@ -50,6 +50,16 @@ def assert_steps(rb, values):
     np.testing.assert_array_equal(got["reward"], -np.asarray(values, np.float32))
 
 
+def append_and_read_back(folder, n):
+    """Open a writer of a buffer of steps 0..n-1, append step n, and read all back in a new reader."""
+    with ReplayBuffer.load_from(folder, read_only=False) as writer:
+        assert_steps(writer, range(n))
+        writer.append(step(n))
+        writer.end_episode()
+    with ReplayBuffer.load_from(folder) as again:
+        assert_steps(again, range(n + 1))
+
+
 def files(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
@@ -79,12 +89,7 @@ def test_a_writer_opened_while_a_reader_is_open_is_refused_and_leaves_no_file(tm
     assert files(folder) == before
     assert_steps(reader, range(5))  # the reader is unharmed
     reader.close()
-    with ReplayBuffer.load_from(folder, read_only=False) as writer:  # closed: now the writer opens
-        assert_steps(writer, range(5))
-        writer.append(step(5))
-        writer.end_episode()
-    with ReplayBuffer.load_from(folder) as again:
-        assert_steps(again, range(6))
+    append_and_read_back(folder, 5)  # closed: now the writer opens
 
 
 def test_a_reader_opened_while_a_writer_is_open_works_and_follows_it(tmp_path):
@@ -104,11 +109,7 @@ def test_a_reader_opened_while_a_writer_is_open_works_and_follows_it(tmp_path):
     with pytest.raises(AlreadyOpenError):
         ReplayBuffer.load_from(folder, read_only=False)
     reader.close()
-    with ReplayBuffer.load_from(folder, read_only=False) as writer:
-        writer.append(step(6))
-        writer.end_episode()
-    with ReplayBuffer.load_from(folder) as again:
-        assert_steps(again, range(7))
+    append_and_read_back(folder, 6)
 
 
 def test_a_storage_reader_inside_a_buffer_refuses_the_buffer_writer_and_the_other_way(tmp_path):

@@ -76,10 +76,10 @@ def holders(fd_stat: os.stat_result, exclude: Any = None) -> list["HDF5Storage"]
     pid = os.getpid()
     out = []
     for storage in list(LIVE):
-        if storage is exclude or storage.file_pid != pid or storage.fd is None:
+        if storage is exclude or storage._file_pid != pid or storage._fd is None:
             continue
         try:
-            if os.path.samestat(os.fstat(storage.fd), fd_stat):
+            if os.path.samestat(os.fstat(storage._fd), fd_stat):
                 out.append(storage)
         except OSError:
             continue
@@ -95,16 +95,16 @@ def joined_swmr_read(path: Path, wanted: bool) -> bool:
         return wanted
     for storage in holders(st):
         if storage.read_only:
-            return storage.opened_swmr_read
+            return storage._opened_swmr_read
     return wanted
 
 
 def joined_readers(writer: "HDF5Storage") -> list["HDF5Storage"]:
     """Readers of this process that share ``writer``'s open file (they opened it while it was open)."""
-    if writer.fd is None or writer.file_pid != os.getpid():
+    if writer._fd is None or writer._file_pid != os.getpid():
         return []
     try:
-        st = os.fstat(writer.fd)
+        st = os.fstat(writer._fd)
     except OSError:
         return []
     return [s for s in holders(st, exclude=writer) if s.read_only]
@@ -125,7 +125,7 @@ def redirect_inherited_files() -> None:
     exit, garbage collection) then cannot write into the parent's file. Only ``os`` calls:
     no h5py lock is taken while another thread of the parent may have held it at the fork.
     """
-    fds = {s.fd for s in list(LIVE) if s.fd is not None}
+    fds = {s._fd for s in list(LIVE) if s._fd is not None}
     if not fds:
         return
     null = os.open(os.devnull, os.O_RDWR)

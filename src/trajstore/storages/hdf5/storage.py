@@ -112,9 +112,9 @@ class HDF5Storage(SpaceStorage):
         self._row_bytes = [row_bytes(s) for _, s in self._leaves]
         self._file: h5py.File | None = None
         self._datasets: list[h5py.Dataset] = []  # empty while no file is attached (a reader reattaches on use)
-        self.fd: int | None = None  #: the HDF5 file descriptor (files on disk only, while attached)
-        self.file_pid = os.getpid()  #: the process that opened the attached file
-        self.opened_swmr_read = False  #: the attached file was opened in SWMR-read mode
+        self._fd: int | None = None  # the HDF5 file descriptor (files on disk only, while attached)
+        self._file_pid = os.getpid()  # the process that opened the attached file
+        self._opened_swmr_read = False  # the attached file was opened in SWMR-read mode
         self._held: int | None = None  # a reader's registration in trajstore._held_files
         self._io = threading.RLock()  # a reader's file is never swapped in the middle of one of its reads
         self._length = 0
@@ -226,21 +226,21 @@ class HDF5Storage(SpaceStorage):
         if missing:
             raise FormatError(f"{self.cache_path}: {DATA_FILE} has no dataset {missing[0]!r}")
         self._file, self._datasets = f, [f[n] for n in self._names]
-        self.file_pid = os.getpid()
-        self.opened_swmr_read = swmr_read
+        self._file_pid = os.getpid()
+        self._opened_swmr_read = swmr_read
         self._compact_check_at = 0  # the first flush measures the file
         if self.cache_path is not None:
-            self.fd = f.id.get_vfd_handle()
+            self._fd = f.id.get_vfd_handle()
             _handles.LIVE.add(self)
             if self.read_only:
-                self._held = _handles.hold_for_reading(self.cache_path / DATA_FILE, self.fd)
+                self._held = _handles.hold_for_reading(self.cache_path / DATA_FILE, self._fd)
         self._update_length()
 
     # -- compaction ----------------------------------------------------------------------------
     def _maybe_compact(self) -> None:
         """After a flush of a compressed file: copy it if SWMR's leaked chunk copies take over half of it."""
-        assert self.fd is not None and self._file is not None and self.cache_path is not None
-        size = os.fstat(self.fd).st_size
+        assert self._fd is not None and self._file is not None and self.cache_path is not None
+        size = os.fstat(self._fd).st_size
         if size < self._compact_check_at:
             return
         compact, live = _rewrite.needs_compaction(size, self._datasets)
@@ -253,7 +253,7 @@ class HDF5Storage(SpaceStorage):
             else:
                 self._drop_file()
                 self._open_file()
-                size = os.fstat(self.fd).st_size  # type: ignore[arg-type]
+                size = os.fstat(self._fd).st_size  # type: ignore[arg-type]
         self._compact_check_at = _rewrite.next_compaction_check(size, live)
 
     def _update_length(self) -> None:
@@ -308,8 +308,8 @@ class HDF5Storage(SpaceStorage):
         if self.read_only or self._file is None:
             return
         self._file.flush()
-        if self.fd is not None:
-            os.fsync(self.fd)
+        if self._fd is not None:
+            os.fsync(self._fd)
             if self._config["compression"] is not None and self._config["swmr"]:
                 self._maybe_compact()
 
@@ -321,11 +321,11 @@ class HDF5Storage(SpaceStorage):
         if not self.read_only or self.cache_path is None:
             return
         with self._io:
-            if self.fd is None:  # detached (_handles): the next open sees everything
+            if self._fd is None:  # detached (_handles): the next open sees everything
                 self._open_file()
                 return
-            replaced = not os.path.samestat(os.fstat(self.fd), os.stat(self.cache_path / DATA_FILE))
-            if self.opened_swmr_read and not replaced:
+            replaced = not os.path.samestat(os.fstat(self._fd), os.stat(self.cache_path / DATA_FILE))
+            if self._opened_swmr_read and not replaced:
                 for ds in self._datasets:
                     ds.refresh()
                 self._update_length()
@@ -340,7 +340,7 @@ class HDF5Storage(SpaceStorage):
         for reader in joined:
             with reader._io:
                 reader._drop_file()
-        f, self._file, self._datasets, self.fd = self._file, None, [], None
+        f, self._file, self._datasets, self._fd = self._file, None, [], None
         _handles.LIVE.discard(self)
         _handles.release(self._held)
         self._held = None
@@ -348,12 +348,12 @@ class HDF5Storage(SpaceStorage):
             try:
                 f.close()
             except Exception:
-                if self.file_pid == os.getpid():
+                if self._file_pid == os.getpid():
                     raise
                 _handles.INHERITED.append(f)  # a parent's handle HDF5 could not close: never collect it
 
     def _close(self) -> None:
-        if self._file is not None and self.file_pid != os.getpid():
+        if self._file is not None and self._file_pid != os.getpid():
             self._detach_inherited()
         else:
             self._drop_file()
@@ -363,10 +363,10 @@ class HDF5Storage(SpaceStorage):
         self._io = threading.RLock()  # another thread of the parent may have held it at the fork
         if self.cache_path is None:
             return  # the child's copy of an in-memory file is private to it
-        if self._file is not None and self.file_pid != os.getpid():
+        if self._file is not None and self._file_pid != os.getpid():
             self._detach_inherited()
         self._open_file()
-        if not os.path.samestat(os.fstat(self.fd), os.stat(self.cache_path / DATA_FILE)):  # type: ignore[arg-type]
+        if not os.path.samestat(os.fstat(self._fd), os.stat(self.cache_path / DATA_FILE)):  # type: ignore[arg-type]
             raise RuntimeError(f"{self.cache_path}: the reopened HDF5 file still uses a handle inherited from the "
                                "parent process; open the storage in the child (pickle it) instead of forking")
 
@@ -374,6 +374,6 @@ class HDF5Storage(SpaceStorage):
         # Every handle on this file inherited from the parent already writes to /dev/null
         # (_handles.redirect_inherited_files), so closing them cannot touch the parent's file. All of
         # them must close: HDF5 shares one file state per process, and a new open would join it.
-        pid, fd = os.getpid(), self.fd
-        for storage in [s for s in list(_handles.LIVE) if s.fd == fd and s.file_pid != pid] + [self]:
+        pid, fd = os.getpid(), self._fd
+        for storage in [s for s in list(_handles.LIVE) if s._fd == fd and s._file_pid != pid] + [self]:
             storage._drop_file()
