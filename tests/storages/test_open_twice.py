@@ -266,3 +266,16 @@ def test_old_module_paths_warn_and_re_export(old, new):
         warnings.simplefilter("error")
         import trajstore.storages.hdf5 as package
     assert package.HDF5Storage is HDF5Storage and package.DATA_FILE == "data.h5"
+
+
+def test_a_storage_writer_refused_by_the_buffer_writer_leaves_no_lock_file(tmp_path):
+    folder = make_buffer(tmp_path / "rb")
+    sub = data_file(folder).parent
+    with ReplayBuffer.load_from(folder, read_only=False) as writer:
+        before = files(folder)
+        for storage_cls, path in [(HDF5Storage, sub), (DictStorage, sub.parent)]:
+            with pytest.raises(LockedError) as excinfo:
+                storage_cls.load_from(path, read_only=False)
+            assert type(excinfo.value) is LockedError and str(folder) in str(excinfo.value)
+        assert files(folder) == before  # the buffer's lock was tried first: no writer.lock was made below it
+        writer.append(step(5))
