@@ -19,22 +19,27 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 from pathlib import Path
+from typing import Any
 
 from trajstore.errors import AlreadyOpenError
 
-_HELD: dict[int, tuple[Path, int, int, str]] = {}  # token -> (file, st_dev, st_ino, holder)
+# token -> (file, st_dev, st_ino, holder's description, holder)
+_HELD: dict[int, tuple[Path, int, int, str, "weakref.ref[Any]"]] = {}
 _TOKENS = itertools.count(1)
 _GUARD = threading.Lock()
 
 
-def hold(path: Path, fd: int, holder: str) -> int:
-    """Register the file ``path`` (open as descriptor ``fd``) as open for reading by ``holder`` (e.g.
-    ``"an HDF5Storage opened read-only"``, as the error message names it); returns the token for :func:`release`."""
+def hold(path: Path, fd: int, owner: Any, holder: str) -> int:
+    """Register the file ``path`` (open as descriptor ``fd``) as open for reading by ``owner``, which
+    the error message calls ``holder`` (e.g. ``"an HDF5Storage opened read-only"``); returns the
+    token for :func:`release`. An owner that is garbage-collected without a release holds nothing
+    (its file closed with it)."""
     st = os.fstat(fd)
     with _GUARD:
         token = next(_TOKENS)
-        _HELD[token] = (Path(os.path.abspath(path)), st.st_dev, st.st_ino, holder)
+        _HELD[token] = (Path(os.path.abspath(path)), st.st_dev, st.st_ino, holder, weakref.ref(owner))
     return token
 
 
@@ -56,8 +61,8 @@ def refuse_writer_while_read(folder: Path) -> None:
     if not held:
         return
     top = Path(os.path.abspath(folder))
-    for path, dev, ino, holder in held:
-        if path != top and top not in path.parents:
+    for path, dev, ino, holder, owner in held:
+        if owner() is None or (path != top and top not in path.parents):
             continue
         try:
             st = os.stat(path)

@@ -9,9 +9,11 @@ the data reads back.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import subprocess
 import sys
+import threading
 import warnings
 
 import h5py
@@ -279,3 +281,48 @@ def test_a_storage_writer_refused_by_the_buffer_writer_leaves_no_lock_file(tmp_p
             assert type(excinfo.value) is LockedError and str(folder) in str(excinfo.value)
         assert files(folder) == before  # the buffer's lock was tried first: no writer.lock was made below it
         writer.append(step(5))
+
+
+def test_a_reader_dropped_without_close_holds_nothing(tmp_path):
+    folder = make_buffer(tmp_path / "rb")
+    reader = ReplayBuffer.load_from(folder)
+    assert_steps(reader, range(5))
+    del reader
+    gc.collect()
+    append_and_read_back(folder, 5)
+
+
+def test_a_writer_closing_while_a_joined_reader_reads_in_another_thread(tmp_path):
+    """The writer's close swaps the reader's file out under the reader's own lock: the reading thread
+    never meets a closed HDF5 handle (which would surface as an error of a damaged file). Wide rows
+    read at every third slot take one h5py call per row, so a close can fall between two of them."""
+    path = tmp_path / "s"
+    space = DictSpace({k: BoxSpace(-1e9, 1e9, (1024,), np.float32) for k in "abc"})
+    HDF5Storage.create(space, cache_path=path).close()
+    slots = np.arange(0, 90, 3)
+    failures, reads = [], [0]
+    for rnd in range(10):
+        writer = HDF5Storage.load_from(path, read_only=False)
+        writer.extend({k: np.full((90, 1024), i, np.float32) for i, k in enumerate("abc")})
+        reader = HDF5Storage.load_from(path)  # joins the writer
+        stop = threading.Event()
+
+        def read_until_stopped():
+            while not stop.is_set():
+                try:
+                    got = reader[slots]
+                    reads[0] += 1
+                    assert [float(got[k][0, 0]) for k in "abc"] == [0, 1, 2]
+                except Exception as exc:  # noqa: BLE001 - recorded, asserted below
+                    failures.append(repr(exc))
+                    return
+
+        thread = threading.Thread(target=read_until_stopped)
+        thread.start()
+        while reads[0] <= 2 * rnd:  # some reads before the close (counted, never timed)
+            threading.Event().wait(0.001)
+        writer.close()
+        stop.set()
+        thread.join()
+        reader.close()
+    assert failures == []

@@ -110,9 +110,9 @@ def joined_readers(writer: "HDF5Storage") -> list["HDF5Storage"]:
     return [s for s in holders(st, exclude=writer) if s.read_only]
 
 
-def hold_for_reading(path: Path, fd: int) -> int:
+def hold_for_reading(reader: "HDF5Storage", path: Path, fd: int) -> int:
     """Register a reader's open ``data.h5`` so that a writer of its folder is refused up front."""
-    return _held_files.hold(path, fd, "an HDF5Storage opened read-only")
+    return _held_files.hold(path, fd, reader, "an HDF5Storage opened read-only")
 
 
 release = _held_files.release

@@ -233,7 +233,7 @@ class HDF5Storage(SpaceStorage):
             self._fd = f.id.get_vfd_handle()
             _handles.LIVE.add(self)
             if self.read_only:
-                self._held = _handles.hold_for_reading(self.cache_path / DATA_FILE, self._fd)
+                self._held = _handles.hold_for_reading(self, self.cache_path / DATA_FILE, self._fd)
         self._update_length()
 
     # -- compaction ----------------------------------------------------------------------------
