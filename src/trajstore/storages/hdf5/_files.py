@@ -28,6 +28,9 @@ What a reader meets (measured with h5py 3.16 / HDF5 2.0 on files of the SWMR for
   Python exceptions, which :func:`~trajstore._damage.damaged_file` turns into a ``FormatError``
   naming ``data.h5`` at the two places :class:`~trajstore.storages.hdf5.HDF5Storage` parses the
   file: when it opens it and when it reads rows.
+- Not damage: HDF5 refuses an open of a file this process has open in another mode ("file is
+  already open for read-only", "... flag values don't match"); that refusal becomes an
+  ``AlreadyOpenError`` first (:mod:`~trajstore.storages.hdf5._handles`).
 """
 
 from __future__ import annotations
