@@ -27,7 +27,7 @@ import h5py
 import numpy as np
 
 import trajstore.storages.hdf5 as hdf5_module
-from trajstore.storages import _hdf5_recovery
+from trajstore.storages.hdf5 import _recovery as _hdf5_recovery
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
 from trajstore.storages.hdf5 import CHUNK_BYTES, CHUNK_MAX_ROWS, COMPRESSED_CACHE_BYTES, DATA_FILE

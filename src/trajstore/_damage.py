@@ -7,8 +7,10 @@ segment reader, the metadata and statistics files), and that place wraps its wor
 ``RuntimeError``, ``KeyError``, ``ValueError``, ``MemoryError`` for a size read from a damaged
 field...) leaves as a ``FormatError`` naming the file, with the original chained.
 Errors trajstore raises on purpose pass through (a :class:`~trajstore.errors.StaleReadError` is a
-race with the writer, not damage; a ``LockedError`` is about the lock); a ``FormatError`` that does
-not name the file yet gets its name in front.
+race with the writer, not damage; a ``LockedError`` is about the lock, and its subclass
+``AlreadyOpenError`` about a file this process has open otherwise, which the file's own opener
+recognises first, e.g. :func:`trajstore.storages.hdf5._handles.already_open_error`); a
+``FormatError`` that does not name the file yet gets its name in front.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from trajstore._held_files import refuse_writer_while_read
 from trajstore._lock import LOCK_FILE, WriterLock
 from trajstore.errors import LockedError, ReadOnlyError, StorageExistsError
 from trajstore._fs import make_fresh_dir, remove_made
@@ -70,10 +71,13 @@ def lock_for(path: Path, read_only: bool) -> WriterLock | None:
     """The writer lock of ``path``, acquired, for a writer; ``None`` for a reader.
 
     Raises:
+        AlreadyOpenError: this process holds a file of the folder open for reading that a writer
+            could not open too (:mod:`trajstore._held_files`); checked before any lock file is made.
         LockedError: another writer holds it.
     """
     if read_only:
         return None
+    refuse_writer_while_read(path)
     lock = WriterLock(path, also=owning_folders(path))
     lock.acquire()
     return lock

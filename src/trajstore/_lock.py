@@ -33,17 +33,19 @@ class WriterLock:
         """Raises:
             LockedError: another process (or another open buffer here) is writing this folder or
                 a folder that owns it.
+
+        The lock files that exist already are tried first: a folder that is being written makes
+        this call fail before it has created any ``writer.lock`` (a refused open leaves no file).
         """
-        self._acquire_one()
+        order = sorted([self, *self._also], key=lambda lock: not lock.path.exists())
         taken: list[WriterLock] = []
         try:
-            for lock in self._also:
+            for lock in order:
                 lock._acquire_one()
                 taken.append(lock)
         except BaseException:
-            for lock in taken:
-                lock.release()
-            self.release()
+            for lock in reversed(taken):
+                lock._release_one()
             raise
 
     def _acquire_one(self) -> None:
@@ -66,7 +68,10 @@ class WriterLock:
 
     def release(self) -> None:
         for lock in self._also:
-            lock.release()
+            lock._release_one()
+        self._release_one()
+
+    def _release_one(self) -> None:
         # A forked child shares the lock: closing its copy of the fd does not unlock the parent.
         if self._fd is not None:
             if os.getpid() == self._pid:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import trajstore.storages.hdf5 as hdf5_module
+import trajstore.storages.hdf5._rows as hdf5_module
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.window_plan import window_plan
 from trajstore.spaces import BoxSpace, DictSpace

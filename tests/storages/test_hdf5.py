@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 import pytest
 
-import trajstore.storages.hdf5 as hdf5_module
+import trajstore.storages.hdf5._rows as hdf5_module
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
@@ -473,13 +473,13 @@ class CountingDataset:
 def counted(storage, monkeypatch):
     wrapped = [CountingDataset(ds) for ds in storage._datasets]
     monkeypatch.setattr(storage, "_datasets", wrapped)
-    real_write_rows = hdf5_module._write_rows
+    real_write_rows = hdf5_module.write_rows
 
     def write_rows(ds, first, rows):  # the low-level write of a block: recorded as the slice it writes
         ds.calls.append(("set", slice(first, first + len(rows))))
         real_write_rows(ds.ds, first, rows)
 
-    monkeypatch.setattr(hdf5_module, "_write_rows", write_rows)
+    monkeypatch.setattr(hdf5_module, "write_rows", write_rows)
     return dict(zip(["narrow", "mid", "wide", "text"], wrapped))
 
 

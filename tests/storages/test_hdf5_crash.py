@@ -19,11 +19,11 @@ import time
 import numpy as np
 import pytest
 
-import trajstore.storages.hdf5 as hdf5_module
+import trajstore.storages.hdf5._rewrite as hdf5_module
 from trajstore.spaces import BoxSpace, DictSpace, TextSpace
 from trajstore.storages import HDF5Storage, SpaceStorage
-from trajstore.storages import _hdf5_recovery
-from trajstore.storages._hdf5_recovery import status_flags as _status_flags
+from trajstore.storages.hdf5 import _recovery as _hdf5_recovery
+from trajstore.storages.hdf5._recovery import status_flags as _status_flags
 from trajstore.storages.hdf5 import DATA_FILE
 
 # -- the space and the value of write number w (shared with the writer scripts) ------------------
@@ -71,7 +71,8 @@ def assert_rows(storage, slots, ws, what):
 # since the last printed flush are fewer than LIMIT + MAX_BATCH: only their slots are uncertain.
 WRITER = COMMON + r"""
 import os, random, sys
-import trajstore.storages.hdf5 as hdf5_module
+import trajstore.storages.hdf5._layout as layout_module
+import trajstore.storages.hdf5._rewrite as hdf5_module
 from trajstore.storages import HDF5Storage, SpaceStorage
 
 path, capacity, compression, start, seed = sys.argv[1:6]
@@ -81,7 +82,7 @@ start, seed = int(start), int(seed)
 max_batch, limit = (8, 24) if capacity else (40, 200)
 hdf5_module.COMPACT_SLACK = 0  # compact as soon as leaked chunk copies outweigh live ones
 # Like a file far bigger than HDF5's caches: chunks and metadata get evicted (written) between flushes.
-hdf5_module.COMPRESSED_CACHE_BYTES = 0
+layout_module.COMPRESSED_CACHE_BYTES = 0
 
 def small_metadata_cache(s):
     config = s._file.id.get_mdc_config()
