@@ -1,0 +1,140 @@
+"""Episodes, the ring's wrap-around and random operation sequences against the ring model: the
+second group of :class:`~trajstore.testing.buffer.BufferTests`."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trajstore.testing._buffer_case import EPISODES, BufferCase
+from trajstore.testing.ring_model import Op, RingModel, apply_operation
+
+
+class EpisodeTests(BufferCase):
+    """Episodes and the ring; see :mod:`trajstore.testing.buffer`."""
+
+    def test_episodes_keep_data_and_final_observations(self, tmp_path: Path) -> None:
+        rb, model = self.recorded(tmp_path)
+        self.check_model(rb, model, values=False)
+        held = model.episodes()
+        assert rb.num_episodes == len(held)
+        for k, ep in enumerate(held):
+            got = rb.episode(k)
+            assert got.data == ep.data and got.id == ep.id, f"episode {k}: {got!r} data {got.data}"
+            assert rb.episode(k - len(held)).id == ep.id  # negative positions count from the newest
+            self.check_steps(rb, rb.get_episode(k), np.array(model.held[ep.start:ep.stop]), what=f"episode {k}")
+            final = rb.final_observation(k)
+            if ep.final_serial is None:
+                assert final is None, f"episode {k} has no final observation, got {final!r}"
+            else:
+                self.check_steps(rb, final, ep.final_serial, subtree="observation", what=f"final observation {k}")
+        rb.close()
+
+    def test_discard_episode(self, tmp_path: Path) -> None:
+        from trajstore.replay_buffer import ReplayBuffer
+
+        rb, model = self.recorded(tmp_path, end_last=False)
+        rb.flush()  # the steps to discard were committed: readers could see them
+        n_open = EPISODES[-1]
+        assert rb.discard_episode() == model.discard() == n_open
+        self.check_model(rb, model)
+        assert rb.discard_episode() == model.discard() == 0
+        self.record(rb, model, (4,))  # the freed step numbers and slots are written again
+        self.check_model(rb, model)
+        rb.close()
+        again = ReplayBuffer.load_from(rb.cache_path)
+        self.check_model(again, model)
+        again.close()
+
+    def test_interrupted_episode_after_an_unclean_close(self, tmp_path: Path) -> None:
+        from trajstore.replay_buffer import ReplayBuffer
+
+        rb, model = self.recorded(tmp_path, end_last=False)
+        rb.close()  # without end_episode: the writer stopped in the middle of an episode
+        reader = ReplayBuffer.load_from(rb.cache_path)
+        last = reader.episode(-1)
+        assert not last.done and not last.interrupted, f"a reader sees the fragment as the open episode: {last!r}"
+        self.check_model(reader, model, values=False)
+        reader.close()
+        writer = ReplayBuffer.load_from(rb.cache_path, read_only=False)
+        model.reopen_for_writing()
+        last = writer.episode(-1)
+        assert last.interrupted and not last.done and last.data == {}, f"after reopening for writing: {last!r}"
+        self.record(writer, model, (2,))  # a new episode, never merged with the fragment
+        self.check_model(writer, model)
+        assert writer.episode(-1).id == last.id + 1
+        writer.close()
+
+    def test_ring_wraps_around(self, tmp_path: Path) -> None:
+        rb, model = self.recorded(tmp_path)
+        total = sum(EPISODES)
+        assert rb.total_steps == total
+        if self.capacity is None:
+            assert len(rb) == total and not any(e.overwritten for e in rb.episodes)
+        else:
+            assert self.capacity < total, "the suite's episodes must wrap the ring: use a capacity below 27"
+            assert len(rb) == self.capacity
+            assert self.serials_of(rb[0]) == model.held[0]  # the oldest held step
+            assert rb.episode(0).overwritten or rb.episode(0).start == 0
+        self.check_model(rb, model)
+        more = 2 * (self.capacity or 8) + 3  # one episode longer than the ring
+        self.record(rb, model, (more,))
+        self.check_model(rb, model)
+        if self.capacity is not None:
+            assert len(rb) == self.capacity and [e.overwritten for e in rb.episodes] == [True]
+        parts = rb.storage.parts()
+        rb.close()
+        self.check_back_door(rb.cache_path, parts, model)
+
+    def test_random_operations_match_the_ring_model(self, tmp_path: Path) -> None:
+        """hypothesis draws sequences of append/extend/end_episode/discard/flush/reopen; after every
+        operation the buffer matches :class:`~trajstore.testing.ring_model.RingModel`, and at the end
+        a reader of the closed folder and the back door do too."""
+        from hypothesis import HealthCheck, given, settings
+
+        from trajstore.testing.strategies import operations
+
+        capacity = self.capacity
+
+        @settings(max_examples=self.random_examples, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow])
+        @given(ops=operations(max_size=self.random_operations, max_extend=max(2, (capacity or 8) // 2 + 2)))
+        def run(ops: list[Op]) -> None:
+            with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
+                self._run_operations(Path(folder), ops)
+
+        run()
+
+    def _run_operations(self, folder: Path, ops: list[Op]) -> None:
+        from trajstore.replay_buffer import ReplayBuffer
+
+        rb = self.create(folder)
+        model = RingModel(rb.capacity)
+
+        def reopen(old: Any) -> Any:
+            old.close()
+            return ReplayBuffer.load_from(old.cache_path, read_only=False)
+
+        try:
+            for i, op in enumerate(ops):
+                rb = apply_operation(rb, model, op, steps=self.step_values, observation=self.observation_value,
+                                     reopen=reopen)
+                try:
+                    self.check_model(rb, model, values=False)
+                except AssertionError as exc:
+                    raise AssertionError(f"after {ops[:i + 1]}: {exc}") from exc
+            self.check_model(rb, model)
+        finally:
+            parts = rb.storage.parts()
+            rb.close()
+        reader = ReplayBuffer.load_from(rb.cache_path)
+        try:
+            self.check_model(reader, model)
+        except AssertionError as exc:
+            raise AssertionError(f"a reader after {ops}: {exc}") from exc
+        finally:
+            reader.close()
+        self.check_back_door(rb.cache_path, parts, model)
