@@ -17,6 +17,7 @@ from pathlib import Path
 import h5py
 import pytest
 
+from trajstore.errors import FormatError
 from trajstore.storages import HDF5Storage, MemmapStorage, dict_storage_kwargs_from_space
 from trajstore.storages.hdf5 import DATA_FILE
 from trajstore.testing.buffer import BufferTests
@@ -39,11 +40,29 @@ def tmp_path(tmp_path):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def hdf5_reader_then_writer(cls):
+    """Known bug, every layout with an HDF5 part: a writer opened while a reader of the same folder is
+    open in this process fails with ``FormatError: .../data.h5: damaged or unreadable (OSError: ... file
+    is already open for read-only)``: the folder is fine (it must work, or raise ``AlreadyOpenError``)."""
+    reason = ("ReplayBuffer.load_from(folder, read_only=False) while a reader of the folder is open in the same "
+              "process: FormatError 'data.h5: damaged or unreadable (file is already open for read-only)'; "
+              "expected both to work, or AlreadyOpenError")
+
+    @pytest.mark.xfail(strict=True, raises=FormatError, reason=reason)
+    def test_reader_then_writer_in_one_process(self, tmp_path):
+        BufferTests.test_reader_then_writer_in_one_process(self, tmp_path)
+
+    cls.test_reader_then_writer_in_one_process = test_reader_then_writer_in_one_process
+    return cls
+
+
+@hdf5_reader_then_writer
 class JPEG(BufferTests):
     routing: dict = {}  # the default routing: JPEG frames, every other leaf in HDF5
     min_psnr_db = 35.0  # measured >= 41 dB on the suite's 24x32 frames at quality 90
 
 
+@hdf5_reader_then_writer
 class PNG(BufferTests):
     routing = {"kind_kwargs": {"image": {"format": "PNG"}}}
 
@@ -56,6 +75,7 @@ class Memmap(BufferTests):
         return DictStorage, dict_storage_kwargs_from_space(space, key_storage_cls=every_leaf)
 
 
+@hdf5_reader_then_writer
 class HDF5Lzf(BufferTests):
     routing = {"kind_storage_cls": {}, "default_kwargs": {"compression": "lzf"}}
 
@@ -110,6 +130,7 @@ except ImportError:  # pragma: no cover - the video extra
 
 
 @pytest.mark.skipif(av is None, reason="video needs PyAV (pip install trajstore[video])")
+@hdf5_reader_then_writer
 class Video(BufferTests):
     min_psnr_db = 28.0  # measured >= 30.9 dB on the suite's 24x32 frames (crf 20, yuv420p); final observations are JPEG
     random_examples = 3

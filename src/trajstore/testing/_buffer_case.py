@@ -223,12 +223,19 @@ class BufferCase:
                 self.assert_close(full, rows, flat_want[name])
 
     def check_model(self, rb: Any, model: RingModel, *, values: bool = True) -> None:
-        """Length, step count, episodes and held steps (values too, when ``values``) against ``model``."""
+        """Length, step count, episodes and held steps against ``model``; with ``values``, the values of
+        the held steps and of the held episodes' final observations too."""
         from trajstore.testing.ring_model import check_against_model
 
         check_against_model(rb, model, self.serials_of)
-        if values and model.held:
+        if not values:
+            return
+        if model.held:
             self.check_steps(rb, rb[:], np.array(model.held))
+        for k, ep in enumerate(model.episodes()):
+            if ep.final_serial is not None:
+                self.check_steps(rb, rb.final_observation(k), ep.final_serial, subtree="observation",
+                                 what=f"final observation of episode {ep.id}")
 
     def check_back_door(self, folder: Path, parts: dict[str, SpaceStorage], model: RingModel) -> None:
         """What reached the disk (closed buffer): the held serials, in ring order from some slot."""

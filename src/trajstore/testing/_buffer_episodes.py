@@ -3,6 +3,8 @@ second group of :class:`~trajstore.testing.buffer.BufferTests`."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,23 @@ import numpy as np
 
 from trajstore.testing._buffer_case import EPISODES, BufferCase
 from trajstore.testing.ring_model import Op, RingModel, apply_operation
+from trajstore.testing.values import flatten_value
+
+#: Slots of a ring in the random-operations test.
+RANDOM_RING = 5
+
+#: A writer that appends the steps of an .npz file (leaves in order), flushes and dies without closing.
+_CRASHING_WRITER = """
+import os, sys
+import numpy as np
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.spaces import tree
+rb = ReplayBuffer.load_from(sys.argv[1], read_only=False)
+leaves = np.load(sys.argv[2])
+rb.extend(tree.unflatten(rb.space, [leaves[str(i)] for i in range(len(leaves.files))]))
+rb.flush()
+os._exit(0)
+"""
 
 
 class EpisodeTests(BufferCase):
@@ -68,6 +87,25 @@ class EpisodeTests(BufferCase):
         assert writer.episode(-1).id == last.id + 1
         writer.close()
 
+    def test_interrupted_episode_after_a_crash(self, tmp_path: Path) -> None:
+        """A writer process that dies (``os._exit``) after a flush in the middle of an episode: its
+        flushed steps are kept, and the next writer ends them as an interrupted episode."""
+        from trajstore.replay_buffer import ReplayBuffer
+
+        rb, model = self.recorded(tmp_path, lengths=EPISODES[:2])
+        folder = rb.cache_path
+        rb.close()
+        serials = model.add(5)
+        flat = flatten_value(rb.space, self.step_values(serials))
+        np.savez(tmp_path / "steps.npz", **{str(i): np.asarray(v) for i, v in enumerate(flat.values())})
+        subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(folder), str(tmp_path / "steps.npz")],
+                       check=True, timeout=120)
+        writer = ReplayBuffer.load_from(folder, read_only=False)
+        model.reopen_for_writing()
+        self.check_model(writer, model)
+        assert writer.episode(-1).interrupted and writer.episode(-1).stop == len(model.held)
+        writer.close()
+
     def test_ring_wraps_around(self, tmp_path: Path) -> None:
         rb, model = self.recorded(tmp_path)
         total = sum(EPISODES)
@@ -92,26 +130,28 @@ class EpisodeTests(BufferCase):
     def test_random_operations_match_the_ring_model(self, tmp_path: Path) -> None:
         """hypothesis draws sequences of append/extend/end_episode/discard/flush/reopen; after every
         operation the buffer matches :class:`~trajstore.testing.ring_model.RingModel`, and at the end
-        a reader of the closed folder and the back door do too."""
+        a reader of the closed folder and the back door do too. A ring layout runs with at most
+        :data:`RANDOM_RING` slots, so that short sequences wrap it several times."""
         from hypothesis import HealthCheck, given, settings
 
         from trajstore.testing.strategies import operations
 
-        capacity = self.capacity
+        capacity = None if self.capacity is None else min(self.capacity, RANDOM_RING)
 
         @settings(max_examples=self.random_examples, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow])
-        @given(ops=operations(max_size=self.random_operations, max_extend=max(2, (capacity or 8) // 2 + 2)))
+        @given(ops=operations(min_size=self.random_operations // 2, max_size=self.random_operations,
+                              max_extend=2 * RANDOM_RING))
         def run(ops: list[Op]) -> None:
             with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
-                self._run_operations(Path(folder), ops)
+                self._run_operations(Path(folder), ops, capacity)
 
         run()
 
-    def _run_operations(self, folder: Path, ops: list[Op]) -> None:
+    def _run_operations(self, folder: Path, ops: list[Op], capacity: int | None) -> None:
         from trajstore.replay_buffer import ReplayBuffer
 
-        rb = self.create(folder)
+        rb = self.create(folder, capacity=capacity)
         model = RingModel(rb.capacity)
 
         def reopen(old: Any) -> Any:

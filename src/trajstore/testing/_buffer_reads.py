@@ -104,8 +104,53 @@ class ReadTests(BufferCase):
         model.end_episode({"task": "last"})
         assert reader.refresh() is True
         self.check_model(reader, model)
+        self.record(writer, model, (5,), end_last=False)
+        writer.flush()
+        assert writer.discard_episode() == model.discard() == 5  # committed at once: no flush needed
+        assert reader.refresh() is True
+        self.check_model(reader, model)
         reader.close()
         writer.close()
+
+    def test_set_at_overwrites_held_steps(self, tmp_path: Path) -> None:
+        from trajstore.replay_buffer import ReplayBuffer
+
+        rb, model = self.recorded(tmp_path)
+        at = np.array([len(model.held) - 1, 0, 6, 2])
+        serials = model.new_serials(len(at))
+        rb.set_at(at, self.step_values(serials))
+        for i, serial in zip(at.tolist(), serials):
+            model.held[i] = serial
+        self.check_model(rb, model)
+        one = model.new_serials(1)
+        rb.set_at(-2, self._one(one))  # an int index: one step, no batch axis
+        model.held[-2] = one[0]
+        self.check_model(rb, model)
+        parts = rb.storage.parts()
+        rb.close()
+        self.check_back_door(rb.cache_path, parts, model)
+        with ReplayBuffer.load_from(rb.cache_path) as again:
+            self.check_model(again, model)
+
+    def test_reader_then_writer_in_one_process(self, tmp_path: Path) -> None:
+        """A reader open, then a writer of the same folder in the same process: both work, or the
+        writer is refused with ``AlreadyOpenError``; never an error that calls the folder damaged."""
+        from trajstore.errors import AlreadyOpenError
+        from trajstore.replay_buffer import ReplayBuffer
+
+        rb, model = self.recorded(tmp_path, multiprocessing=True)
+        rb.close()
+        reader = ReplayBuffer.load_from(rb.cache_path, read_only=True, multiprocessing=True)
+        try:
+            writer = ReplayBuffer.load_from(rb.cache_path, read_only=False, multiprocessing=True)
+        except AlreadyOpenError:
+            reader.close()
+            return
+        self.record(writer, model, (3,))
+        assert reader.refresh() is True
+        self.check_model(reader, model)
+        writer.close()
+        reader.close()
 
     def test_pickle_reopens_read_only(self, tmp_path: Path) -> None:
         rb, model = self.recorded(tmp_path)

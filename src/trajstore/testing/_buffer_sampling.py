@@ -66,6 +66,12 @@ class SamplingTests(BufferCase):
             ep = _episode_of(model, i)
             assert i + window <= ep.stop, f"window {row} crosses the end of episode {ep.id}"
         self.check_steps(rb, got, serials, what="sample_windows")
+        ep = max(model.episodes(), key=lambda e: e.stop - e.start)
+        got = rb.sample_windows(BATCH, window, rng=np.random.default_rng(6), episodes=[ep.id])
+        first = np.array([model.held.index(s) for s in self.serials_of(got)[:, 0].tolist()])
+        assert np.all((first >= ep.start) & (first + window <= ep.stop)), f"windows outside episode {ep.id}"
+        with pytest.raises(ValueError):
+            rb.sample_windows(BATCH, ep.stop - ep.start + 1, episodes=[ep.id])  # longer than the episode
         rb.close()
 
     @pytest.mark.parametrize("pad", [True, False])
@@ -115,6 +121,9 @@ class SamplingTests(BufferCase):
         self.check_steps(rb, got["next_observation"], following, subtree="observation", what="next_observation")
         self.check_steps(rb, got["observation"], held[idx], subtree="observation", what="transition observation")
         self._check_leaf(rb, "action", got["action"], held[idx])
+        ep = model.episodes()[-1]
+        got = rb.sample_transitions(BATCH, n_step=1, rng=np.random.default_rng(7), episodes=[ep.id])
+        assert np.all((got["index"] >= ep.start) & (got["index"] < ep.stop)), f"transitions outside episode {ep.id}"
         rb.close()
 
     def test_stats_match_numpy(self, tmp_path: Path) -> None:
@@ -144,6 +153,13 @@ class SamplingTests(BufferCase):
                 np.testing.assert_allclose(s.mean, x.mean(0), atol=rms, err_msg=f"{name!r} mean")
                 np.testing.assert_allclose(s.std, x.std(0), atol=rms, err_msg=f"{name!r} std")
         rb.close()
+        from trajstore.replay_buffer import ReplayBuffer
+
+        with ReplayBuffer.load_from(rb.cache_path) as reader:  # what the writer committed
+            for name, s in reader.stats().items():
+                for field in ("count", "min", "max", "mean", "std", "q50"):
+                    np.testing.assert_array_equal(getattr(s, field), getattr(stats[name], field),
+                                                  err_msg=f"a reader's {name!r} {field}")
 
     # -- helpers -----------------------------------------------------------------------------
     def _check_leaf(self, rb: Any, name: str, got: np.ndarray, serials: np.ndarray) -> None:

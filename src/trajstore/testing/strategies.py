@@ -95,7 +95,7 @@ def ops(*, max_extend: int = 15, reopen: bool = True, final: bool = True) -> st.
     return st.one_of(*choices)
 
 
-def operations(*, max_size: int = 20, max_extend: int = 15, reopen: bool = True,
+def operations(*, min_size: int = 0, max_size: int = 20, max_extend: int = 15, reopen: bool = True,
                final: bool = True) -> st.SearchStrategy[list[Op]]:
-    """Sequences of up to ``max_size`` operations of :func:`ops`."""
-    return st.lists(ops(max_extend=max_extend, reopen=reopen, final=final), max_size=max_size)
+    """Sequences of ``min_size`` to ``max_size`` operations of :func:`ops`."""
+    return st.lists(ops(max_extend=max_extend, reopen=reopen, final=final), min_size=min_size, max_size=max_size)
