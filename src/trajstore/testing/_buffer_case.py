@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
+import pytest
 
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space
 from trajstore.storages import DictStorage, SpaceStorage, dict_storage_kwargs_from_space
@@ -37,6 +38,13 @@ def frames() -> np.ndarray:
     out = moving_scene(3 * FRAMES, FRAME_SHAPE[0], FRAME_SHAPE[1], seed=3)[::3].copy()
     out.flags.writeable = False
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def closest_frames_db() -> float:
+    """The highest PSNR (dB) between two different frames of :func:`frames`."""
+    f = frames()
+    return max(float(psnr(f, f[(np.arange(len(f)) + shift) % len(f)]).max()) for shift in range(1, len(f)))
 
 
 def step_space() -> DictSpace:
@@ -153,6 +161,17 @@ class BufferCase:
     # -- helpers -----------------------------------------------------------------------------
     _names = itertools.count()
 
+    @pytest.fixture(autouse=True)
+    def _closes_its_buffers(self) -> Iterator[None]:
+        """Buffers made by :meth:`create` are closed after each test, also when it fails."""
+        yield
+        self.close_buffers()
+
+    def close_buffers(self) -> None:
+        """Close every buffer :meth:`create` made (closing twice does nothing)."""
+        for rb in self.__dict__.pop("_buffers", []):
+            rb.close()
+
     def create(self, tmp_path: Path, *, capacity: Any = "default", multiprocessing: bool = False,
                name: str | None = None) -> Any:
         """A new buffer of this layout in a new folder under ``tmp_path``."""
@@ -161,9 +180,11 @@ class BufferCase:
         space = self.make_space()
         storage_cls, kwargs = self.layout(space)
         folder = tmp_path / (name or f"rb{next(self._names)}")
-        return ReplayBuffer.create(storage_cls, space, cache_path=folder,
-                                   capacity=self.capacity if capacity == "default" else capacity,
-                                   multiprocessing=multiprocessing, **kwargs)
+        rb = ReplayBuffer.create(storage_cls, space, cache_path=folder,
+                                 capacity=self.capacity if capacity == "default" else capacity,
+                                 multiprocessing=multiprocessing, **kwargs)
+        self.__dict__.setdefault("_buffers", []).append(rb)
+        return rb
 
     def record(self, rb: Any, model: RingModel, lengths: tuple[int, ...] = EPISODES, *, finals: bool = True,
                end_last: bool = True) -> None:
