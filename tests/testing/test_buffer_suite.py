@@ -18,7 +18,7 @@ import h5py
 import pytest
 
 from trajstore.errors import FormatError
-from trajstore.storages import HDF5Storage, MemmapStorage, dict_storage_kwargs_from_space
+from trajstore.storages import DictStorage, HDF5Storage, MemmapStorage, VideoStorage, dict_storage_kwargs_from_space
 from trajstore.storages.hdf5 import DATA_FILE
 from trajstore.testing.buffer import BufferTests
 from trajstore.testing.values import leaves_of
@@ -70,8 +70,6 @@ class PNG(BufferTests):
 class Memmap(BufferTests):
     def layout(self, space):
         every_leaf = {name: MemmapStorage for name, _ in leaves_of(space)}
-        from trajstore.storages import DictStorage
-
         return DictStorage, dict_storage_kwargs_from_space(space, key_storage_cls=every_leaf)
 
 
@@ -135,12 +133,7 @@ class Video(BufferTests):
     min_psnr_db = 28.0  # measured >= 30.9 dB on the suite's 24x32 frames (crf 20, yuv420p); final observations are JPEG
     random_examples = 3
     random_operations = 8
-
-    @property
-    def routing(self):
-        from trajstore.storages import VideoStorage
-
-        return {"kind_storage_cls": {"image": VideoStorage}}
+    routing = {"kind_storage_cls": {"image": VideoStorage}}
 
 
 class TestVideoRing(Video):

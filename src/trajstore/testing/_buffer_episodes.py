@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from trajstore.testing._buffer_case import EPISODES, BufferCase
+from trajstore.testing._buffer_sampling import check_samplers
 from trajstore.testing.ring_model import Op, RingModel, apply_operation
 from trajstore.testing.values import flatten_value
 
@@ -167,6 +168,10 @@ class EpisodeTests(BufferCase):
                 except AssertionError as exc:
                     raise AssertionError(f"after {ops[:i + 1]}: {exc}") from exc
             self.check_model(rb, model)
+            try:
+                check_samplers(self, rb, model, np.random.default_rng(len(ops)))
+            except AssertionError as exc:
+                raise AssertionError(f"sampling after {ops}: {exc}") from exc
         finally:
             parts = rb.storage.parts()
             rb.close()

@@ -17,6 +17,10 @@ from trajstore.testing.ring_model import RingModel
 from trajstore.testing.values import flatten_value, leaves_of, unflatten_value
 
 
+#: Steps a stale reader samples.
+BATCH_OF_STALE = 16
+
+
 def _indexes(n: int) -> list[Any]:
     """Every index kind, for a buffer of ``n`` >= 6 steps."""
     rng = np.random.default_rng(n)
@@ -151,6 +155,34 @@ class ReadTests(BufferCase):
         self.check_model(reader, model)
         writer.close()
         reader.close()
+
+    def test_a_stale_reader_gets_no_torn_steps(self, tmp_path: Path) -> None:
+        """A reader that did not refresh while the writer overwrote (a ring) or kept (unbounded) the
+        steps it holds: a read gives those steps as written, or ``StaleReadError`` and a refreshed view;
+        a sampler redraws by itself and gives steps of the view it read."""
+        import copy
+
+        from trajstore.errors import StaleReadError
+        from trajstore.replay_buffer import ReplayBuffer
+
+        writer = self.create(tmp_path, multiprocessing=True)
+        model = RingModel(writer.capacity)
+        self.record(writer, model, (4, 5))
+        before = copy.deepcopy(model)
+        readers = [ReplayBuffer.load_from(writer.cache_path, read_only=True, multiprocessing=True) for _ in range(2)]
+        self.record(writer, model, (2 * (self.capacity or 8) + 3,))  # overwrites every slot of a ring
+        stale = readers[0]
+        try:
+            self.check_steps(stale, stale[:], np.array(before.held), what="a stale reader's view")
+            assert self.capacity is None, "a ring's overwritten steps were read back as they were"
+        except StaleReadError:
+            self.check_model(stale, model)  # refreshed by the time it is raised
+        batch, idx = readers[1].sample(BATCH_OF_STALE, rng=np.random.default_rng(8), return_indices=True)
+        now = model if len(readers[1]) == len(model.held) and readers[1].total_steps == model.total else before
+        self.check_steps(readers[1], batch, np.array(now.held)[idx], what="a stale reader's sample")
+        for reader in readers:
+            reader.close()
+        writer.close()
 
     def test_pickle_reopens_read_only(self, tmp_path: Path) -> None:
         rb, model = self.recorded(tmp_path)

@@ -29,6 +29,43 @@ def _episode_of(model: RingModel, logical: int) -> HeldEpisode:
     return next(e for e in model.episodes() if e.start <= logical < e.stop)
 
 
+def check_samplers(case: BufferCase, rb: Any, model: RingModel, rng: np.random.Generator, batch: int = 8) -> None:
+    """``sample``, ``sample_windows(B, 2)`` and ``sample_transitions(n_step=1)`` of ``rb`` against
+    ``model``: the steps they give are the model's, and they refuse (``ValueError``) exactly when the
+    model has no valid step, window or transition."""
+    held = np.array(model.held, np.int64)
+    if not len(held):
+        with pytest.raises(ValueError):
+            rb.sample(batch, rng=rng)
+        return
+    got, idx = rb.sample(batch, rng=rng, return_indices=True)
+    case.check_steps(rb, got, held[idx], what="sample")
+    episodes = model.episodes()
+    if any(e.stop - e.start >= 2 for e in episodes):
+        serials = case.serials_of(rb.sample_windows(batch, 2, rng=rng))
+        for first, second in serials.tolist():
+            i = model.held.index(first)
+            assert i + 1 < _episode_of(model, i).stop and model.held[i + 1] == second, f"window {[first, second]}"
+    else:
+        with pytest.raises(ValueError):
+            rb.sample_windows(batch, 2, rng=rng)
+    if not all(k in getattr(rb.space, "spaces", {}) for k in STEP_KEYS):
+        return
+    if any(e.stop - e.start >= 2 or e.final_serial is not None for e in episodes):
+        out = rb.sample_transitions(batch, n_step=1, rng=rng)
+        following = []
+        for t in out["index"].tolist():
+            ep = _episode_of(model, t)
+            assert t + 1 < ep.stop or ep.final_serial is not None, f"step {t} of episode {ep.id} has no successor"
+            following.append(model.held[t + 1] if t + 1 < ep.stop else ep.final_serial)
+        case.check_steps(rb, out["observation"], held[out["index"]], subtree="observation", what="transition")
+        case.check_steps(rb, out["next_observation"], np.array(following), subtree="observation",
+                         what="next_observation")
+    else:
+        with pytest.raises(ValueError):
+            rb.sample_transitions(batch, n_step=1, rng=rng)
+
+
 class SamplingTests(BufferCase):
     """Samplers and statistics; see :mod:`trajstore.testing.buffer`."""
 
