@@ -14,13 +14,17 @@ import itertools
 from pathlib import Path
 from typing import Any, Iterator
 
+import h5py
 import numpy as np
 import pytest
 
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space
-from trajstore.storages import DictStorage, SpaceStorage, dict_storage_kwargs_from_space
+from trajstore.storages import DictStorage, HDF5Storage, MemmapStorage, SpaceStorage, dict_storage_kwargs_from_space
+from trajstore.storages.hdf5 import DATA_FILE as HDF5_FILE
+from trajstore.storages.memmap import DATA_FILE as MEMMAP_FILE
+from trajstore.replay_buffer import ReplayBuffer
 from trajstore.testing._frames import moving_scene, psnr
-from trajstore.testing.ring_model import RingModel
+from trajstore.testing.ring_model import RingModel, check_against_model
 from trajstore.testing.values import flatten_value, leaves_of, unflatten_value
 
 #: Camera frames of the default space, ``(H, W, 3)`` uint8, and how many distinct ones there are.
@@ -141,20 +145,12 @@ class BufferCase:
         """The ``step`` leaf of every slot as it is on disk, read around trajstore (h5py for HDF5,
         NumPy for a memmap), int64 ``(slots,)``; ``None`` when its storage has no raw form here.
         Called on a closed buffer's folder, with the parts the buffer's storage had."""
-        from trajstore.storages import HDF5Storage, MemmapStorage
-
         for key, part in rb_storage_parts.items():
             names = [name for name, _ in leaves_of(part.space)]
             if key == "step" and isinstance(part, MemmapStorage):
-                from trajstore.storages.memmap import DATA_FILE
-
-                return np.fromfile(Path(part.cache_path) / DATA_FILE, "<i8")
+                return np.fromfile(Path(part.cache_path) / MEMMAP_FILE, "<i8")
             if isinstance(part, HDF5Storage) and ((key == "step" and names == [""]) or (key == "*" and "step" in names)):
-                import h5py
-
-                from trajstore.storages.hdf5 import DATA_FILE as H5_FILE
-
-                with h5py.File(Path(part.cache_path) / H5_FILE, "r", locking=False) as f:
+                with h5py.File(Path(part.cache_path) / HDF5_FILE, "r", locking=False) as f:
                     return np.asarray(f["data" if key == "step" else "step"][:], np.int64)
         return None
 
@@ -175,8 +171,6 @@ class BufferCase:
     def create(self, tmp_path: Path, *, capacity: Any = "default", multiprocessing: bool = False,
                name: str | None = None) -> Any:
         """A new buffer of this layout in a new folder under ``tmp_path``."""
-        from trajstore.replay_buffer import ReplayBuffer
-
         space = self.make_space()
         storage_cls, kwargs = self.layout(space)
         folder = tmp_path / (name or f"rb{next(self._names)}")
@@ -246,8 +240,6 @@ class BufferCase:
     def check_model(self, rb: Any, model: RingModel, *, values: bool = True) -> None:
         """Length, step count, episodes and held steps against ``model``; with ``values``, the values of
         the held steps and of the held episodes' final observations too."""
-        from trajstore.testing.ring_model import check_against_model
-
         check_against_model(rb, model, self.serials_of)
         if not values:
             return

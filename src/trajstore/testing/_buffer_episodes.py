@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from trajstore.replay_buffer import ReplayBuffer
 from trajstore.testing._buffer_case import EPISODES, BufferCase
 from trajstore.testing._buffer_sampling import check_samplers
 from trajstore.testing.ring_model import Op, RingModel, apply_operation
@@ -54,8 +55,6 @@ class EpisodeTests(BufferCase):
         rb.close()
 
     def test_discard_episode(self, tmp_path: Path) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path, end_last=False)
         rb.flush()  # the steps to discard were committed: readers could see them
         n_open = EPISODES[-1]
@@ -70,8 +69,6 @@ class EpisodeTests(BufferCase):
         again.close()
 
     def test_interrupted_episode_after_an_unclean_close(self, tmp_path: Path) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path, end_last=False)
         rb.close()  # without end_episode: the writer stopped in the middle of an episode
         reader = ReplayBuffer.load_from(rb.cache_path)
@@ -91,8 +88,6 @@ class EpisodeTests(BufferCase):
     def test_interrupted_episode_after_a_crash(self, tmp_path: Path) -> None:
         """A writer process that dies (``os._exit``) after a flush in the middle of an episode: its
         flushed steps are kept, and the next writer ends them as an interrupted episode."""
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path, lengths=EPISODES[:2])
         folder = rb.cache_path
         rb.close()
@@ -150,8 +145,6 @@ class EpisodeTests(BufferCase):
         run()
 
     def _run_operations(self, folder: Path, ops: list[Op], capacity: int | None) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb = self.create(folder, capacity=capacity)
         model = RingModel(rb.capacity)
 

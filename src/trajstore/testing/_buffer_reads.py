@@ -3,6 +3,7 @@ the first group of :class:`~trajstore.testing.buffer.BufferTests`."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 import re
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trajstore.errors import InvalidValueError, ReadOnlyError
+from trajstore.errors import AlreadyOpenError, InvalidValueError, ReadOnlyError, StaleReadError
+from trajstore.replay_buffer import ReplayBuffer
 from trajstore.testing._buffer_case import BufferCase
 from trajstore.testing.ring_model import RingModel
 from trajstore.testing.values import flatten_value, leaves_of, unflatten_value
@@ -69,8 +71,6 @@ class ReadTests(BufferCase):
 
     @pytest.mark.parametrize("read_only", [True, False])
     def test_reopen_after_close(self, tmp_path: Path, read_only: bool) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path, end_last=False)
         folder, parts = rb.cache_path, rb.storage.parts()
         rb.close()
@@ -91,8 +91,6 @@ class ReadTests(BufferCase):
         again.close()
 
     def test_refresh_sees_the_writers_flush(self, tmp_path: Path) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         writer = self.create(tmp_path, multiprocessing=True)
         model = RingModel(writer.capacity)
         self.record(writer, model, (4, 3))
@@ -117,8 +115,6 @@ class ReadTests(BufferCase):
         writer.close()
 
     def test_set_at_overwrites_held_steps(self, tmp_path: Path) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path)
         at = np.array([len(model.held) - 1, 0, 6, 2])
         serials = model.new_serials(len(at))
@@ -139,9 +135,6 @@ class ReadTests(BufferCase):
     def test_reader_then_writer_in_one_process(self, tmp_path: Path) -> None:
         """A reader open, then a writer of the same folder in the same process: both work, or the
         writer is refused with ``AlreadyOpenError``; never an error that calls the folder damaged."""
-        from trajstore.errors import AlreadyOpenError
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path, multiprocessing=True)
         rb.close()
         reader = ReplayBuffer.load_from(rb.cache_path, read_only=True, multiprocessing=True)
@@ -160,11 +153,6 @@ class ReadTests(BufferCase):
         """A reader that did not refresh while the writer overwrote (a ring) or kept (unbounded) the
         steps it holds: a read gives those steps as written, or ``StaleReadError`` and a refreshed view;
         a sampler redraws by itself and gives steps of the view it read."""
-        import copy
-
-        from trajstore.errors import StaleReadError
-        from trajstore.replay_buffer import ReplayBuffer
-
         writer = self.create(tmp_path, multiprocessing=True)
         model = RingModel(writer.capacity)
         self.record(writer, model, (4, 5))
@@ -196,8 +184,6 @@ class ReadTests(BufferCase):
         rb.close()
 
     def test_read_only_refuses_writes(self, tmp_path: Path) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path, end_last=False)
         rb.flush()
         ro = ReplayBuffer.load_from(rb.cache_path)
@@ -214,8 +200,6 @@ class ReadTests(BufferCase):
         rb.close()
 
     def test_bad_input_names_the_leaf_and_writes_nothing(self, tmp_path: Path) -> None:
-        from trajstore.replay_buffer import ReplayBuffer
-
         rb, model = self.recorded(tmp_path, end_last=False)
         good = self.step_values(model.new_serials(3))
         flat = flatten_value(rb.space, good)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from trajstore.replay_buffer import ReplayBuffer
 from trajstore.testing._buffer_case import BufferCase
 from trajstore.testing.ring_model import HeldEpisode, RingModel
 from trajstore.testing.values import flatten_value, leaves_of
@@ -190,8 +191,6 @@ class SamplingTests(BufferCase):
                 np.testing.assert_allclose(s.mean, x.mean(0), atol=rms, err_msg=f"{name!r} mean")
                 np.testing.assert_allclose(s.std, x.std(0), atol=rms, err_msg=f"{name!r} std")
         rb.close()
-        from trajstore.replay_buffer import ReplayBuffer
-
         with ReplayBuffer.load_from(rb.cache_path) as reader:  # what the writer committed
             for name, s in reader.stats().items():
                 for field in ("count", "min", "max", "mean", "std", "q50"):
