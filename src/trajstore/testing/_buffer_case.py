@@ -141,15 +141,16 @@ class BufferCase:
         assert db[worst] >= self.min_psnr_db, (f"leaf {name!r}: row {worst} is {db[worst]:.1f} dB from the value "
                                                f"written, the bound is {self.min_psnr_db} dB")
 
-    def back_door_serials(self, folder: Path, rb_storage_parts: dict[str, SpaceStorage]) -> np.ndarray | None:
+    def back_door_serials(self, parts: dict[str, SpaceStorage]) -> np.ndarray | None:
         """The ``step`` leaf of every slot as it is on disk, read around trajstore (h5py for HDF5,
         NumPy for a memmap), int64 ``(slots,)``; ``None`` when its storage has no raw form here.
-        Called on a closed buffer's folder, with the parts the buffer's storage had."""
-        for key, part in rb_storage_parts.items():
+        Called once the buffer is closed, with the parts (``storage.parts()``) its storage had."""
+        for key, part in parts.items():
             names = [name for name, _ in leaves_of(part.space)]
             if key == "step" and isinstance(part, MemmapStorage):
                 return np.fromfile(Path(part.cache_path) / MEMMAP_FILE, "<i8")
-            if isinstance(part, HDF5Storage) and ((key == "step" and names == [""]) or (key == "*" and "step" in names)):
+            in_hdf5 = (key == "step" and names == [""]) or (key == "*" and "step" in names)
+            if isinstance(part, HDF5Storage) and in_hdf5:
                 with h5py.File(Path(part.cache_path) / HDF5_FILE, "r", locking=False) as f:
                     return np.asarray(f["data" if key == "step" else "step"][:], np.int64)
         return None
@@ -250,9 +251,9 @@ class BufferCase:
                 self.check_steps(rb, rb.final_observation(k), ep.final_serial, subtree="observation",
                                  what=f"final observation of episode {ep.id}")
 
-    def check_back_door(self, folder: Path, parts: dict[str, SpaceStorage], model: RingModel) -> None:
+    def check_back_door(self, parts: dict[str, SpaceStorage], model: RingModel) -> None:
         """What reached the disk (closed buffer): the held serials, in ring order from some slot."""
-        raw = self.back_door_serials(folder, parts)
+        raw = self.back_door_serials(parts)
         if raw is None:
             return
         held = np.array(model.held, np.int64)

@@ -121,7 +121,7 @@ class EpisodeTests(BufferCase):
             assert len(rb) == self.capacity and [e.overwritten for e in rb.episodes] == [True]
         parts = rb.storage.parts()
         rb.close()
-        self.check_back_door(rb.cache_path, parts, model)
+        self.check_back_door(parts, model)
 
     def test_random_operations_match_the_ring_model(self, tmp_path: Path) -> None:
         """hypothesis draws sequences of append/extend/end_episode/discard/flush/reopen; after every
@@ -175,4 +175,4 @@ class EpisodeTests(BufferCase):
             raise AssertionError(f"a reader after {ops}: {exc}") from exc
         finally:
             reader.close()
-        self.check_back_door(rb.cache_path, parts, model)
+        self.check_back_door(parts, model)

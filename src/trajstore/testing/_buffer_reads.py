@@ -45,9 +45,18 @@ class ReadTests(BufferCase):
         self.check_steps(rb, rb[-1], model.held[-1], what="rb[-1]")  # staged steps read back before a flush
         rb.flush()
         self.check_model(rb, model)
-        parts, folder = rb.storage.parts(), rb.cache_path
+        parts = rb.storage.parts()
         rb.close()
-        self.check_back_door(folder, parts, model)
+        self.check_back_door(parts, model)
+
+    def test_back_door_sees_the_held_steps(self, tmp_path: Path) -> None:
+        """The ``step`` leaf read around trajstore (the other tests check it too, where it exists)."""
+        rb, model = self.recorded(tmp_path)
+        parts = rb.storage.parts()
+        rb.close()
+        if self.back_door_serials(parts) is None:
+            pytest.skip("no back door for this layout's step leaf: override back_door_serials")
+        self.check_back_door(parts, model)
 
     def test_every_index_kind_matches_numpy(self, tmp_path: Path) -> None:
         rb, model = self.recorded(tmp_path)
@@ -74,7 +83,7 @@ class ReadTests(BufferCase):
         rb, model = self.recorded(tmp_path, end_last=False)
         folder, parts = rb.cache_path, rb.storage.parts()
         rb.close()
-        self.check_back_door(folder, parts, model)
+        self.check_back_door(parts, model)
         again = ReplayBuffer.load_from(folder, read_only=read_only)
         assert again.read_only is read_only and again.capacity == self.capacity and again.space == rb.space
         if not read_only:
@@ -128,7 +137,7 @@ class ReadTests(BufferCase):
         self.check_model(rb, model)
         parts = rb.storage.parts()
         rb.close()
-        self.check_back_door(rb.cache_path, parts, model)
+        self.check_back_door(parts, model)
         with ReplayBuffer.load_from(rb.cache_path) as again:
             self.check_model(again, model)
 
