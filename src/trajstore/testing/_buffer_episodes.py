@@ -13,7 +13,7 @@ import numpy as np
 
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.testing._buffer_case import EPISODES, BufferCase
-from trajstore.testing._buffer_sampling import check_samplers
+from trajstore.testing._buffer_sampling import check_samplers, check_stats
 from trajstore.testing.ring_model import Op, RingModel, apply_operation
 from trajstore.testing.values import flatten_value
 
@@ -163,8 +163,9 @@ class EpisodeTests(BufferCase):
             self.check_model(rb, model)
             try:
                 check_samplers(self, rb, model, np.random.default_rng(len(ops)))
+                check_stats(self, rb, model)
             except AssertionError as exc:
-                raise AssertionError(f"sampling after {ops}: {exc}") from exc
+                raise AssertionError(f"sampling or statistics after {ops}: {exc}") from exc
         finally:
             parts = rb.storage.parts()
             rb.close()
