@@ -183,13 +183,14 @@ class ReadTests(BufferCase):
 
     def test_pickle_reopens_read_only(self, tmp_path: Path) -> None:
         rb, model = self.recorded(tmp_path)
-        for source in (rb, pickle.loads(pickle.dumps(rb))):
-            copy = pickle.loads(pickle.dumps(source))
-            assert copy.read_only and copy.cache_path == rb.cache_path
-            self.check_model(copy, model)
+        of_writer = pickle.loads(pickle.dumps(rb))
+        of_reader = pickle.loads(pickle.dumps(of_writer))
+        for reopened in (of_writer, of_reader):
+            assert reopened.read_only and reopened.cache_path == rb.cache_path
+            self.check_model(reopened, model)
             with pytest.raises(ReadOnlyError):
-                copy.append(self._one(model.new_serials(1)))
-            copy.close()
+                reopened.append(self._one(model.new_serials(1)))
+            reopened.close()
         rb.close()
 
     def test_read_only_refuses_writes(self, tmp_path: Path) -> None:
