@@ -19,6 +19,8 @@ from trajstore.testing.values import flatten_value
 
 #: Slots of a ring in the random-operations test.
 RANDOM_RING = 5
+#: Operations after which every step the writer holds is committed (a discard commits at once).
+COMMITS = ("flush", "end_episode", "discard", "reopen")
 
 #: A writer that appends the steps of an .npz file (leaves in order), flushes and dies without closing.
 _CRASHING_WRITER = """
@@ -145,12 +147,18 @@ class EpisodeTests(BufferCase):
         run()
 
     def _run_operations(self, folder: Path, ops: list[Op], capacity: int | None) -> None:
-        rb = self.create(folder, capacity=capacity)
+        """Run ``ops`` on a writer and the model, with a reader of the folder that refreshes after
+        every commit (flush, end_episode, discard, reopen) and must then see the model's state."""
+        rb = self.create(folder, capacity=capacity, multiprocessing=True)
         model = RingModel(rb.capacity)
+        readers = [ReplayBuffer.load_from(rb.cache_path, read_only=True, multiprocessing=True)]
 
         def reopen(old: Any) -> Any:
+            readers.pop().close()  # a reader open in this process while a writer opens: see the suite's own test
             old.close()
-            return ReplayBuffer.load_from(old.cache_path, read_only=False)
+            new = ReplayBuffer.load_from(old.cache_path, read_only=False, multiprocessing=True)
+            readers.append(ReplayBuffer.load_from(old.cache_path, read_only=True, multiprocessing=True))
+            return new
 
         try:
             for i, op in enumerate(ops):
@@ -158,6 +166,9 @@ class EpisodeTests(BufferCase):
                                      reopen=reopen)
                 try:
                     self.check_model(rb, model, values=False)
+                    if op.kind in COMMITS:  # the writer's whole state is committed: a reader sees it all
+                        readers[0].refresh()
+                        self.check_model(readers[0], model, values=False)
                 except AssertionError as exc:
                     raise AssertionError(f"after {ops[:i + 1]}: {exc}") from exc
             self.check_model(rb, model)
@@ -168,6 +179,7 @@ class EpisodeTests(BufferCase):
                 raise AssertionError(f"sampling or statistics after {ops}: {exc}") from exc
         finally:
             parts = rb.storage.parts()
+            readers[0].close()
             rb.close()
         reader = ReplayBuffer.load_from(rb.cache_path)
         try:
