@@ -12,7 +12,7 @@ frame for a lossy camera). A back door reads the ``step`` leaf of a closed folde
 Wiring (``pip install trajstore[testing]``: pytest and hypothesis; hypothesis is imported only by
 the random-operations test)::
 
-    from trajstore.storages import ImageStorage, VideoStorage
+    from trajstore.storages import VideoStorage
     from trajstore.testing.buffer import BufferTests
 
     class TestPNGRing(BufferTests):
@@ -25,7 +25,7 @@ the random-operations test)::
         min_psnr_db = 28.0                                         # the stated bound of a lossy camera
         random_examples = 3                                        # fewer random sequences (slow codec)
 
-Other hooks (see :class:`~trajstore.testing._buffer_case.BufferCase`): ``layout(space)`` returns
+Other hooks (see :class:`BufferCase`): ``layout(space)`` returns
 ``(storage_cls, storage kwargs)`` for a layout that the routing keywords cannot express;
 ``make_space`` with ``step_values``, ``observation_value`` and ``serials_of`` for another step;
 ``assert_close`` for another lossy leaf; ``back_door_serials`` for another raw form.
@@ -33,20 +33,24 @@ Other hooks (see :class:`~trajstore.testing._buffer_case.BufferCase`): ``layout(
 The tests, for every layout:
 
 - append/extend and read back (staged, flushed), every index kind against NumPy (int, negative
-  int, slices, unsorted int arrays with repeats, bool masks) and bad indexes;
+  int, slices, unsorted int arrays with repeats, bool masks), bad indexes, ``set_at``, the back door;
 - episodes: data, final observations, ``discard_episode``, an episode left open by a writer that
-  closed without ``end_episode`` (open for readers, interrupted once reopened for writing);
+  closed without ``end_episode`` or died after a flush (open for readers, interrupted once the
+  folder is reopened for writing);
 - the ring: ``len``, ``total_steps``, the oldest step and ``overwritten`` after wrapping around
   (the default episodes hold 27 steps: use a capacity below that);
 - reopening after close (read-only and writable), ``refresh()`` of a reader after the writer's
-  flush, pickling (reopens read-only);
+  flush and discard, a stale reader of an overwritten ring (its steps or ``StaleReadError``, never
+  torn steps), a reader then a writer in one process, pickling (reopens read-only);
 - ``sample`` (with and without ``return_indices``, ``episodes=``), ``sample_windows`` (plain and
   with ``delta_indices`` and ``pad``), ``sample_transitions`` (when the step has its keys), each
-  value an actual step of the buffer; ``stats()`` against NumPy;
+  value an actual step of the buffer; ``stats()`` against NumPy, a reader's equal to the writer's;
 - ``ReadOnlyError`` for every write of a reader; ``InvalidValueError`` naming the leaf for bad
   values, with nothing written;
-- random sequences of append/extend/end_episode/discard/flush/reopen (hypothesis) against the
-  ring model after every operation.
+- random sequences of append/extend/end_episode/discard/flush/reopen (hypothesis) on a ring of at
+  most 5 slots or unbounded: the writer, and a reader refreshed after every commit, match the ring
+  model after every operation; at the end the samplers, the statistics, a fresh reader and the
+  back door do too.
 """
 
 from __future__ import annotations
