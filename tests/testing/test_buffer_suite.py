@@ -18,7 +18,8 @@ import h5py
 import pytest
 
 from trajstore.errors import FormatError
-from trajstore.storages import DictStorage, HDF5Storage, MemmapStorage, VideoStorage, dict_storage_kwargs_from_space
+from trajstore.storages import (DictStorage, HDF5Storage, ImageStorage, MemmapStorage, VideoStorage,
+                                dict_storage_kwargs_from_space)
 from trajstore.storages.hdf5 import DATA_FILE
 from trajstore.testing.buffer import BufferTests
 from trajstore.testing.values import leaves_of
@@ -56,26 +57,45 @@ def hdf5_reader_then_writer(cls):
     return cls
 
 
+class Layout(BufferTests):
+    """The camera is stored where the class name says (a wrong routing option would test another layout)."""
+
+    camera_storage: type
+    camera_lossless: bool
+
+    def test_the_camera_goes_where_the_layout_says(self, tmp_path):
+        rb = self.create(tmp_path)
+        parts = rb.storage.parts()
+        holder = parts["observation/pixels"] if "observation/pixels" in parts else parts["*"]
+        assert type(holder) is self.camera_storage and holder.lossless is self.camera_lossless, holder
+        rb.close()
+
+
 @hdf5_reader_then_writer
-class JPEG(BufferTests):
+class JPEG(Layout):
     routing: dict = {}  # the default routing: JPEG frames, every other leaf in HDF5
     min_psnr_db = 35.0  # measured >= 41 dB on the suite's 24x32 frames at quality 90
+    camera_storage, camera_lossless = ImageStorage, False
 
 
 @hdf5_reader_then_writer
-class PNG(BufferTests):
+class PNG(Layout):
     routing = {"kind_kwargs": {"image": {"format": "PNG"}}}
+    camera_storage, camera_lossless = ImageStorage, True
 
 
-class Memmap(BufferTests):
+class Memmap(Layout):
+    camera_storage, camera_lossless = MemmapStorage, True
+
     def layout(self, space):
         every_leaf = {name: MemmapStorage for name, _ in leaves_of(space)}
         return DictStorage, dict_storage_kwargs_from_space(space, key_storage_cls=every_leaf)
 
 
 @hdf5_reader_then_writer
-class HDF5Lzf(BufferTests):
+class HDF5Lzf(Layout):
     routing = {"kind_storage_cls": {}, "default_kwargs": {"compression": "lzf"}}
+    camera_storage, camera_lossless = HDF5Storage, True
 
     def test_every_leaf_is_one_lzf_dataset(self, tmp_path):
         rb, _ = self.recorded(tmp_path)
@@ -129,7 +149,8 @@ except ImportError:  # pragma: no cover - the video extra
 
 @pytest.mark.skipif(av is None, reason="video needs PyAV (pip install trajstore[video])")
 @hdf5_reader_then_writer
-class Video(BufferTests):
+class Video(Layout):
+    camera_storage, camera_lossless = VideoStorage, False
     min_psnr_db = 28.0  # measured >= 30.9 dB on the suite's 24x32 frames (crf 20, yuv420p); final observations are JPEG
     random_examples = 3
     random_operations = 8

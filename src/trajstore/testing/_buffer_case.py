@@ -159,8 +159,9 @@ class BufferCase:
     _names = itertools.count()
 
     @pytest.fixture(autouse=True)
-    def _closes_its_buffers(self) -> Iterator[None]:
-        """Buffers made by :meth:`create` are closed after each test, also when it fails."""
+    def _closes_its_buffers(self, tmp_path: Path) -> Iterator[None]:
+        """Buffers made by :meth:`create` are closed after each test, also when it fails (before the
+        folder ``tmp_path`` goes)."""
         yield
         self.close_buffers()
 

@@ -151,7 +151,7 @@ class SamplingTests(BufferCase):
         if not all(k in getattr(self.make_space(), "spaces", {}) for k in DELTAS):
             pytest.skip(f"the step space has no {list(DELTAS)} keys")
         rb, model = self.recorded(tmp_path)
-        data, is_pad = rb.sample_windows(BATCH, delta_indices=DELTAS, pad=pad, rng=np.random.default_rng(4))
+        data, is_pad = rb.sample_windows(3 * BATCH, delta_indices=DELTAS, pad=pad, rng=np.random.default_rng(4))
         anchors = np.array([model.held.index(s) for s in self.serials_of(data).tolist()])  # "step": at the anchor
         held = np.array(model.held)
         for name, offsets in DELTAS.items():
@@ -161,7 +161,7 @@ class SamplingTests(BufferCase):
             np.testing.assert_array_equal(is_pad[name], outside, err_msg=f"is_pad[{name!r}]", strict=True)
             if not pad:
                 assert not outside.any(), f"pad=False drew anchors whose {name!r} offsets leave their episode"
-            else:  # 24 anchors over episodes of 5 to 9 steps: some are padded (all but certain)
+            else:  # 72 anchors over episodes of 5 to 9 steps: some are padded (all but certain)
                 assert outside.any(), f"no anchor of {anchors.tolist()} needed padding for {name!r}"
             clamped = np.clip(logical, bounds[:, :1], bounds[:, 1:] - 1)
             if name == "observation":
