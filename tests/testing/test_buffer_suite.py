@@ -63,6 +63,12 @@ class Layout(BufferTests):
     camera_storage: type
     camera_lossless: bool
 
+    @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "known bug, every layout: ReplayBuffer.set_at writes the storage but not the statistics, so rb.stats() "
+        "(the writer's, and the stats.json its flush commits for readers) keeps the overwritten values"))
+    def test_stats_follow_set_at(self, tmp_path):
+        BufferTests.test_stats_follow_set_at(self, tmp_path)
+
     def test_the_camera_goes_where_the_layout_says(self, tmp_path):
         rb = self.create(tmp_path)
         parts = rb.storage.parts()

@@ -214,6 +214,21 @@ class SamplingTests(BufferCase):
                     np.testing.assert_array_equal(getattr(s, field), getattr(stats[name], field),
                                                   err_msg=f"a reader's {name!r} {field}")
 
+    def test_stats_follow_set_at(self, tmp_path: Path) -> None:
+        """Statistics are of the steps held: after ``set_at`` rewrote some, of the new values."""
+        rb, model = self.recorded(tmp_path)
+        check_stats(self, rb, model)  # statistics the writer now holds (a ring computes them here)
+        at = np.array([1, len(model.held) - 2])
+        serials = [s + 1000 for s in model.new_serials(len(at))]  # far from the others: every moment moves
+        rb.set_at(at, self.step_values(serials))
+        for i, serial in zip(at.tolist(), serials):
+            model.held[i] = serial
+        rb.flush()
+        check_stats(self, rb, model)
+        rb.close()
+        with ReplayBuffer.load_from(rb.cache_path) as reader:
+            check_stats(self, reader, model)
+
     # -- helpers -----------------------------------------------------------------------------
     def _check_leaf(self, rb: Any, name: str, got: np.ndarray, serials: np.ndarray) -> None:
         """One top-level leaf ``name`` read at ``serials`` (any shape)."""
