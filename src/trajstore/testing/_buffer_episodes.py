@@ -184,6 +184,7 @@ class EpisodeTests(BufferCase):
         reader = ReplayBuffer.load_from(rb.cache_path)
         try:
             self.check_model(reader, model)
+            check_stats(self, reader, model)
         except AssertionError as exc:
             raise AssertionError(f"a reader after {ops}: {exc}") from exc
         finally:
