@@ -232,6 +232,16 @@ class ReadTests(BufferCase):
             rb.extend(missing)
         with pytest.raises(InvalidValueError, match="'bad'"):
             rb.end_episode(bad=np.zeros(3))
+        has_observation = "observation" in getattr(rb.space, "spaces", {})
+        observation = dict(flatten_value(rb.space["observation"], self.observation_value(model.new_serials(1)[0]))
+                            if has_observation else {})
+        for name, value in observation.items():  # a bad final observation or set_at value: refused too
+            wrong = {**observation, name: np.zeros((*np.shape(value), 2), np.asarray(value).dtype)}
+            with pytest.raises(InvalidValueError, match=re.escape(name)):
+                rb.end_episode(unflatten_value(rb.space["observation"], wrong), task="refused")
+            with pytest.raises(InvalidValueError, match=re.escape(repr(f"observation/{name}"))):
+                rb.set_at(0, self._one_of({**{k: v[:1] for k, v in flat.items()},
+                                           f"observation/{name}": wrong[name][None]}, rb))
         self.check_model(rb, model)
         rb.close()
         again = ReplayBuffer.load_from(rb.cache_path)
