@@ -3,6 +3,7 @@ second group of :class:`~trajstore.testing.buffer.BufferTests`."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 import tempfile
@@ -22,16 +23,20 @@ RANDOM_RING = 5
 #: Operations after which every step the writer holds is committed (a discard commits at once).
 COMMITS = ("flush", "end_episode", "discard", "reopen")
 
-#: A writer that appends the steps of an .npz file (leaves in order), flushes and dies without closing.
+#: A writer that extends by the steps of one .npz file (leaves in order), flushes, extends by those of a
+#: second one, reads (so they are written into their slots, overwriting a ring's) and dies without a flush.
 _CRASHING_WRITER = """
 import os, sys
 import numpy as np
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import tree
 rb = ReplayBuffer.load_from(sys.argv[1], read_only=False)
-leaves = np.load(sys.argv[2])
-rb.extend(tree.unflatten(rb.space, [leaves[str(i)] for i in range(len(leaves.files))]))
-rb.flush()
+for n, name in enumerate(sys.argv[2:]):
+    leaves = np.load(name)
+    rb.extend(tree.unflatten(rb.space, [leaves[f"arr_{i}"] for i in range(len(leaves.files))]))
+    if n == 0:
+        rb.flush()
+rb[len(rb) - 1]  # the writer reads its own steps: the lost ones reach their slots, uncommitted
 os._exit(0)
 """
 
@@ -88,20 +93,32 @@ class EpisodeTests(BufferCase):
         writer.close()
 
     def test_interrupted_episode_after_a_crash(self, tmp_path: Path) -> None:
-        """A writer process that dies (``os._exit``) after a flush in the middle of an episode: its
-        flushed steps are kept, and the next writer ends them as an interrupted episode."""
+        """A writer process that dies (``os._exit``) in the middle of an episode, after a flush and
+        more appends: the next writer finds the flushed steps (less, for a ring, a prefix of its oldest
+        ones that the lost appends may have overwritten), ends them as an interrupted episode and
+        counts none of the lost steps."""
         rb, model = self.recorded(tmp_path, lengths=EPISODES[:2])
         folder = rb.cache_path
         rb.close()
-        serials = model.add(5)
-        flat = flatten_value(rb.space, self.step_values(serials))
-        np.savez(tmp_path / "steps.npz", **{str(i): np.asarray(v) for i, v in enumerate(flat.values())})
-        subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(folder), str(tmp_path / "steps.npz")],
-                       check=True, timeout=120)
+        flushed = self.step_values(model.add(5))
+        flushed_model = copy.deepcopy(model)
+        lost = self.step_values(model.add((self.capacity or 8) // 2 + 3))  # appended, never flushed
+        for name, batch in (("flushed", flushed), ("lost", lost)):
+            np.savez(tmp_path / f"{name}.npz", *flatten_value(rb.space, batch).values())
+        subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(folder), str(tmp_path / "flushed.npz"),
+                        str(tmp_path / "lost.npz")], check=True, timeout=120)
         writer = ReplayBuffer.load_from(folder, read_only=False)
+        model = flushed_model
+        held = self.serials_of(writer[:]).tolist() if len(writer) else []
+        dropped = len(model.held) - len(held)
+        assert held == model.held[dropped:], f"after the crash {held}, flushed {model.held}"
+        assert dropped == 0 or self.capacity is not None, "an unbounded buffer lost flushed steps"
+        del model.held[:dropped]
         model.reopen_for_writing()
+        self.check_model(writer, model)  # the fragment, where held, is the interrupted last episode
+        assert model.episodes() and model.episodes()[-1].interrupted, "the suite's ring lost the whole fragment"
+        self.record(writer, model, (3,))
         self.check_model(writer, model)
-        assert writer.episode(-1).interrupted and writer.episode(-1).stop == len(model.held)
         writer.close()
 
     def test_ring_wraps_around(self, tmp_path: Path) -> None:
