@@ -1,4 +1,5 @@
-"""The ring bookkeeping against a plain list model, over random operation sequences."""
+"""The ring bookkeeping against a plain list model (``trajstore.testing.ring_model``), over random
+operation sequences (``trajstore.testing.strategies``)."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -10,13 +11,15 @@ from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages.dict import DictStorage
 from trajstore.storages._selection import from_slots, select
 from trajstore.storages.memmap import MemmapStorage
+from trajstore.testing.ring_model import RingModel, apply_operation, check_against_model
+from trajstore.testing.strategies import capacities, ops
 
 SPACE = DictSpace({"step": BoxSpace(0, 2**40, (), np.int64), "pair": BoxSpace(0, 2**40, (2,), np.int64)})
 
 
-def values(start: int, n: int) -> dict:
-    ids = np.arange(start, start + n, dtype=np.int64)
-    return {"step": ids, "pair": np.stack([ids, ids * 3], axis=1)}
+def values(serials) -> dict:
+    ids = np.asarray(serials, dtype=np.int64)
+    return {"step": ids, "pair": np.stack([ids, ids * 3], axis=1).reshape(len(ids), 2)}
 
 
 def requested_slots(state, logical):
@@ -62,92 +65,43 @@ def test_plan_extend_matches_list(capacity, sizes):
 
 
 class RingMachine(RuleBasedStateMachine):
-    """ReplayBuffer (in memory) vs a list of step ids; episodes vs a list of (start, stop) ranges.
-
-    A discarded episode's step ids are given to the next steps, as its step numbers are."""
+    """ReplayBuffer (in memory) against :class:`~trajstore.testing.ring_model.RingModel`, over the
+    operation sequences of :mod:`trajstore.testing.strategies` (no reopen: the buffer is in memory)."""
 
     def __init__(self):
         super().__init__()
-        self.capacity = None
         self.rb = None
 
-    @rule(capacity=st.one_of(st.none(), st.integers(1, 12)))
+    @rule(capacity=capacities(12))
     @precondition(lambda self: self.rb is None)
     def make(self, capacity):
-        self.capacity = capacity
         self.rb = ReplayBuffer.create(DictStorage, SPACE, capacity=capacity,
                                       storage_cls_map={"step": MemmapStorage, "pair": MemmapStorage})
-        self.model, self.total, self.episode_ends, self.open_start = [], 0, [], None
+        self.model = RingModel(capacity)
 
-    @rule(n=st.integers(0, 15))
+    @rule(op=ops(reopen=False, final=False))
     @precondition(lambda self: self.rb is not None)
-    def extend(self, n):
-        self.rb.extend(values(self.total, n))
-        self._model_add(n)
-
-    @rule()
-    @precondition(lambda self: self.rb is not None)
-    def append(self):
-        step = {"step": self.total, "pair": np.array([self.total, self.total * 3])}
-        self.rb.append(step)
-        self._model_add(1)
-
-    @rule()
-    @precondition(lambda self: self.rb is not None)
-    def end_episode(self):
-        if self.open_start is not None and self.open_start < self.total:
-            self.rb.end_episode(ends_at=self.total)
-            self.episode_ends.append((self.open_start, self.total))
-        else:
-            self.rb.end_episode()
-        self.open_start = None
-
-    @rule()
-    @precondition(lambda self: self.rb is not None)
-    def discard_episode(self):
-        dropped = self.rb.discard_episode()
-        if self.open_start is not None:
-            assert dropped == self.total - self.open_start
-            self.model = [g for g in self.model if g < self.open_start]
-            self.total = self.open_start
-        else:
-            assert dropped == 0
-        self.open_start = None
+    def operate(self, op):
+        self.rb = apply_operation(self.rb, self.model, op, steps=lambda serials: values(serials))
 
     @rule(data=st.data())
-    @precondition(lambda self: self.rb is not None and len(self.model) > 0)
+    @precondition(lambda self: self.rb is not None and len(self.model.held) > 0)
     def read(self, data):
-        n = len(self.model)
+        n = len(self.model.held)
         idx = data.draw(st.lists(st.integers(-n, n - 1), max_size=8))
         got = self.rb[np.array(idx, dtype=np.int64)]
-        want = [self.model[i] for i in idx]
+        want = [self.model.held[i] for i in idx]
         assert got["step"].tolist() == want
         assert got["pair"][:, 1].tolist() == [3 * w for w in want]
         i = data.draw(st.integers(-n, n - 1))
-        assert int(self.rb[i]["step"]) == self.model[i]
-
-    def _model_add(self, n):
-        if n and self.open_start is None:
-            self.open_start = self.total
-        self.model.extend(range(self.total, self.total + n))
-        self.total += n
-        if self.capacity is not None:
-            self.model = self.model[-self.capacity:]
+        assert int(self.rb[i]["step"]) == self.model.held[i]
 
     @invariant()
-    def lengths_and_episodes(self):
+    def matches_model(self):
         if self.rb is None:
             return
-        assert len(self.rb) == len(self.model)
-        assert self.rb.total_steps == self.total
-        oldest = self.total - len(self.model)
-        expected = [(max(s, oldest) - oldest, e - oldest, s < oldest) for s, e in self.episode_ends if e > oldest]
-        if self.open_start is not None and self.total > self.open_start:
-            expected.append((max(self.open_start, oldest) - oldest, self.total - oldest, self.open_start < oldest))
-        assert [(e.start, e.stop, e.overwritten) for e in self.rb.episodes] == expected
-        assert [e.data for e in self.rb.episodes if e.done] == [{"ends_at": e} for s, e in self.episode_ends
-                                                                if e > oldest]
-        for ep in self.rb.episodes:  # each episode's steps are consecutive step ids
+        check_against_model(self.rb, self.model, lambda batch: batch["step"])
+        for ep in self.rb.episodes:  # each episode's steps were written one after the other
             steps = self.rb[ep.start:ep.stop]["step"]
             assert np.all(np.diff(steps) == 1)
 

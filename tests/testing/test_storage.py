@@ -166,3 +166,9 @@ def test_overwrite_rounds_follow_supports_overwrite(tmp_path, monkeypatch, cheap
 def test_importing_trajstore_testing_needs_no_pytest():
     code = "import sys, trajstore.testing; assert 'pytest' not in sys.modules, 'pytest imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_storage_suite_and_the_ring_model_need_no_hypothesis():
+    code = ("import sys, trajstore.testing.storage, trajstore.testing.ring_model, trajstore.testing.buffer; "
+            "assert 'hypothesis' not in sys.modules, 'hypothesis imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -180,6 +180,12 @@ class StatsKeeper:
             if self.live is not None and self.live.covers(ring):
                 self._boundary = self.live.copy()
 
+    def on_overwrite(self) -> None:
+        """Held steps were rewritten in place (``set_at``): the accumulator and the boundary copy no longer
+        describe them; the statistics are computed from the data on demand (and committed then)."""
+        with self._lock:
+            self.live, self._boundary, self._changed = None, None, True
+
     def on_rewind(self, ring: RingState) -> None:
         """The newest steps were discarded: go back to the boundary copy if it covers ``ring``, else stale."""
         with self._lock:

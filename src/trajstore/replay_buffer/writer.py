@@ -155,6 +155,7 @@ class BufferWriter:
     def set_at(self, logical: Selection, leaves: list[np.ndarray]) -> None:
         """Overwrite held steps (validated leaves) at a logical selection of the writer's view."""
         self.drain()
+        self.stats.on_overwrite()  # before the write: a failed write leaves no statistics of the old values
         self.storage.write(self.appended.slots_of(logical), leaves)
 
     # -- episodes and commits --------------------------------------------------------------
