@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from trajstore.errors import InvalidValueError
-from trajstore.spaces.base import SPACE_TYPES, Space, leaf_name
+from trajstore.spaces.base import SPACE_TYPES, LeafCheck, Space, leaf_name
 from trajstore.spaces.metadata import SpaceMetadata
 
 _ALPHABET = np.array(list("abcdefghijklmnopqrstuvwxyz "))
@@ -55,6 +55,23 @@ class TextSpace(Space):
         for s in items:
             self._check_one(str(s) if isinstance(s, np.str_) else s, path)
         return np.asarray(items, dtype=self.dtype).reshape(len(items))
+
+    def leaf_check(self) -> LeafCheck:
+        """Takes a ``str`` (or ``np.str_``, or a 0-d array holding one) of ``min_length`` to
+        ``max_length`` characters without NUL, as a 0-d array of ``dtype`` (``<U{max_length}``, the
+        dtype of a batch); no bounds."""
+        lo, hi, dtype = self.min_length, self.max_length, self.dtype
+
+        def convert(x: Any) -> np.ndarray | None:
+            if type(x) is np.ndarray:
+                if x.ndim:
+                    return None
+                x = x.item()
+            if not isinstance(x, str) or not lo <= len(x) <= hi or "\x00" in x:
+                return None
+            return np.asarray(x, dtype)
+
+        return LeafCheck(convert)
 
     def sample(self, rng: np.random.Generator | None = None, batch_size: int | None = None) -> Any:
         rng = rng or np.random.default_rng()
