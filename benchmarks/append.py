@@ -71,32 +71,47 @@ disk 3.57 MB, 0.75x UniEnv's 4.74 MB at the same JPEG settings (PSNR 33.8 / 35.3
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
 import _harness as hx  # noqa: E402
 import _workload as wl  # noqa: E402
 
-MODES = ("append", "extend")
+MODES = ("append", "extend", "validate")
+RECORDING_MODES = ("append", "extend")
 
 
 def main() -> None:
+    if sys.argv[1:2] == [VALIDATION_CHILD]:
+        print(json.dumps(validation_child()))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     hx.add_arguments(ap)
     ap.add_argument("--rounds", type=int, default=3, help="rounds of every contender and mode (default 3)")
-    ap.add_argument("--modes", default=",".join(MODES), help="append, extend or both (default)")
+    ap.add_argument("--modes", default=",".join(MODES), help="append, extend, validate (default: all three)")
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or any(m not in MODES for m in modes):
         ap.error(f"--modes takes {', '.join(MODES)}")
-    cons = hx.contenders(args)
+    recording = [m for m in modes if m in RECORDING_MODES]
+    cons = hx.contenders(args) if recording else hx.contenders(argparse.Namespace(**{**vars(args), "peers": ""}))
     work = hx.workdir(args, "append-")
     try:
-        results = run(args, cons, modes, work)
-        report(args, cons, modes, results)
+        if recording:
+            results = run(args, cons, recording, work)
+            report(args, cons, recording, results)
+        if "validate" in modes:
+            report_validation(args, run_validation(args, [c for c in cons if c.script.name == "run_trajstore.py"]))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -170,6 +185,110 @@ def report(args: argparse.Namespace, cons: list[hx.Contender], modes: list[str],
                 print(f"  {c.label}: {'; '.join(ck['problems'])}")
             if (c.label, mode) in failed and c.label in med:
                 print(f"  {c.label}: a later round failed: {failed[(c.label, mode)]}")
+
+
+# -- validate: the caller's validation time per step, with the recorder's step layout -------------
+VALIDATION_CHILD = "--validation-child"
+VALIDATION_CALLS = 2000  # calls per timed repeat
+VALIDATION_REPEATS = 9  # repeats per process; their median is the process's figure
+
+
+def run_validation(args: argparse.Namespace, cons: list[hx.Contender]) -> dict[str, list[dict[str, Any]]]:
+    """Every trajstore source's validation figures, ``--rounds`` fresh processes each, alternating."""
+    runs: dict[str, list[dict[str, Any]]] = {c.label: [] for c in cons}
+    live = [c for c in cons if c.ok]
+    for r in range(args.rounds):
+        k = r % max(1, len(live))
+        for c in live[k:] + live[:k]:
+            proc = subprocess.run([str(c.python), str(Path(__file__).resolve()), VALIDATION_CHILD], env=c.env,
+                                  capture_output=True, text=True, timeout=600)
+            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+            if proc.returncode != 0 or not lines:
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                print(f"{c.label}: validation failed: {tail[:300]}", file=sys.stderr, flush=True)
+                continue
+            runs[c.label].append(json.loads(lines[-1]))
+        print(f"validation round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    return runs
+
+
+def report_validation(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]) -> None:
+    labels = [label for label, rs in runs.items() if rs]
+    if not labels:
+        print("\n== validate: no trajstore source ran")
+        return
+    base = labels[0]
+    print(f"\n== validate: the caller's validation of one step (validated_step, as ReplayBuffer.append runs it), "
+          f"us/step; medians of {args.rounds} process(es) x {VALIDATION_REPEATS} repeats of {VALIDATION_CALLS} "
+          f"calls; ratios vs {base}")
+    med = {label: {layout: {k: hx.median([r[layout][k] for r in rs]) for k in rs[0][layout]}
+                   for layout in rs[0]} for label, rs in runs.items() if rs}
+    rows = []
+    for label in labels:
+        for layout, m in med[label].items():
+            b = med[base].get(layout, {})
+            rows.append([f"{label} {layout}", m["step"], hx.ratio(m["step"], b.get("step")), m["no_flags"],
+                         hx.ratio(m["step"], m["no_flags"]), m["full"], hx.ratio(m["step"], m["full"])])
+    print(hx.table(["source, layout", "us/step", "ratio", "without flags", "step / without", "full validation",
+                    "step / full"], rows))
+    print("  without flags: the same step without terminated/truncated; full validation: Space.validate of the "
+          "step and its leaves as arrays (the path a step with a bool leaf took before the one-pass check)")
+
+
+def validation_child() -> dict[str, dict[str, float]]:
+    """In a process of one trajstore source: us per call of ``validated_step`` on steps as
+    ``RecordEpisodes`` builds them (``StepRecorder.record``), for two layouts."""
+    import numpy as np
+
+    from trajstore.integrations.recorded_step import StepRecorder, step_space
+    from trajstore.spaces import BoxSpace, DictSpace, tree
+    from trajstore.storages.base import validated_step
+
+    rng = np.random.default_rng(0)
+    obs_leaves = [(k.split("/", 1)[1], shape, dt, lo, hi, meta) for k, shape, dt, lo, hi, meta in wl.LEAVES
+                  if k.startswith("observation/")]
+    camera_obs = DictSpace({key: BoxSpace(lo, hi, shape, dt, metadata=meta or None)
+                            for key, shape, dt, lo, hi, meta in obs_leaves})
+    layouts = {  # (observation space, action space, one observation, one action)
+        "camera": (camera_obs, BoxSpace(-1, 1, (7,), np.float32),
+                   lambda: {key: rng.uniform(0, 1 if dt == "float32" else 255, shape).astype(dt)
+                            for key, shape, dt, *_ in obs_leaves},
+                   lambda: rng.uniform(-1, 1, 7).astype(np.float32)),
+        "cartpole": (BoxSpace(-4.8, 4.8, (4,), np.float32), BoxSpace(0, 1, (), np.int64),  # Discrete(2)
+                     lambda: rng.uniform(-1, 1, 4).astype(np.float32), lambda: np.int64(rng.integers(0, 2))),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        recorder = StepRecorder(os.path.join(tmp, "new"), render_key=None, info_keys=(), image_keys=(),
+                                capacity=None, routing=None, fps=None)
+        out = {}
+        for name, (obs_space, action_space, obs, action) in layouts.items():
+            space = step_space(obs_space, action_space)
+            steps = [recorder.record(recorder.observation(obs(), None), action(), float(rng.normal()),
+                                     bool(i % 64 == 63), False, {}) for i in range(64)]
+            no_flags = DictSpace({k: v for k, v in space.spaces.items() if k not in ("terminated", "truncated")})
+            bare = [{k: v for k, v in s.items() if k not in ("terminated", "truncated")} for s in steps]
+
+            def full(s: Any, space: Any = space) -> Any:
+                return [np.asarray(v)[None] for v in tree.flatten(space, space.validate(s))]
+
+            out[name] = {"step": _time_calls(lambda s, space=space: validated_step(space, s), steps),
+                         "no_flags": _time_calls(lambda s, space=no_flags: validated_step(space, s), bare),
+                         "full": _time_calls(full, steps)}
+    return out
+
+
+def _time_calls(fn: Any, items: list[Any]) -> float:
+    """The median over repeats of the us per call of ``fn(item)``, cycling through ``items``."""
+    calls = [items[i % len(items)] for i in range(VALIDATION_CALLS)]
+    for item in items:
+        fn(item)  # warm: caches built once per space
+    times = []
+    for _ in range(VALIDATION_REPEATS):
+        t0 = time.perf_counter()
+        for item in calls:
+            fn(item)
+        times.append((time.perf_counter() - t0) / len(calls) * 1e6)
+    return statistics.median(times)
 
 
 if __name__ == "__main__":
