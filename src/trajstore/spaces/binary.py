@@ -34,8 +34,12 @@ class BinarySpace(Space):
             raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected shape {tuple(expected)}, got {arr.shape}")
         if arr.dtype == bool:
             return arr
-        if arr.dtype.kind in "iu" and np.all((arr == 0) | (arr == 1)):
-            return arr.astype(bool)
+        if arr.dtype.kind in "iu":
+            bad = ~((arr == 0) | (arr == 1))
+            if not bad.any():
+                return arr.astype(bool)
+            raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected bool values (or 0/1 integers), got "
+                                    f"{arr.dtype} value {arr[bad].flat[0]}")
         raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected bool values (or 0/1 integers), got {arr.dtype}")
 
     def leaf_check(self) -> LeafCheck:
