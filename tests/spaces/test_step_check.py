@@ -232,3 +232,22 @@ def test_single_leaf_spaces():
         assert got is not None and got[0].shape == (1, *np.shape(good)) and got[0].dtype == space.dtype
         assert step_check(space, True).leaves(bad) is None
         assert error_of(validated_step, space, bad) == error_of(space.validate, bad)
+
+
+def test_a_subclass_with_a_validate_of_its_own_is_validated_by_it(monkeypatch):
+    class Positive(BoxSpace):
+        def validate(self, x, **kwargs):
+            arr = super().validate(x, **kwargs)
+            if (arr <= 0).any():
+                raise InvalidValueError(f"leaf {kwargs.get('path')!r}: expected positive values")
+            return arr
+
+    space = DictSpace({"x": Positive(-1, 1, (2,), np.float32), "done": BinarySpace()})
+    good = {"x": np.full(2, 0.5, np.float32), "done": True}
+    assert step_check(space, True).leaves(good) is None  # not taken as it is: its own validate runs
+    assert validated_step(space, good)[0].tolist() == [[0.5, 0.5]]
+    assert "positive" in error_of(validated_step, space, {"x": np.zeros(2, np.float32), "done": True})
+    assert step_check(space, True).leaves({"x": [0.5, 0.5], "done": np.True_}) is None
+    count = CountFullValidation(monkeypatch)
+    validated_step(DictSpace({"x": Positive(-1, 1, (2,), np.float32), "done": BinarySpace()}), good)
+    assert count.calls == {"BoxSpace": 1}  # Positive's validate calling BoxSpace's; the flag took the fast path

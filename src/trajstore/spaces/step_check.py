@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trajstore.spaces import tree
-from trajstore.spaces.base import Space
+from trajstore.spaces.base import LeafCheck, Space
 
 _Node = list[tuple[str, "_Node | None"]]  # a dict node: (key, child node or None for a leaf)
 
@@ -51,7 +51,7 @@ class StepCheck:
         self._check_bounds = bool(check_bounds)
         self._root = _node(space) if tree._is_dict(space) else None
         self._leaves = [(tree.path_name(path) if path else "", leaf) for path, leaf in leaves]
-        checks = [leaf.leaf_check() for _, leaf in leaves]
+        checks = [_leaf_check(leaf) for _, leaf in leaves]
         self._converts: list[Callable[[Any], np.ndarray | None]] = [c.convert for c in checks]
         # Per dtype: the leaves whose bounds need a check, and those bounds flattened in that dtype.
         self._groups: list[tuple[list[int], np.ndarray, np.ndarray]] = []
@@ -127,6 +127,16 @@ class StepCheck:
     def _as_array(self, i: int, valid: Any) -> np.ndarray:
         arr = self._converts[i](valid)
         return np.asarray(valid) if arr is None else arr
+
+
+def _leaf_check(leaf: Space) -> LeafCheck:
+    """``leaf.leaf_check()``, or no fast path when its class overrides ``validate`` below the class that
+    defines ``leaf_check`` (a subclass with checks of its own: its values all go through them)."""
+    mro = type(leaf).__mro__
+    owner = lambda name: next(c for c in mro if name in c.__dict__)  # noqa: E731
+    if issubclass(owner("leaf_check"), owner("validate")):
+        return leaf.leaf_check()
+    return Space.leaf_check(leaf)
 
 
 def _node(space: Any) -> _Node:
