@@ -57,14 +57,13 @@ class StepCheck:
         self._groups: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         if not check_bounds:
             return
-        by_dtype: dict[np.dtype, list[int]] = {}
+        by_dtype: dict[np.dtype, list[tuple[int, np.ndarray, np.ndarray]]] = {}
         for i, c in enumerate(checks):
-            if c.low is not None:
-                by_dtype.setdefault(c.low.dtype, []).append(i)
-        for idx in by_dtype.values():
-            lo = np.concatenate([checks[i].low for i in idx])  # type: ignore[misc]
-            hi = np.concatenate([checks[i].high for i in idx])  # type: ignore[misc]
-            self._groups.append((idx, lo, hi))
+            if c.low is not None and c.high is not None:
+                by_dtype.setdefault(c.low.dtype, []).append((i, c.low, c.high))
+        for group in by_dtype.values():
+            self._groups.append(([i for i, _, _ in group], np.concatenate([lo for _, lo, _ in group]),
+                                 np.concatenate([hi for _, _, hi in group])))
 
     def validate(self, value: Any) -> list[np.ndarray]:
         """The leaf arrays of ``value`` (one step), in :func:`tree.leaves` order, each with a leading
