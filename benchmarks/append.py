@@ -78,21 +78,19 @@ append trajstore 347 / 344, UniEnv 2731 / 3519 (7.9x / 10.2x), TorchRL 426 / 431
 extend trajstore 252 / 241, UniEnv 1348 / 1591 (5.35x / 6.6x), TorchRL 159 / 176 (0.63x / 0.73x);
 disk 3.57 MB, 0.75x UniEnv's 4.74 MB at the same JPEG settings (PSNR 33.8 / 35.3 dB).
 
-Validation, one pass for every leaf type (``--modes validate --rounds 5``; ``before`` the tree where a
-``BinarySpace`` leaf turned the fast path off, ``after`` one fast path that bool, text and box leaves
-all take; load average 20 on 2 cores, two runs alike to 0.1 us), us/step:
+Validation, one pass for every leaf type (``--modes validate --peers '' --rounds 5``; ``before`` the
+tree where a ``BinarySpace`` leaf turned the fast path off, ``after`` one fast path that bool, text
+and box leaves all take; load average 9-21 on 2 cores; three runs), us/step:
 
-===============  ======  ======  ==========================  ============================  ======
-layout           before  after   after / before              flags' cost (vs no flags)     full
-===============  ======  ======  ==========================  ============================  ======
-camera           18.0    5.61    x0.31 (21.1 / 5.57: x0.26)  before x3.85, after x1.15     18-21
-cartpole         13.3    6.74    x0.51 (13.1 / 6.76: x0.52)  before x2.27, after x1.14     12-13
-===============  ======  ======  ==========================  ============================  ======
+* camera: before 18.0 / 21.1 / 17.9, after 5.61 / 5.57 / 5.97 (x0.31 / x0.26 / x0.33); the flags'
+  cost (step / no flags) before x3.6-4.5, after x1.15-1.18; full validation 17-21;
+* cartpole: before 13.3 / 13.1 / 13.0, after 6.74 / 6.76 / 7.05 (x0.51 / x0.52 / x0.54); the flags'
+  cost before x2.1-2.3, after x1.11-1.14; full validation 12-13.
 
-The two flags now cost what two bool ``BoxSpace`` leaves do (step / box flags x0.98 in both layouts;
-before, x0.94 / x0.88, as a Python bool for a Box leaf also left the fast path); ``full``, the old
-path for such a step, is x3.7 (camera) and x1.8 (cartpole) the new one. The recording rows above
-do not change: the workload has no bool or text leaf (``--peers '' --rounds 5``, load average 3-9:
+The two flags now cost what two bool ``BoxSpace`` leaves do (step / box flags x0.96-0.99; before
+x0.86-0.94, as a Python bool for a Box leaf also left the fast path); ``full``, the old path for
+such a step, is x3-3.7 (camera) and x1.8-1.9 (cartpole) the new one. The recording rows above do
+not change: the workload has no bool or text leaf (``--peers '' --rounds 5``, load average 3-9:
 append 291 before, 225 after; extend 203 / 238, ranges 99-242%: noise).
 """
 
