@@ -35,9 +35,10 @@ cache; only trajstore asks for fsync at its commit points. No timing is asserted
 Mode ``validate`` (trajstore sources only, no peer, no disk): the caller's validation of one step,
 ``validated_step`` as ``ReplayBuffer.append`` runs it, on 64 steps built by the recorder
 (``StepRecorder.record``, as ``RecordEpisodes`` does: observation leaves, action, ``np.float32``
-reward, Python bool ``terminated``/``truncated``) for two layouts: ``camera`` (the workload's
-observation leaves, a (7,) float32 action) and ``cartpole`` ((4,) float32 observation, a Discrete(2)
-action as ``np.int64``). Beside it, in the same process with the repeats alternating: the same step
+reward, Python bool ``terminated``/``truncated``) for three layouts: ``camera`` (the workload's
+observation leaves, a (7,) float32 action), ``camera+text`` (the same with a ``TextSpace(64)``
+instruction among the observation leaves) and ``cartpole`` ((4,) float32 observation, a
+Discrete(2) action as ``np.int64``). Beside it, in the same process with the repeats alternating: the same step
 without the two flags, the flags as bool ``BoxSpace`` leaves, and the full validation
 (``Space.validate``, the path any ``BinarySpace`` leaf forced before). us/step: the fastest of 40
 repeats of 500 calls per process, median of ``--rounds`` processes per source.
@@ -85,7 +86,10 @@ and box leaves all take; load average 9-21 on 2 cores; three runs), us/step:
 * camera: before 18.0 / 21.1 / 17.9, after 5.61 / 5.57 / 5.97 (x0.31 / x0.26 / x0.33); the flags'
   cost (step / no flags) before x3.6-4.5, after x1.15-1.18; full validation 17-21;
 * cartpole: before 13.3 / 13.1 / 13.0, after 6.74 / 6.76 / 7.05 (x0.51 / x0.52 / x0.54); the flags'
-  cost before x2.1-2.3, after x1.11-1.14; full validation 12-13.
+  cost before x2.1-2.3, after x1.11-1.14; full validation 12-13;
+* camera+text (a fourth run, the others in it as above to 0.2 us): before 19.4, after 6.33 (x0.33);
+  without the flags before 17.3 (the text leaf alone left the fast path), after 5.55: the text leaf
+  costs 0.65 us over ``camera`` (4.90), like one more box leaf.
 
 The two flags now cost what two bool ``BoxSpace`` leaves do (step / box flags x0.96-0.99; before
 x0.86-0.94, as a Python bool for a Box leaf also left the fast path); ``full``, the old path for
@@ -264,11 +268,11 @@ def report_validation(args: argparse.Namespace, runs: dict[str, list[dict[str, A
 
 def validation_child() -> dict[str, dict[str, float]]:
     """In a process of one trajstore source: us per call of ``validated_step`` on steps as
-    ``RecordEpisodes`` builds them (``StepRecorder.record``), for two layouts."""
+    ``RecordEpisodes`` builds them (``StepRecorder.record``), for three layouts."""
     import numpy as np
 
     from trajstore.integrations.recorded_step import StepRecorder, step_space
-    from trajstore.spaces import BoxSpace, DictSpace, tree
+    from trajstore.spaces import BoxSpace, DictSpace, TextSpace, tree
     from trajstore.storages.base import validated_step
 
     rng = np.random.default_rng(0)
@@ -284,6 +288,10 @@ def validation_child() -> dict[str, dict[str, float]]:
         "cartpole": (BoxSpace(-4.8, 4.8, (4,), np.float32), BoxSpace(0, 1, (), np.int64),  # Discrete(2)
                      lambda: rng.uniform(-1, 1, 4).astype(np.float32), lambda: np.int64(rng.integers(0, 2))),
     }
+    # camera with a language instruction among the observation leaves (gymnasium Text(64) -> TextSpace)
+    layouts["camera+text"] = (DictSpace({**camera_obs.spaces, "instruction": TextSpace(64)}), layouts["camera"][1],
+                              lambda: {**layouts["camera"][2](), "instruction": "push the red block to the left"},
+                              layouts["camera"][3])
     with tempfile.TemporaryDirectory() as tmp:
         recorder = StepRecorder(os.path.join(tmp, "new"), render_key=None, info_keys=(), image_keys=(),
                                 capacity=None, routing=None, fps=None)
