@@ -35,6 +35,10 @@ class TextSpace(Space):
     """Strings of ``min_length`` to ``max_length`` characters (Unicode code points).
 
     One value is a ``str``; a batch is a NumPy array of dtype ``<U{max_length}`` and shape ``(N,)``.
+    A value may also be an ``np.str_`` or a 0-d array holding a ``str``, a batch a list or iterable
+    of such values. :meth:`validate` refuses (``InvalidValueError`` naming the leaf) anything else
+    (``bytes`` included), NUL characters (fixed-width strings drop them), a length outside
+    ``[min_length, max_length]`` and lone surrogates (they have no UTF-8 form to store).
     """
 
     shape: tuple[int, ...] = ()
@@ -59,7 +63,7 @@ class TextSpace(Space):
         if not self.min_length <= len(s) <= self.max_length:
             raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected {self.min_length} to "
                                     f"{self.max_length} characters, got {len(s)}")
-        if not _utf8(s):  # stored as UTF-8: found here, not by the background write of the block
+        if not s.isascii() and not _utf8(s):  # stored as UTF-8: found here, not by the background write of the block
             bad = next(i for i, c in enumerate(s) if not _utf8(c))
             raise InvalidValueError(f"leaf {leaf_name(path)!r}: text must be valid Unicode, got a lone surrogate "
                                     f"{s[bad]!r} at index {bad} (it has no UTF-8 form)")
