@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -14,6 +14,28 @@ from trajstore.spaces.metadata import EMPTY_METADATA, SpaceMetadata
 
 #: Registry of space type names used in the JSON form (``"box"``, ``"dict"``, ...).
 SPACE_TYPES: Registry = Registry("space")
+
+
+class LeafCheck(NamedTuple):
+    """What one leaf space contributes to the one-step fast path (:mod:`trajstore.spaces.step_check`).
+
+    Attributes:
+        convert: ``convert(x)`` -> ``x`` as the array (no batch axis) that :meth:`Space.validate`
+            followed by ``convert`` gives for it, or ``None`` when it does not take ``x`` cheaply as it
+            is: then :meth:`Space.validate` decides (converts, or raises naming the leaf). It never
+            raises and never checks bounds. It also takes what :meth:`Space.validate` returns.
+        low, high: the bounds every element of ``convert``'s array must lie in (``low <= x <= high``,
+            NaN refused), flattened in C order and in the leaf's dtype; ``None`` when no value needs
+            a check.
+    """
+
+    convert: Callable[[Any], "np.ndarray | None"]
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+
+
+def _no_fast_path(x: Any) -> None:
+    return None
 
 
 class Space(abc.ABC):
@@ -74,6 +96,14 @@ class Space(abc.ABC):
         Raises:
             InvalidValueError: naming the leaf ``path`` and what was expected.
         """
+
+    def leaf_check(self) -> LeafCheck:
+        """This leaf's part of the one-step fast path (see :class:`LeafCheck`); computed once per
+        space by :func:`trajstore.spaces.step_check.step_check`.
+
+        The default takes nothing on the fast path: every value goes through :meth:`validate`.
+        """
+        return LeafCheck(_no_fast_path)
 
     @abc.abstractmethod
     def sample(self, rng: np.random.Generator | None = None, batch_size: int | None = None) -> Any:

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trajstore.errors import InvalidValueError
-from trajstore.spaces.base import SPACE_TYPES, Space, leaf_name
+from trajstore.spaces.base import SPACE_TYPES, LeafCheck, Space, leaf_name
 from trajstore.spaces.metadata import SpaceMetadata
 
 
@@ -34,9 +34,36 @@ class BinarySpace(Space):
             raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected shape {tuple(expected)}, got {arr.shape}")
         if arr.dtype == bool:
             return arr
-        if arr.dtype.kind in "iu" and np.all((arr == 0) | (arr == 1)):
-            return arr.astype(bool)
+        if arr.dtype.kind in "iu":
+            bad = ~((arr == 0) | (arr == 1))
+            if not bad.any():
+                return arr.astype(bool)
+            raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected bool values (or 0/1 integers), got "
+                                    f"{arr.dtype} value {arr[bad].flat[0]}")
         raise InvalidValueError(f"leaf {leaf_name(path)!r}: expected bool values (or 0/1 integers), got {arr.dtype}")
+
+    def leaf_check(self) -> LeafCheck:
+        """Takes a bool array of exactly ``shape`` as it is (a view), an integer array of ``shape``
+        holding only 0/1 (cast), and for a ``()`` leaf a Python or NumPy bool or 0/1 integer, exactly
+        as :meth:`validate` does; no bounds."""
+        shape, scalar = self.shape, self.shape == ()
+
+        def convert(x: Any) -> np.ndarray | None:
+            if type(x) is np.ndarray:
+                if x.shape != shape:
+                    return None
+                kind = x.dtype.kind
+                if kind == "b":
+                    return x
+                return x.astype(bool) if kind in "iu" and ((x == 0) | (x == 1)).all() else None
+            if scalar:
+                if type(x) is bool or type(x) is np.bool_:
+                    return np.asarray(x)
+                if isinstance(x, (int, np.integer)) and (x == 0 or x == 1):
+                    return np.asarray(bool(x))
+            return None
+
+        return LeafCheck(convert)
 
     def sample(self, rng: np.random.Generator | None = None, batch_size: int | None = None) -> np.ndarray:
         rng = rng or np.random.default_rng()

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trajstore.errors import InvalidValueError
-from trajstore.spaces.base import SPACE_TYPES, Space, leaf_name
+from trajstore.spaces.base import SPACE_TYPES, LeafCheck, Space, leaf_name
 from trajstore.spaces.metadata import SpaceMetadata
 
 
@@ -201,6 +201,25 @@ class BoxSpace(Space):
         if check_bounds and self._bounds is not None and arr.size:
             self._check_bounds(arr, batched, path)
         return arr
+
+    def leaf_check(self) -> LeafCheck:
+        """Takes an array of exactly ``shape`` and ``dtype`` as it is (a view, no copy), and for a
+        ``()`` leaf a NumPy or Python scalar whose ``np.asarray`` has ``dtype``; the bounds are
+        those :meth:`validate` checks, element by element."""
+        shape, dtype, scalar = self.shape, self.dtype, self.shape == ()
+
+        def convert(x: Any) -> np.ndarray | None:
+            if type(x) is np.ndarray:
+                return x if x.shape == shape and (x.dtype is dtype or x.dtype == dtype) else None
+            if scalar and isinstance(x, (np.generic, float, int)):  # bool is an int
+                a = np.asarray(x)  # ints beyond 64 bits give an object array: refused below
+                return a if a.dtype == dtype else None
+            return None
+
+        if self._bounds is None or not int(np.prod(shape, dtype=np.int64)):
+            return LeafCheck(convert)
+        flat = lambda b: np.broadcast_to(b, shape).ravel().astype(dtype)  # noqa: E731
+        return LeafCheck(convert, flat(self._bounds[0]), flat(self._bounds[1]))
 
     def _check_bounds(self, arr: np.ndarray, batched: bool, path: str) -> None:
         lo, hi = self._bounds

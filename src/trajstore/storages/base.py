@@ -482,11 +482,7 @@ def validated_step(space: Space, value: Any, *, check_bounds: bool = True) -> li
     Raises:
         InvalidValueError: names the leaf and what was expected.
     """
-    fast = step_check(space, check_bounds).leaves(value)  # arrays already of the leaves' dtypes and shapes
-    if fast is not None:
-        return fast
-    one = space.validate(value, batched=False, check_bounds=check_bounds)
-    return [np.asarray(v)[None] for v in tree.flatten(space, one)]
+    return step_check(space, check_bounds).validate(value)  # one pass; the full validation where it refuses
 
 
 def validated_batch(space: Space, value: Any, *, check_bounds: bool = True) -> tuple[list[np.ndarray], int]:
