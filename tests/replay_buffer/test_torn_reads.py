@@ -40,13 +40,14 @@ MIN_WRAPS = 5  # the ring turned over at least this often while it was read
 
 
 @pytest.fixture
-def live_ring(tmp_path):
-    """The folder of a ring that a writer process overwrites until the test ends; checks afterwards
-    that the writer closed cleanly and wrapped the ring at least :data:`MIN_WRAPS` times meanwhile."""
+def live_ring(tmp_path, request):
+    """The folder of a ring that a writer process overwrites until the test ends (pausing
+    ``request.param`` s after each episode, if parametrized); checks afterwards that the writer closed
+    cleanly and wrapped the ring at least :data:`MIN_WRAPS` times meanwhile."""
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Event(), ctx.Event()
     path = tmp_path / "rb"
-    writer = ctx.Process(target=write_ring, args=(str(path), ready, stop))
+    writer = ctx.Process(target=write_ring, args=(str(path), ready, stop, getattr(request, "param", 0.0)))
     writer.start()
     try:
         assert ready.wait(120), "the writer did not start"
@@ -88,10 +89,16 @@ def test_refreshing_reader_of_an_overwritten_ring_gets_whole_steps(live_ring):
     assert_whole(tally, REFRESH_READS)
 
 
+@pytest.mark.parametrize("live_ring", [0.02], indirect=True)
 def test_dataloader_workers_of_an_overwritten_ring_get_whole_steps(live_ring):
     """Two spawned workers over ``ReplayBufferDataset(path, refresh=True)``, each batch the indices
     0..63: every item's leaves agree, and a batch is one view's steps in order (the dataset wraps the
-    indices onto a view shrunk to ``c`` steps: item ``i`` is then the view's step ``i % c``)."""
+    indices onto a view shrunk to ``c`` steps: item ``i`` is then the view's step ``i % c``).
+
+    The writer pauses 20 ms after each episode (the ring still wraps about 5 times a second): a batch
+    of the whole ring is stale whenever the writer drops the oldest steps while it is read, and the
+    dataset gives up (``RuntimeError``) after 16 stale reads in a row, which an unpaused writer of
+    this tiny ring can cause on a loaded machine."""
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 

@@ -200,6 +200,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         lock = log = None
         try:
             lock = lock_for(path, read_only)
+            # The signature before the metadata, as refresh() takes it: a commit in between then
+            # shows as a change at the first staleness check, never as the signature of an older view.
+            signature = file_signature(path)
             meta, episodes, log = read_committed(path, read_only=read_only)
             if log is None and not read_only:  # format 1 or 2: migrated below
                 log = EpisodeLog.start(path)
@@ -218,7 +221,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             rb = cls(storage, ring=ring, episodes=episodes, cache_path=path, read_only=read_only,
                      multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds, log=log)
             try:
-                rb._meta_signature = file_signature(path)
+                rb._meta_signature = signature
                 if not read_only:
                     rb._stats.adopt(path, meta, ring)
                 if len(storage) < ring.count:
