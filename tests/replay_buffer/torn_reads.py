@@ -13,6 +13,7 @@ its logical index names, is found by :func:`check_steps`. Only the public API is
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,13 +99,15 @@ def check_steps(batch: dict[str, Any], expected: np.ndarray | None, tally: Tally
     tally.bad_reads += bool((torn | misplaced).any())
     for i in np.flatnonzero(torn | misplaced)[:5 - len(tally.examples)]:
         want = "" if expected is None else f", expected step {int(expected[i])}"
-        tally.examples.append(f"{where}: row {i}: camera {int(cam[i])}, hdf5 {int(hdf5[i])}, memmap {int(mm[i])}{want}")
+        tally.examples.append(f"{where}: row {i}: camera {int(cam[i])}, hdf5 {int(hdf5[i])}, "
+                              f"memmap {int(mm[i])}{want}")
 
 
-def write_ring(path: str, ready: Any, stop: Any, pause_s: float = 0.0, limit_s: float = 300.0) -> None:
+def write_ring(path: str, ready: Any, stop: Any, pause_s: float = 0.0) -> None:
     """The writer process: create a ring of :data:`CAPACITY` steps at ``path``, fill it, set ``ready``,
     then record episodes of :data:`EPISODE` steps (each ``end_episode`` commits) until ``stop`` is set
-    (or ``limit_s`` passed), sleeping ``pause_s`` after each episode."""
+    (or the process that started it is gone), sleeping ``pause_s`` after each episode."""
+    parent = os.getppid()
     rb = ReplayBuffer.create(DictStorage, space(), cache_path=path, capacity=CAPACITY, multiprocessing=True,
                              **storage_kwargs())
     n = 0
@@ -114,8 +117,7 @@ def write_ring(path: str, ready: Any, stop: Any, pause_s: float = 0.0, limit_s: 
             rb.end_episode()
             n += EPISODE
         ready.set()
-        deadline = time.monotonic() + limit_s
-        while not stop.is_set() and time.monotonic() < deadline:
+        while not stop.is_set() and os.getppid() == parent:
             rb.extend(steps(n, EPISODE))
             rb.end_episode()
             n += EPISODE
