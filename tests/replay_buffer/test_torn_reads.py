@@ -23,7 +23,8 @@ reader and the DataLoader workers saw no torn step either way. The file takes 46
 2-core machine (each fresh-opening reader about 15 s).
 
 ``TRAJSTORE_SOAK=1`` makes every reader read 10 times as often (35,000 reads catch 1/1000 with
-probability above 99.99%).
+probability above 99.99%): with the fix, 0 torn or misplaced steps in 35,000 reads of each
+fresh-opening reader and 35,000 rounds of the refreshing one (7.5 min on a loaded machine).
 """
 
 from __future__ import annotations
