@@ -55,7 +55,7 @@ def camera_routing(camera: str) -> dict[str, Any]:
     if camera == "png":
         return {"kind_kwargs": {"image": {"format": "PNG"}}}
     if camera == "video":
-        from trajstore.storages.video import VideoStorage
+        from trajstore.storages.frames.video import VideoStorage
 
         return {"kind_storage_cls": {"image": VideoStorage}}
     raise ValueError(f"camera must be one of {CAMERAS}, got {camera!r}")

@@ -38,7 +38,7 @@ from trajstore.errors import FormatError
 from trajstore.remote.layout import folder_files, is_payload
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
 from trajstore.replay_buffer.ring import RingState
-from trajstore.storages._slot_index import LOG_FILE, SlotIndex
+from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex
 from trajstore.storages.base import STORAGE_FILE
 
 #: Copies tried before a push gives up on a writer that keeps reusing the slots being copied.
@@ -116,8 +116,8 @@ def _copy_once(folder: Path, staged: Path) -> Snapshot:
 
 def _check_indexes(staged: Path, small: list[str], payload: dict[str, tuple[int, int]]) -> None:
     """Every payload file that a copied index points to is listed, else :class:`Retry`."""
-    from trajstore.storages.image import chunk_name
-    from trajstore.storages.video import segment_name
+    from trajstore.storages.frames.image import chunk_name
+    from trajstore.storages.frames.video import segment_name
 
     for rel in small:
         if rel.rsplit("/", 1)[-1] != LOG_FILE:

@@ -64,8 +64,8 @@ def routing_like(storage: SpaceStorage, obs_space: Space) -> tuple[type[SpaceSto
 
 
 def _like(sub: SpaceStorage) -> tuple[type[SpaceStorage], dict[str, Any]]:
-    from trajstore.storages.image import ImageStorage
-    from trajstore.storages.video import VideoStorage
+    from trajstore.storages.frames.image import ImageStorage
+    from trajstore.storages.frames.video import VideoStorage
 
     if isinstance(sub, VideoStorage):
         return ImageStorage, {}

@@ -7,10 +7,9 @@ for how a :class:`~trajstore.spaces.DictSpace` is split across storages by metad
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 from trajstore.storages.dict import DictStorage
 from trajstore.storages.hdf5 import HDF5Storage
-from trajstore.storages.image import ImageStorage
+from trajstore.storages.frames import ImageStorage, VideoStorage  # PyAV is imported on first use only
 from trajstore.storages.memmap import MemmapStorage
 from trajstore.storages.metadata_routing import create_dict_storage_from_space, dict_storage_kwargs_from_space
-from trajstore.storages.video import VideoStorage  # PyAV is imported on first use only
 
 __all__ = ["STORAGE_TYPES", "SpaceStorage", "DictStorage", "HDF5Storage", "ImageStorage", "MemmapStorage",
            "VideoStorage", "dict_storage_kwargs_from_space", "create_dict_storage_from_space"]
