@@ -104,7 +104,7 @@ def _bytes_counter(rb: ReplayBuffer) -> Callable[[Path | None], int]:
     remote = rb._remote
     if remote is None:
         return _local_bytes
-    mirror, files = Path(remote.mirror).resolve(), remote.source.manifest.files
+    mirror, files = Path(remote.path).resolve(), remote.payload.manifest.files
 
     def published_bytes(folder: Path | None) -> int:
         if folder is None:

@@ -33,7 +33,8 @@ from trajstore._damage import damaged_file
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._fs import in_parallel
 from trajstore._lock import WriterLock
-from trajstore._urls import is_published_folder, is_remote, local_path, refuse_remote_write
+from trajstore._urls import local_path, refuse_remote_write
+from trajstore.replay_buffer import remote_open
 from trajstore.errors import FormatError, LockedError, StaleReadError
 from trajstore.replay_buffer.episode_api import EpisodeMethods
 from trajstore.replay_buffer.sampling_api import SamplingMethods
@@ -51,6 +52,7 @@ from trajstore.replay_buffer.stale_reads import read_may_be_stale
 from trajstore.replay_buffer.stats_api import StatsMethods
 from trajstore.replay_buffer.stats_keeper import StatsKeeper
 from trajstore.spaces import Space, space_from_json
+from trajstore.storages._payload import PayloadSource
 from trajstore.storages._selection import select
 from trajstore.storages.base import (STORAGE_TYPES, SpaceStorage, check_capacity, validated_batch, validated_for,
                                      validated_step)
@@ -108,7 +110,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         self._staging: StagingArea | None = None
         self._writer: BackgroundWriter | None = None
         self.write_stats = WriteStats()
-        self._remote: Any = None  # a buffer opened from a URL: its mirror and payload source (trajstore.remote)
+        self._remote: Any = None  # a buffer opened from a URL: its RemoteFolder (remote_open.py)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -162,7 +164,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
     @classmethod
     def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True, multiprocessing: bool = False,
                   storage_options: dict[str, Any] | None = None,
-                  cache_dir: str | os.PathLike | None = None) -> "ReplayBuffer":
+                  cache_dir: str | os.PathLike | None = None, payload: PayloadSource | None = None) -> "ReplayBuffer":
         """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
 
         ``cache_path`` may be a URL: ``file://`` opens the local folder; any other fsspec URL
@@ -172,6 +174,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
         camera frames are then read by byte-range requests (see :mod:`trajstore.remote.mirror`).
         A local folder that holds a pushed copy (a manifest, no ``trajstore.json``) opens the same way.
         ``storage_options`` and ``cache_dir`` do nothing for a buffer folder on local disk.
+        ``payload``: the source of the folder's payload files when they are not in it (a
+        :class:`~trajstore.storages._payload.PayloadSource` of the buffer folder; read-only), else
+        ``None``: a URL's opener gives it (:mod:`~trajstore.replay_buffer.remote_open`).
 
         A writer (``read_only=False``) ends an episode that the last writer left open (it crashed,
         or closed without ``end_episode``) as *interrupted* and commits that at once, so the
@@ -189,12 +194,9 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
             LockedError: ``read_only=False`` while another process is writing.
             ReadOnlyError: ``read_only=False`` with a URL of object storage (nothing is fetched).
         """
-        if is_remote(cache_path) or is_published_folder(local_path(cache_path)):
-            from trajstore.remote.mirror import open_remote_buffer  # fsspec only when asked for
-
-            url = cache_path if is_remote(cache_path) else Path(local_path(cache_path)).resolve().as_uri()
-            return open_remote_buffer(cls, str(url), storage_options=storage_options, read_only=read_only,
-                                      multiprocessing=multiprocessing, cache_dir=cache_dir)
+        if remote_open.is_url(cache_path):  # the URL opener gives a folder and its payload source
+            return remote_open.load_url(cls, cache_path, read_only=read_only, multiprocessing=multiprocessing,
+                                        storage_options=storage_options, cache_dir=cache_dir)
         path = Path(local_path(cache_path))
         read_meta(path)  # not a buffer folder: a FormatError before anything else
         lock = log = None
@@ -214,7 +216,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                 if not isinstance(check_bounds, bool):
                     raise FormatError(f"check_bounds must be true or false, got {check_bounds!r}")
             storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
-                                              multiprocessing=multiprocessing, lock=lock)
+                                              multiprocessing=multiprocessing, lock=lock,
+                                              payload=remote_open.payload_of(payload, STORAGE_DIR))
             rb = cls(storage, ring=ring, episodes=episodes, cache_path=path, read_only=read_only,
                      multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds, log=log)
             try:
@@ -224,7 +227,7 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                 if len(storage) < ring.count:
                     raise FormatError(f"{path / META_FILE} records {ring.count} steps but the storage holds "
                                       f"{len(storage)}{short_parts(storage, ring.count)}")
-                rb._finals.open(meta, lock, rb._episodes.final_count)
+                rb._finals.open(meta, lock, rb._episodes.final_count, payload=payload)
                 if not read_only:
                     rb._end_interrupted_episode()
                     if rb._log.position is None:  # type: ignore[union-attr]
@@ -333,11 +336,8 @@ class ReplayBuffer(WriteBehindMethods, EpisodeMethods, SamplingMethods, WindowMe
                           "flush() are lost; use `with ReplayBuffer...` or call close()", stacklevel=2)
 
     def _reopen_args(self) -> tuple[Any, ...]:
-        if self._remote is not None:  # opened from a URL: reopen from it (trajstore.remote.mirror)
-            from trajstore.remote.mirror import reopen_remote
-
-            r = self._remote
-            return (reopen_remote, (r.url, r.storage_options, str(r.mirror), self.multiprocessing, r.snapshot))
+        if self._remote is not None:  # opened from a URL: the same snapshot, by the opener (remote_open.py)
+            return (_reopen_url, (self._remote.reopen_kwargs(), self.multiprocessing))
         return (_reopen, (str(self.cache_path), self.multiprocessing))
 
     # -- writing ---------------------------------------------------------------------------
@@ -518,3 +518,7 @@ def short_parts(storage: SpaceStorage, count: int) -> str:
 
 def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:
     return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing)
+
+
+def _reopen_url(reopen_kwargs: dict[str, Any], multiprocessing: bool) -> ReplayBuffer:
+    return remote_open.reopen_url(reopen_kwargs, multiprocessing)

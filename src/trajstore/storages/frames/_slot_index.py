@@ -414,21 +414,3 @@ def _tally(ids: np.ndarray) -> tuple[list[int], list[int]]:
     first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     return ids[first].tolist(), np.diff(np.r_[first, len(ids)]).tolist()
 
-
-def check_live_files(index: SlotIndex, path_of: Callable[[int], Path],
-                     exists: Callable[[Path], bool] = Path.exists) -> None:
-    """Check that the file of every live file id exists: one ``stat`` per live file, at open
-    (``exists`` answers for a folder whose payload files are elsewhere, see ``_payload.py``).
-
-    A reader's index may name a file that a writer has just removed (its slots were overwritten
-    since): the index is refreshed once before a missing file counts.
-
-    Raises:
-        FormatError: names the missing files (up to 5) and how many there are.
-    """
-    missing = [path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))]
-    if missing and index.refresh():
-        missing = [path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))]
-    if missing:
-        listed = ", ".join(str(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        raise FormatError(f"{len(missing)} payload file(s) that {index.path} points to are missing: {listed}")

@@ -35,7 +35,6 @@ decodes on the pool straight into the output array. Slots never written read as 
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +46,18 @@ from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import Space
 from trajstore.storages.frames import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
-from trajstore.storages._payload import payload_source_for
+from trajstore.storages._payload import PayloadSource
 from trajstore.storages.frames._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
-from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex, _write_all, check_live_files
+from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
+from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex, _write_all
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 CHUNK_DIR = "chunks"
 #: Target size of one chunk file when none is given: 64 MiB (bytes).
 DEFAULT_CHUNK_BYTES = 64 * 2**20
-#: Open read descriptors kept per storage (least recently used are closed first).
-FD_CACHE_SIZE = 64
+#: The chunk files: ``chunks/<id, 6 digits>.bin``.
+CHUNKS = FileNaming(CHUNK_DIR, 6, ".bin")
 
 
 def _stored_header(path: Path, value: Any) -> bytes:
@@ -78,7 +78,7 @@ def _stored_header(path: Path, value: Any) -> bytes:
 
 def chunk_name(file_id: int) -> str:
     """``chunks/<id, 6 digits>.bin`` relative to the storage folder."""
-    return f"{CHUNK_DIR}/{file_id:06d}.bin"
+    return CHUNKS.name(file_id)
 
 
 #: Chroma subsampling of a JPEG folder whose config has no "subsampling" (written before the
@@ -119,6 +119,8 @@ class ImageStorage(SpaceStorage):
     """
 
     requires_cache_path = True
+    payload_files = (CHUNKS.pattern,)
+    takes_payload = True
     #: 2: JPEG frames may be stored without their shared header (see the module docstring).
     format_version = 2
     options = (
@@ -139,12 +141,11 @@ class ImageStorage(SpaceStorage):
         self._dtype = np.dtype(space.dtype)  # uint8, or uint16 (PNG only)
         self._index: SlotIndex | None = None
         self._length = 0  # slots of an unbounded storage (capacity otherwise)
-        self._fds: OrderedDict[int, int] = OrderedDict()  # chunk id -> O_RDONLY fd
+        self._files = PayloadFiles(self.cache_path, CHUNKS)  # type: ignore[arg-type]  # local disk until _open
         self._active_id = -1  # chunk being appended to (writer only)
         self._active_fd = -1
         self._active_size = 0
         self._dir_dirty = False  # a chunk file was created since the last fsync of chunks/
-        self._remote = None  # (PayloadSource, folder prefix) when the chunks are in object storage (_payload.py)
         #: The JPEG header frames are stored without (format version 2), or None: whole frames.
         self._header: bytes | None = config.get("jpeg_header")
         self.format_version = 2 if self._header is not None else 1  # type: ignore[misc]
@@ -211,19 +212,19 @@ class ImageStorage(SpaceStorage):
         return storage
 
     @classmethod
+    def referenced_payload(cls, path: Path) -> list[str]:
+        """The chunk files the index in ``path`` points to (``chunks/000003.bin``, ...)."""
+        return referenced_files(path, CHUNKS)
+
+    @classmethod
     def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
-              multiprocessing: bool, lock: WriterLock | None) -> "ImageStorage":
+              multiprocessing: bool, lock: WriterLock | None, payload: PayloadSource | None = None) -> "ImageStorage":
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only,
                                         before_compact=storage._sync_chunks)
-        storage._remote = payload_source_for(path) if read_only else None
-        if storage._remote is not None:
-            source, prefix = storage._remote
-            check_live_files(storage._index, lambda fid: path / chunk_name(fid),
-                             exists=lambda p: source.exists(prefix + p.relative_to(path).as_posix()))
-        else:
-            check_live_files(storage._index, lambda fid: path / chunk_name(fid))
+        storage._files = PayloadFiles(path, CHUNKS, payload)
+        storage._files.check_live(storage._index)
         storage._length = storage._index.n_slots
         if not read_only:
             storage._remove_orphans()
@@ -300,8 +301,7 @@ class ImageStorage(SpaceStorage):
             retired.append(self._active_id)
             self._active_fd = -1
         fid = self._index.new_file_id()  # type: ignore[union-attr]  # never reused, even after deletes
-        self._active_fd = os.open(self.cache_path / chunk_name(fid),  # type: ignore[operator]
-                                  os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self._active_fd = os.open(self._files.path(fid), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         self._active_id, self._active_size = fid, 0
         self._dir_dirty = True
 
@@ -312,20 +312,12 @@ class ImageStorage(SpaceStorage):
             return
         self.flush()  # after a crash the index on disk must not point into a deleted chunk
         for fid in dead:
-            self._forget_fd(fid)
-            try:
-                os.unlink(self.cache_path / chunk_name(fid))  # type: ignore[operator]
-            except FileNotFoundError:
-                pass
+            self._files.remove(fid)
         self._dir_dirty = True
 
     def _remove_orphans(self) -> None:
         """On a writer's open: delete chunk files no slot points into (left by a crash or a failed write)."""
-        live = set(self._index.live_files().tolist())  # type: ignore[union-attr]
-        for entry in os.scandir(self.cache_path / CHUNK_DIR):  # type: ignore[operator]
-            stem, ext = os.path.splitext(entry.name)
-            if ext == ".bin" and stem.isdigit() and int(stem) not in live:
-                os.unlink(entry.path)
+        self._files.remove_orphans(set(self._index.live_files().tolist()))  # type: ignore[union-attr]
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
@@ -347,18 +339,14 @@ class ImageStorage(SpaceStorage):
         # One pread per run of frames that lie back to back in one chunk.
         cut = np.flatnonzero((fid[1:] != fid[:-1]) | (off[1:] != off[:-1] + length[:-1])) + 1
         starts, stops = np.r_[0, cut], np.r_[cut, len(fid)]
-        payloads: list[memoryview] = []
-        if self._remote is not None:
-            self._fetch_remote(fid, off, length, starts, stops, payloads)
-        else:
-            self._pread_runs(fid, off, length, starts, stops, slots, written, payloads)
-        header = self._header
-        if header is not None:  # abbreviated frames: the shared header, then their own bytes
-            payloads = [p if p[:2] == codec.JPEG_SOI else header + p for p in payloads]  # type: ignore[misc]
 
         def where(i: int) -> str:
             return self._where(slots[written[i]], int(fid[i]), int(off[i]))
 
+        payloads = self._files.read_runs(fid, off, length, starts, stops, where)
+        header = self._header
+        if header is not None:  # abbreviated frames: the shared header, then their own bytes
+            payloads = [p if p[:2] == codec.JPEG_SOI else header + p for p in payloads]  # type: ignore[misc]
         if len(written) == len(slots):
             codec.decode_batch(payloads, out, self._format, where)
         else:  # some slots were never written: they stay zero
@@ -366,57 +354,10 @@ class ImageStorage(SpaceStorage):
             codec.decode_batch(payloads, frames, self._format, where)
             out[written] = frames
 
-    def _pread_runs(self, fid: np.ndarray, off: np.ndarray, length: np.ndarray, starts: np.ndarray,
-                    stops: np.ndarray, slots: np.ndarray, written: np.ndarray, payloads: list[memoryview]) -> None:
-        """The runs' bytes from the local chunk files: one ``os.pread`` per run."""
-        for a, b in zip(starts.tolist(), stops.tolist()):
-            first, total = int(off[a]), int(off[b - 1] + length[b - 1] - off[a])
-            fd = self._fd(int(fid[a]))
-            if first + total > os.fstat(fd).st_size:  # before pread allocates `total` bytes read from the index
-                raise FormatError(f"{self._where(slots[written[a]], int(fid[a]), first)}: {LOG_FILE} points "
-                                  f"{total} bytes past offset {first}, beyond the end of the chunk: the chunk is "
-                                  "truncated or the index damaged")
-            data = memoryview(os.pread(fd, total, first))
-            if len(data) != total:
-                raise FormatError(f"{self.cache_path / chunk_name(int(fid[a]))} is truncated: "  # type: ignore
-                                  f"needed {total} bytes at offset {first}, got {len(data)}")
-            rel = (off[a:b] - first).tolist()
-            payloads.extend(data[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
-
-    def _fetch_remote(self, fid: np.ndarray, off: np.ndarray, length: np.ndarray, starts: np.ndarray,
-                      stops: np.ndarray, payloads: list[memoryview]) -> None:
-        """The runs' bytes from object storage: one ranged request per run (close runs of one chunk
-        merged by the source), all of them concurrently; never a whole chunk file."""
-        source, prefix = self._remote  # type: ignore[misc]
-        names = [prefix + chunk_name(int(fid[a])) for a in starts.tolist()]
-        firsts = off[starts]
-        lasts = off[stops - 1] + length[stops - 1]
-        blobs = source.read_ranges(names, firsts.tolist(), lasts.tolist())
-        for a, b, data in zip(starts.tolist(), stops.tolist(), blobs):
-            view = memoryview(data)
-            rel = (off[a:b] - off[a]).tolist()
-            payloads.extend(view[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
-
     def _where(self, slot: Any, file_id: int, offset: int) -> str:
         """Where the frame of ``slot`` is, for error messages: its chunk file, offset, and the index."""
         return (f"{self.cache_path / chunk_name(file_id)} at offset {offset} (slot {int(slot)} in "  # type: ignore
                 f"{LOG_FILE})")
-
-    def _fd(self, file_id: int) -> int:
-        fd = self._fds.get(file_id)
-        if fd is not None:
-            self._fds.move_to_end(file_id)
-            return fd
-        fd = os.open(self.cache_path / chunk_name(file_id), os.O_RDONLY)  # type: ignore[operator]
-        self._fds[file_id] = fd
-        if len(self._fds) > FD_CACHE_SIZE:
-            os.close(self._fds.popitem(last=False)[1])
-        return fd
-
-    def _forget_fd(self, file_id: int) -> None:
-        fd = self._fds.pop(file_id, None)
-        if fd is not None:
-            os.close(fd)
 
     # -- state ---------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -440,12 +381,11 @@ class ImageStorage(SpaceStorage):
             return
         self._index.refresh()
         self._length = self._index.n_slots
-        for fid in [f for f in self._fds if self._index.live_count(f) == 0]:
-            self._forget_fd(fid)  # a deleted chunk's disk space is freed once its last fd closes
+        for fid in [f for f in self._files.open_ids() if self._index.live_count(f) == 0]:
+            self._files.forget(fid)  # a deleted chunk's disk space is freed once its last fd closes
 
     def _close(self) -> None:
-        for fid in list(self._fds):
-            self._forget_fd(fid)
+        self._files.close()
         if self._active_fd >= 0:
             os.close(self._active_fd)
             self._active_fd = -1
@@ -454,8 +394,7 @@ class ImageStorage(SpaceStorage):
 
     def _after_fork(self) -> None:
         # The child has its own copies of the parent's fds: closing them leaves the parent's open.
-        for fid in list(self._fds):
-            self._forget_fd(fid)
+        self._files.close()
         if self._active_fd >= 0:
             os.close(self._active_fd)
             self._active_fd = -1

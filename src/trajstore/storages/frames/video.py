@@ -45,9 +45,10 @@ from trajstore.spaces import Space
 from trajstore.storages.frames._frame_space import check_rgb_frames
 from trajstore.storages.frames import _video_codec as vcodec
 from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
-from trajstore.storages._payload import payload_source_for
+from trajstore.storages._payload import PayloadSource
+from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
 from trajstore.storages._selection import Selection
-from trajstore.storages.frames._slot_index import SlotIndex, check_live_files
+from trajstore.storages.frames._slot_index import SlotIndex
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 SEGMENT_DIR = "segments"
@@ -59,9 +60,13 @@ READER_CACHE_SIZE = 32
 DECODE_THREADS = min(4, os.cpu_count() or 1)
 
 
+#: The segment files: ``segments/<id, 8 digits>.mp4`` (``.mp4.tmp`` while a writer encodes one).
+SEGMENTS = FileNaming(SEGMENT_DIR, 8, ".mp4", scratch=vcodec.TMP_SUFFIX)
+
+
 def segment_name(file_id: int) -> str:
     """``segments/<id, 8 digits>.mp4`` relative to the storage folder."""
-    return f"{SEGMENT_DIR}/{file_id:08d}.mp4"
+    return SEGMENTS.name(file_id)
 
 
 #: Frame rates a segment's time base can carry (Hz): PyAV needs a representable, non-zero frame time.
@@ -104,6 +109,8 @@ class VideoStorage(SpaceStorage):
 
     requires_cache_path = True
     supports_overwrite = False
+    payload_files = (SEGMENTS.pattern,)
+    takes_payload = True
     options = (
         Option("fps", 30, _frame_rate, "frame rate (Hz)", from_metadata=True),
         Option("codec", "libx264", one_of(*vcodec.CODECS), "encoder"),
@@ -132,8 +139,8 @@ class VideoStorage(SpaceStorage):
         self._count = 0  # frames in the pending segment
         self._pending_of = np.full(0, -1, np.int64)  # slot -> pending frame number, -1 if none
         # Reading.
+        self._files = PayloadFiles(self.cache_path, SEGMENTS)  # type: ignore[arg-type]  # local disk until _open
         self._readers = self._new_reader_cache()
-        self._remote = None  # (PayloadSource, folder prefix) when the segments are in object storage (_payload.py)
         self._pool: ThreadPoolExecutor | None = None
 
     # -- what it takes -------------------------------------------------------------------------
@@ -154,33 +161,28 @@ class VideoStorage(SpaceStorage):
         return storage
 
     @classmethod
+    def referenced_payload(cls, path: Path) -> list[str]:
+        """The segment files the index in ``path`` points to (``segments/00000003.mp4``, ...)."""
+        return referenced_files(path, SEGMENTS)
+
+    @classmethod
     def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
-              multiprocessing: bool, lock: WriterLock | None) -> "VideoStorage":
+              multiprocessing: bool, lock: WriterLock | None, payload: PayloadSource | None = None) -> "VideoStorage":
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only)
-        storage._remote = payload_source_for(path) if read_only else None
-        if storage._remote is not None:
-            source, prefix = storage._remote
-            check_live_files(storage._index, lambda fid: path / segment_name(fid),
-                             exists=lambda p: source.exists(prefix + p.relative_to(path).as_posix()))
-        else:
-            check_live_files(storage._index, lambda fid: path / segment_name(fid))
+        storage._files = PayloadFiles(path, SEGMENTS, payload)
+        storage._files.check_live(storage._index)
         storage._length = storage._index.n_slots
         if not read_only:
             storage._remove_orphans()
         return storage
 
     def _new_reader_cache(self) -> vcodec.ReaderCache:
-        folder = self.cache_path
-
         def open_reader(file_id: int) -> vcodec.SegmentReader:
-            if self._remote is not None:  # a whole segment, fetched once into the source's bounded cache
-                source, prefix = self._remote
-                where = source.local_copy(prefix + segment_name(file_id))
-            else:
-                where = folder / segment_name(file_id)  # type: ignore[operator]
-            return vcodec.SegmentReader(where, self._h, self._w, self._fps, self._settings.gop_size)
+            # From a payload source: a whole segment, fetched once into the source's bounded cache.
+            return vcodec.SegmentReader(self._files.whole(file_id), self._h, self._w, self._fps,
+                                        self._settings.gop_size)
 
         return vcodec.ReaderCache(open_reader, READER_CACHE_SIZE)
 
@@ -227,8 +229,7 @@ class VideoStorage(SpaceStorage):
     def _open_segment(self) -> None:
         """Start a new segment file, fed with the pending raw frames if any (after a failure)."""
         fid = self._index.new_file_id()  # type: ignore[union-attr]  # never reused
-        encoder = vcodec.SegmentEncoder(self.cache_path / segment_name(fid),  # type: ignore[operator]
-                                        self._h, self._w, self._fps, self._settings)
+        encoder = vcodec.SegmentEncoder(self._files.path(fid), self._h, self._w, self._fps, self._settings)
         if self._count:
             try:
                 encoder.encode(self._raw[: self._count])
@@ -291,15 +292,11 @@ class VideoStorage(SpaceStorage):
         self._index.flush()  # type: ignore[union-attr]  # after a crash the index must not point into a deleted file
         for fid in dead:
             self._readers.drop(fid)
-            (self.cache_path / segment_name(fid)).unlink(missing_ok=True)  # type: ignore[operator]
+            self._files.remove(fid)
 
     def _remove_orphans(self) -> None:
         """On a writer's open: delete temp files of interrupted encodes and segments no slot uses."""
-        live = set(self._index.live_files().tolist())  # type: ignore[union-attr]
-        for entry in os.scandir(self.cache_path / SEGMENT_DIR):  # type: ignore[operator]
-            stem = entry.name.split(".", 1)[0]
-            if entry.name.endswith(vcodec.TMP_SUFFIX) or (stem.isdigit() and int(stem) not in live):
-                os.unlink(entry.path)
+        self._files.remove_orphans(set(self._index.live_files().tolist()))  # type: ignore[union-attr]
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
