@@ -401,7 +401,7 @@ def test_failed_extend_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def disk_full(fd: int, data: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("trajstore.storages.frames.image._write_all", disk_full)
+    monkeypatch.setattr("trajstore.storages.frames.image.write_all", disk_full)
     with pytest.raises(OSError):
         s.extend(smooth_frames(2, seed=1))
     monkeypatch.undo()

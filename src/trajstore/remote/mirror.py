@@ -23,10 +23,10 @@ its payload objects may be gone, and a read says so (``FormatError``: open it ag
 
 Pickling (DataLoader workers under spawn, Ray tasks): the buffer pickles as
 :meth:`MirrorFolder.reopen_kwargs`: its URL, storage options (credentials included: they travel with
-the pickle), mirror folder and snapshot (manifest generation and hash). A process on the same machine reuses the mirror while it exists; elsewhere it
-opens the same snapshot from the URL: the current manifest if no push replaced it, else the copy a
-push keeps under ``manifests/`` while the snapshot is retained (past that: ``FormatError``). So a
-copy never reads a later push than its original.
+the pickle), mirror folder and snapshot (manifest generation and hash). A process on the same machine
+reuses the mirror while it exists; elsewhere it opens the same snapshot from the URL: the current
+manifest if no push replaced it, else the copy a push keeps under ``manifests/`` while the snapshot is
+retained (past that: ``FormatError``). So a copy never reads a later push than its original.
 """
 
 from __future__ import annotations

@@ -39,34 +39,11 @@ from typing import Callable
 
 import numpy as np
 
-from trajstore.errors import FormatError
 from trajstore._fs import fsync_dir
+from trajstore.storages.frames._slot_records import (HEADER, HEADER_BYTES, LOG_FILE, RECORD, RECORD_BYTES,
+                                                     check_header, check_records, tally, write_all)
 
-LOG_FILE = "index.log"
-MAGIC = b"TSSLOTIX"
-VERSION = 1
-#: One record: ``(slot, file_id, offset, length)`` as little-endian int64.
-RECORD = np.dtype("<i8")
-RECORD_BYTES = 4 * RECORD.itemsize
-HEADER_BYTES = 32
-_HEADER = MAGIC + np.array([VERSION, RECORD_BYTES, 0], dtype=RECORD).tobytes()
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    """``os.write`` until every byte is written (a regular file may take fewer bytes)."""
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _check_header(head: bytes, path: Path) -> None:
-    if len(head) < HEADER_BYTES or head[:8] != MAGIC:
-        raise FormatError(f"{path} is not a trajstore slot index (bad or missing header)")
-    version, record_bytes, _ = np.frombuffer(head[8:HEADER_BYTES], dtype=RECORD)
-    if version > VERSION or record_bytes != RECORD_BYTES:
-        raise FormatError(f"{path}: slot index version {version} (record size {record_bytes}) is newer than "
-                          f"this trajstore reads ({VERSION}); upgrade trajstore")
+__all__ = ["HEADER_BYTES", "LOG_FILE", "RECORD", "RECORD_BYTES", "SlotIndex"]
 
 
 class SlotIndex:
@@ -112,7 +89,7 @@ class SlotIndex:
         path = Path(folder) / LOG_FILE
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            _write_all(fd, _HEADER)
+            write_all(fd, HEADER)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -299,7 +276,7 @@ class SlotIndex:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, _HEADER + rec.tobytes())
+            write_all(fd, HEADER + rec.tobytes())
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -322,7 +299,7 @@ class SlotIndex:
         self._open_fd()
         size = os.fstat(self._fd).st_size
         raw = os.pread(self._fd, size, 0)
-        _check_header(raw[:HEADER_BYTES], self.path)
+        check_header(raw[:HEADER_BYTES], self.path)
         whole = (len(raw) - HEADER_BYTES) // RECORD_BYTES * RECORD_BYTES
         rec = np.frombuffer(raw, dtype=RECORD, count=whole // 8, offset=HEADER_BYTES).reshape(-1, 4)
         self._buf[:] = -1
@@ -335,34 +312,13 @@ class SlotIndex:
         self._records = len(rec)
 
     def _check_records(self, rec: np.ndarray, before: int) -> None:
-        """Refuse records read from the log that no writer writes (a damaged log), before they size
-        any table. A slot must be below ``n_slots``, the number of records in the log (storages
-        write slots from 0 up, each with a record) or the slot count a reservation declared (in its
-        offset field: :meth:`update` logs one before a slot past both, :meth:`compact` one for the
-        table); a slot's file id must have been reserved (a reservation is logged before a file is
-        used, and a compaction keeps the highest); offsets and lengths must not be negative.
-
-        Raises:
-            FormatError: names the log and the first bad record.
-        """
-        if len(rec) == 0:
-            return
-        slot, fid, off, length = rec.T
-        reserved = max(self._max_file_id, int(fid[slot < 0].max(initial=-1)))
-        declared = max(self._declared, int(off[slot < 0].max(initial=0)))
-        written = slot >= 0
-        bad = ((slot < -1) | (slot >= max(self._n_given, before + len(rec), declared)) | (fid < -1)
-               | (written & (fid > reserved)) | (written & (fid >= 0) & ((off < 0) | (length < 0))))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise FormatError(f"{self.path} is damaged: record {before + i} at byte "
-                              f"{HEADER_BYTES + (before + i) * RECORD_BYTES} is (slot {int(slot[i])}, file "
-                              f"{int(fid[i])}, offset {int(off[i])}, length {int(length[i])}), which no writer logs")
+        """Refuse records no writer writes (:func:`~trajstore.storages.frames._slot_records.check_records`)."""
+        check_records(rec, before, self.path, self._max_file_id, self._declared, self._n_given)
 
     def _append(self, rec: np.ndarray) -> None:
         data = np.ascontiguousarray(rec, dtype=RECORD).tobytes()
         try:
-            _write_all(self._fd, data)
+            write_all(self._fd, data)
         except BaseException:
             os.ftruncate(self._fd, self._pos)  # no torn record may stay in front of later appends
             raise
@@ -393,9 +349,9 @@ class SlotIndex:
         old_ids = self._table[slots, 0]
         new_ids = new[:, 0]
         emptied = []
-        for fid, n in zip(*_tally(new_ids)):
+        for fid, n in zip(*tally(new_ids)):
             self._counts[fid] = self._counts.get(fid, 0) + n
-        for fid, n in zip(*_tally(old_ids)):
+        for fid, n in zip(*tally(old_ids)):
             left = self._counts.get(fid, 0) - n
             if left > 0:
                 self._counts[fid] = left
@@ -404,13 +360,4 @@ class SlotIndex:
                 emptied.append(fid)
         self._table[slots] = new
         return np.array(emptied, dtype=np.int64)
-
-
-def _tally(ids: np.ndarray) -> tuple[list[int], list[int]]:
-    """The distinct file ids >= 0 of ``ids`` and how often each occurs (a sort, not np.unique: see _apply)."""
-    ids = np.sort(ids[ids >= 0])
-    if len(ids) == 0:
-        return [], []
-    first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    return ids[first].tolist(), np.diff(np.r_[first, len(ids)]).tolist()
 

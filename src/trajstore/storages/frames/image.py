@@ -50,7 +50,8 @@ from trajstore.storages._payload import PayloadSource
 from trajstore.storages.frames._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
 from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
-from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex, _write_all
+from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex
+from trajstore.storages.frames._slot_records import write_all
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 CHUNK_DIR = "chunks"
@@ -227,7 +228,7 @@ class ImageStorage(SpaceStorage):
         storage._files.check_live(storage._index)
         storage._length = storage._index.n_slots
         if not read_only:
-            storage._remove_orphans()
+            storage._files.remove_orphans(set(storage._index.live_files().tolist()))  # left by a crash
         return storage
 
     @property
@@ -283,7 +284,7 @@ class ImageStorage(SpaceStorage):
                 continue
             k = max(k, 1)  # a frame larger than chunk_bytes gets a chunk of its own
             try:
-                _write_all(self._active_fd, b"".join(payloads[i:i + k]))
+                write_all(self._active_fd, b"".join(payloads[i:i + k]))
             except BaseException:
                 os.ftruncate(self._active_fd, self._active_size)  # no half-written frames
                 raise
@@ -314,10 +315,6 @@ class ImageStorage(SpaceStorage):
         for fid in dead:
             self._files.remove(fid)
         self._dir_dirty = True
-
-    def _remove_orphans(self) -> None:
-        """On a writer's open: delete chunk files no slot points into (left by a crash or a failed write)."""
-        self._files.remove_orphans(set(self._index.live_files().tolist()))  # type: ignore[union-attr]
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:

@@ -46,6 +46,7 @@ from trajstore.storages.frames._frame_space import check_rgb_frames
 from trajstore.storages.frames import _video_codec as vcodec
 from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
 from trajstore.storages._payload import PayloadSource
+from trajstore.storages.frames._reader_cache import ReaderCache
 from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
 from trajstore.storages._selection import Selection
 from trajstore.storages.frames._slot_index import SlotIndex
@@ -175,16 +176,15 @@ class VideoStorage(SpaceStorage):
         storage._files.check_live(storage._index)
         storage._length = storage._index.n_slots
         if not read_only:
-            storage._remove_orphans()
+            storage._files.remove_orphans(set(storage._index.live_files().tolist()))  # left by a crash
         return storage
 
-    def _new_reader_cache(self) -> vcodec.ReaderCache:
-        def open_reader(file_id: int) -> vcodec.SegmentReader:
-            # From a payload source: a whole segment, fetched once into the source's bounded cache.
-            return vcodec.SegmentReader(self._files.whole(file_id), self._h, self._w, self._fps,
-                                        self._settings.gop_size)
+    def _new_reader_cache(self) -> ReaderCache:
+        def open_reader(file_id: int) -> vcodec.SegmentReader:  # from a source: a whole segment, in its cache
+            where = self._files.whole(file_id)
+            return vcodec.SegmentReader(where, self._h, self._w, self._fps, self._settings.gop_size)
 
-        return vcodec.ReaderCache(open_reader, READER_CACHE_SIZE)
+        return ReaderCache(open_reader, READER_CACHE_SIZE)
 
     @property
     def lossless(self) -> bool:
@@ -293,10 +293,6 @@ class VideoStorage(SpaceStorage):
         for fid in dead:
             self._readers.drop(fid)
             self._files.remove(fid)
-
-    def _remove_orphans(self) -> None:
-        """On a writer's open: delete temp files of interrupted encodes and segments no slot uses."""
-        self._files.remove_orphans(set(self._index.live_files().tolist()))  # type: ignore[union-attr]
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
