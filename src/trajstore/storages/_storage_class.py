@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from trajstore._damage import damaged_file
-from trajstore._folder import fresh_folder, lock_for
+from trajstore._folder import constructor, fresh_folder, lock_for
 from trajstore._fs import write_json_atomic
 from trajstore._lock import WriterLock
 from trajstore._urls import refuse_remote_write
@@ -110,7 +110,7 @@ class StorageClass(abc.ABC):
             raise ValueError(f"{cls.__name__} writes files, so it needs a cache_path")
         return cls._check_config(space, config_from(cls.__name__, cls.options, options))
 
-    @classmethod
+    @constructor  # a classmethod that refuses to be called on an instance
     def create(cls, space: Space, *, capacity: int | None = None, cache_path: str | os.PathLike | None = None,
                multiprocessing: bool = False, **options: Any) -> Any:
         """A new, empty storage.
@@ -160,7 +160,7 @@ class StorageClass(abc.ABC):
         """
         return []
 
-    @classmethod
+    @constructor  # a classmethod that refuses to be called on an instance
     def load_from(cls, path: str | os.PathLike, space: Space | None = None, *, capacity: Any = "stored",
                   read_only: bool = True, multiprocessing: bool = False,
                   payload: PayloadSource | None = None) -> Any:

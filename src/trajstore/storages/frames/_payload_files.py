@@ -107,6 +107,21 @@ class PayloadFiles:
         return self.folder / self.naming.name(file_id)
 
     # -- at open -------------------------------------------------------------------------------
+    @classmethod
+    def opened(cls, folder: Path, naming: FileNaming, index: SlotIndex, source: PayloadSource | None, *,
+               writer: bool) -> "PayloadFiles":
+        """The files of a storage folder being opened: every file ``index`` points to is checked to
+        exist (:meth:`check_live`), and a ``writer`` deletes the orphans (:meth:`remove_orphans`).
+
+        Raises:
+            FormatError: names the missing files.
+        """
+        files = cls(folder, naming, source)
+        files.check_live(index)
+        if writer:
+            files.remove_orphans(set(index.live_files().tolist()))  # left by a crash or a failed write
+        return files
+
     def check_live(self, index: SlotIndex) -> None:
         """Every file ``index`` points to exists (locally, or in the source).
 

@@ -224,11 +224,8 @@ class ImageStorage(SpaceStorage):
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only,
                                         before_compact=storage._sync_chunks)
-        storage._files = PayloadFiles(path, CHUNKS, payload)
-        storage._files.check_live(storage._index)
+        storage._files = PayloadFiles.opened(path, CHUNKS, storage._index, payload, writer=not read_only)
         storage._length = storage._index.n_slots
-        if not read_only:
-            storage._files.remove_orphans(set(storage._index.live_files().tolist()))  # left by a crash
         return storage
 
     @property

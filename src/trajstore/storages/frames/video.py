@@ -172,11 +172,8 @@ class VideoStorage(SpaceStorage):
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only)
-        storage._files = PayloadFiles(path, SEGMENTS, payload)
-        storage._files.check_live(storage._index)
+        storage._files = PayloadFiles.opened(path, SEGMENTS, storage._index, payload, writer=not read_only)
         storage._length = storage._index.n_slots
-        if not read_only:
-            storage._files.remove_orphans(set(storage._index.live_files().tolist()))  # left by a crash
         return storage
 
     def _new_reader_cache(self) -> ReaderCache:
