@@ -207,3 +207,24 @@ def test_old_import_paths_warn_and_are_the_moved_modules(name):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == (f"trajstore.storages.{name} moved to trajstore.storages.frames.{name}; this import path "
                       "goes in the next release") and out[1] == "True"
+
+
+def test_the_storages_and_the_buffer_import_nothing_of_remote():
+    """The upward import is gone: the buffer asks the URL opener registry (trajstore._openers) and
+    storages take a payload source at open; neither names trajstore.remote in an import."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "src" / "trajstore"
+    offenders = []
+    for package in ("storages", "replay_buffer", "spaces"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                offenders += [f"{path.relative_to(root)}:{node.lineno}" for n in names
+                              if n == "trajstore.remote" or n.startswith("trajstore.remote.")]
+    assert offenders == []
+    code = ("import sys, trajstore.replay_buffer, trajstore.storages\n"
+            "print(sorted(m for m in sys.modules if m.startswith('trajstore.remote')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
