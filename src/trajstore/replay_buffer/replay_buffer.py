@@ -34,8 +34,8 @@ from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._fs import in_parallel
 from trajstore._lock import WriterLock
 from trajstore._urls import local_path, refuse_remote_write
-from trajstore.replay_buffer import remote_open
 from trajstore.errors import FormatError, LockedError, StaleReadError
+from trajstore.replay_buffer import remote_open
 from trajstore.replay_buffer.episode_api import EpisodeMethods
 from trajstore.replay_buffer.sampling_api import SamplingMethods
 from trajstore.replay_buffer.transition_api import TransitionMethods
