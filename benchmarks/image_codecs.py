@@ -25,7 +25,7 @@ import numpy as np
 import simplejpeg
 from PIL import Image
 
-from trajstore.storages import _image_codec as codec
+from trajstore.storages.frames import _image_codec as codec
 
 
 def camera_frame(h: int, w: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,7 +1,7 @@
 """JPEG quality x chroma subsampling on real camera frames: bytes, PSNR, encode and decode time.
 
 The grid is quality 75/85/90/95 x subsampling 4:4:4/4:2:2/4:2:0, encoded and decoded through
-``trajstore.storages._image_codec`` (simplejpeg, what ``ImageStorage`` runs). Frame sets:
+``trajstore.storages.frames._image_codec`` (simplejpeg, what ``ImageStorage`` runs). Frame sets:
 
 * **pusht**: 96x96 frames of gym-pusht's ``PushT-v0`` under the scripted policy of
   ``trajstore.recording.pusht`` (episodes reset with seeds 0, 1, ..., at most 100 steps
@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from trajstore.storages import _image_codec as codec
+from trajstore.storages.frames import _image_codec as codec
 from trajstore.testing import psnr
 
 QUALITIES = (75, 85, 90, 95)

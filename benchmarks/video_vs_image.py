@@ -38,8 +38,8 @@ import numpy as np
 
 from trajstore.spaces import BoxSpace
 from trajstore.storages import ImageStorage, SpaceStorage, VideoStorage
-from trajstore.storages import video as video_module
-from trajstore.storages._image_codec import JPEG_QUALITY
+from trajstore.storages.frames import video as video_module
+from trajstore.storages.frames._image_codec import JPEG_QUALITY
 from trajstore.testing import moving_scene, psnr
 
 H = W = 128

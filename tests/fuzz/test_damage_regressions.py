@@ -15,7 +15,7 @@ from tests.fuzz.damage import Mutation, build_buffer, have_video
 from tests.fuzz.runner import run_cases
 from trajstore.errors import FormatError, StaleReadError
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.storages._slot_index import HEADER_BYTES, RECORD_BYTES
+from trajstore.storages.frames._slot_index import HEADER_BYTES, RECORD_BYTES
 
 
 @pytest.fixture(scope="module")

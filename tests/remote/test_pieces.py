@@ -6,7 +6,7 @@ import pytest
 
 from trajstore.cli.remote import parse_storage_options
 from trajstore.errors import FormatError
-from trajstore.remote.layout import is_payload, is_published
+from trajstore.remote.layout import is_published
 from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.source import merge_ranges
 
@@ -23,11 +23,9 @@ def test_merge_ranges_groups_close_ranges_of_one_object():
     assert requests == [("a", 0, 10), ("a", 10, 20), ("a", 20, 30)]
 
 
-def test_payload_and_published_files():
-    assert is_payload("storage/observation.rgb/chunks/000003.bin")
-    assert is_payload("final_observations/wrist/segments/00000012.mp4")
-    assert not is_payload("storage/chunks/data.bin")  # a memmap leaf under a key named "chunks"
-    assert not is_payload("storage/@rest/data.h5") and not is_payload("trajstore.json")
+def test_published_files():
+    # Which files are payload is the storages' word: tests/storages/test_files.py.
+    assert not is_published("storage/.scratch/000001.bin")  # in a hidden folder
     assert not is_published("writer.lock") and not is_published("storage/x/segments/00000001.mp4.tmp")
     assert not is_published("storage/x/.index.log.123.tmp") and is_published("episodes.000000.log")
 
@@ -35,6 +33,12 @@ def test_payload_and_published_files():
 def test_manifest_round_trip_and_unsafe_paths():
     m = Manifest(3, {"trajstore.json": Entry("objects/" + "a" * 32, 10, "a" * 64, 5)}, 1.5)
     assert Manifest.from_bytes(m.to_bytes(), "m") == m
+    kinds = Manifest(3, {"a": Entry("objects/" + "a" * 32, 1, "a" * 64, 5, "payload"),
+                         "b": Entry("objects/" + "b" * 32, 1, "b" * 64, 0, "small")})
+    assert {p: e.kind for p, e in Manifest.from_bytes(kinds.to_bytes(), "m").files.items()} == {"a": "payload",
+                                                                                               "b": "small"}
+    with pytest.raises(FormatError, match="unknown kind 'big'"):
+        Manifest.from_bytes(kinds.to_bytes().replace(b'"payload"', b'"big"'), "m")
     for path, key in [("../x", "objects/" + "a" * 32), ("/etc/passwd", "objects/" + "a" * 32),
                       ("a//b", "objects/" + "a" * 32), ("ok", "../objects/x"), ("ok", "objects/a/../../b")]:
         bad = Manifest(1, {path: Entry(key, 1, "0" * 64)}).to_bytes()

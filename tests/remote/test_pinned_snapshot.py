@@ -37,7 +37,7 @@ def test_an_unpickled_copy_reads_the_snapshot_of_its_original(tmp_path, bucket_u
     frame = rb[5]["observation"]["rgb"]
     _replace_with_other_data(tmp_path, bucket_url, storage_options)
     blob = pickle.dumps(rb)
-    shutil.rmtree(rb._remote.mirror)  # as in a process on another machine: no mirror to reuse
+    shutil.rmtree(rb._remote.path)  # as in a process on another machine: no mirror to reuse
     copy = pickle.loads(blob)
     try:
         # Before: the copy opened the URL's current manifest and read the other folder's steps.
@@ -58,7 +58,7 @@ def test_a_copy_of_a_snapshot_past_retention_says_so(tmp_path, bucket_url, stora
     record_more.close()
     push(tmp_path / "other", bucket_url, storage_options, retain_seconds=0)  # generation 1 out of retention
     blob = pickle.dumps(rb)
-    shutil.rmtree(rb._remote.mirror)
+    shutil.rmtree(rb._remote.path)
     with pytest.raises(FormatError, match="generation 1.*no longer kept"):
         pickle.loads(blob)
     rb.close()

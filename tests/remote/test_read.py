@@ -90,9 +90,9 @@ def test_a_random_frame_is_one_ranged_get_of_its_bytes(tmp_path, bucket_url, sto
         pass
     push(tmp_path / "rb", bucket_url, storage_options)
     with ReplayBuffer.load_from(bucket_url, storage_options=storage_options) as remote:
-        files = remote._remote.source.manifest.files
+        files = remote._remote.payload.manifest.files
         object_of = {e.key: p for p, e in files.items()}
-        fs, _ = remote._remote.source._client()
+        fs, _ = remote._remote.payload._client()
         calls = []
         real = fs._cat_file
 
@@ -144,16 +144,16 @@ def test_cache_dir_keeps_the_mirror_for_later_opens(tmp_path, bucket_url, storag
         data = rb[:]
     push(tmp_path / "rb", bucket_url, storage_options)
     with ReplayBuffer.load_from(bucket_url, storage_options=storage_options, cache_dir=tmp_path / "cache") as first:
-        mirror = first._remote.mirror
+        mirror = first._remote.path
         assert_same(data, first[:])
     assert mirror.parent == tmp_path / "cache" and (mirror / "trajstore.json").is_file()  # kept after close
     stamp = (mirror / "trajstore.json").stat().st_mtime_ns
     with ReplayBuffer.load_from(bucket_url, storage_options=storage_options, cache_dir=tmp_path / "cache") as again:
-        assert again._remote.mirror == mirror and (mirror / "trajstore.json").stat().st_mtime_ns == stamp
+        assert again._remote.path == mirror and (mirror / "trajstore.json").stat().st_mtime_ns == stamp
         assert_same(data, again[:])
     # Without cache_dir the mirror is a temporary folder, removed at close.
     with ReplayBuffer.load_from(bucket_url, storage_options=storage_options) as temporary:
-        gone = temporary._remote.mirror
+        gone = temporary._remote.path
         assert gone.is_dir()
     assert not gone.exists()
 
@@ -163,7 +163,7 @@ def test_video_segment_cache_is_bounded(tmp_path, bucket_url, storage_options):
         wrist = rb[:]["observation"]["wrist"]
     push(tmp_path / "rb", bucket_url, storage_options)
     with ReplayBuffer.load_from(bucket_url, storage_options=storage_options) as remote:
-        source = remote._remote.source
+        source = remote._remote.payload
         source.cache_bytes = 1  # keep one segment at a time
         video = remote.storage.storages[next(k for k in remote.storage.storages if k.endswith("wrist"))]
         for i in range(0, 48, 5):

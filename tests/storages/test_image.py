@@ -20,9 +20,9 @@ from PIL import Image
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import BoxSpace, TextSpace
 from trajstore.storages import ImageStorage, SpaceStorage
-from trajstore.storages import _image_codec as codec
-from trajstore.storages._slot_index import HEADER_BYTES, LOG_FILE
-from trajstore.storages.image import CHUNK_DIR, DEFAULT_CHUNK_BYTES, chunk_name
+from trajstore.storages.frames import _image_codec as codec
+from trajstore.storages.frames._slot_index import HEADER_BYTES, LOG_FILE
+from trajstore.storages.frames.image import CHUNK_DIR, DEFAULT_CHUNK_BYTES, chunk_name
 from trajstore.testing import moving_scene
 from trajstore.testing.storage import StorageTests
 
@@ -401,7 +401,7 @@ def test_failed_extend_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def disk_full(fd: int, data: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("trajstore.storages.image._write_all", disk_full)
+    monkeypatch.setattr("trajstore.storages.frames.image.write_all", disk_full)
     with pytest.raises(OSError):
         s.extend(smooth_frames(2, seed=1))
     monkeypatch.undo()

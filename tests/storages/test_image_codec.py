@@ -7,7 +7,7 @@ import pytest
 
 from tests.storages.test_image import smooth_frames
 from trajstore.errors import FormatError
-from trajstore.storages import _image_codec as codec
+from trajstore.storages.frames import _image_codec as codec
 
 
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG"])

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trajstore.errors import FormatError
-from trajstore.storages._slot_index import HEADER_BYTES, LOG_FILE, RECORD_BYTES, SlotIndex
+from trajstore.storages.frames._slot_index import HEADER_BYTES, LOG_FILE, RECORD_BYTES, SlotIndex
 
 
 def assert_matches(index: SlotIndex, model: dict[int, tuple[int, int, int]], n_slots: int) -> None:

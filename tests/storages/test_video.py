@@ -24,9 +24,9 @@ av = pytest.importorskip("av")
 from trajstore.errors import UnsupportedSpaceError  # noqa: E402
 from trajstore.spaces import BoxSpace, DictSpace  # noqa: E402
 from trajstore.storages import SpaceStorage, VideoStorage, dict_storage_kwargs_from_space  # noqa: E402
-from trajstore.storages import _video_codec as vcodec  # noqa: E402
-from trajstore.storages._slot_index import HEADER_BYTES, LOG_FILE  # noqa: E402
-from trajstore.storages.video import SEGMENT_DIR, segment_name  # noqa: E402
+from trajstore.storages.frames import _video_codec as vcodec  # noqa: E402
+from trajstore.storages.frames._slot_index import HEADER_BYTES, LOG_FILE  # noqa: E402
+from trajstore.storages.frames.video import SEGMENT_DIR, segment_name  # noqa: E402
 from trajstore.testing import moving_scene as _scene, psnr  # noqa: E402
 from trajstore.testing.storage import StorageTests  # noqa: E402
 

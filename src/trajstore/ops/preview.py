@@ -158,7 +158,7 @@ def contact_sheet(frames: np.ndarray, steps: Sequence[int], columns: int = SHEET
 def write_side_by_side(out: Path, cameras: Sequence[np.ndarray], fps: float) -> tuple[int, int]:
     """Encode the cameras' frames (each ``(N, H_i, W_i, 3)`` uint8, same ``N``) side by side as H.264 MP4
     at ``fps`` Hz; returns the picture ``(width, height)``."""
-    from trajstore.storages._video_codec import EncoderSettings, SegmentEncoder
+    from trajstore.storages.frames._video_codec import EncoderSettings, SegmentEncoder
 
     height = max(f.shape[1] for f in cameras)
     padded = [np.pad(f, ((0, 0), (0, height - f.shape[1]), (0, 0), (0, 0))) for f in cameras]

@@ -10,9 +10,8 @@ from typing import Any, Callable
 
 from trajstore._fs import check_new_folder, staged_folder
 from trajstore.errors import FormatError
-from trajstore.remote.layout import is_payload
 from trajstore.remote.location import filesystem, protocol_of, store_errors
-from trajstore.remote.mirror import fetch_files, read_manifest
+from trajstore.remote.mirror import fetch_files, read_manifest, split_kinds
 
 _HASH_BLOCK = 8 * 2**20
 
@@ -57,16 +56,15 @@ def _pull(url: str, out: Path, storage_options: dict[str, Any] | None,
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
     manifest, _ = read_manifest(fs, root, url)
     total = 0
-    small = [p for p in manifest.files if not is_payload(p)]
+    small, payload = split_kinds(fs, root, url, manifest)
     # what is downloaded: each small object once (equal files share one), each payload file
     to_fetch = (sum({manifest.files[p].key: manifest.files[p].size for p in small}.values())
-                + sum(e.size for p, e in manifest.files.items() if is_payload(p)))
+                + sum(manifest.files[p].size for p in payload))
     counter = _ByteCounter(to_fetch, progress)
     with staged_folder(out) as tmp:
         tmp.mkdir()
         total += fetch_files(fs, root, url, manifest, small, tmp)
         counter.add(total)
-        payload = [p for p in manifest.files if is_payload(p)]
         for rel in payload:  # big files: streamed to disk, never held in memory whole
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         if payload:

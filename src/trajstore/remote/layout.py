@@ -5,52 +5,46 @@ A published buffer (``trajstore push``) is, under its URL::
     trajstore-manifest.json      the one mutable object: maps every file of the folder to its object
     objects/<sha256, 32 hex>     the files' bytes, named by their content (immutable)
 
-*Payload* files are the image chunks (``.../chunks/NNNNNN.bin``) and the video segments
-(``.../segments/NNNNNNNN.mp4``): big, append-only or written once, read remotely by byte range (a
-frame) or whole (a segment). Every other file (``trajstore.json``, the episode log, ``stats.json``,
-``storage.json``, ``index.log``, ``data.h5``, ``data.bin``) is *small* metadata or low-dimensional
-data: a reader downloads them all once when it opens the buffer.
+Which files are *payload* (big, append-only or written once, read remotely by byte range or whole:
+image chunks, video segments) and which are *small* (metadata, indexes, HDF5, memmap data: a reader
+downloads them all once when it opens the buffer) is the storages' word, not this package's: each
+storage declares its payload files, and :func:`trajstore.storages.files.list_files` applies the
+declarations to a folder. A push records each file's kind in the manifest.
 
 Not published: the writer's lock and files a writer is still building (``*.tmp``, hidden names).
 """
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 
 from trajstore._lock import LOCK_FILE
 from trajstore._urls import MANIFEST_NAME
+from trajstore.storages.files import PAYLOAD, SMALL, list_files
+
+__all__ = ["MANIFEST", "OBJECTS", "PAYLOAD", "SMALL", "is_published", "folder_files", "object_key", "check_relpath"]
 
 MANIFEST = MANIFEST_NAME
 OBJECTS = "objects"
-# The image storage's chunk names (image.chunk_name) and the video storage's segment names (video.segment_name).
-_PAYLOAD = re.compile(r"(?:^|/)(?:chunks/\d{6,}\.bin|segments/\d{8,}\.mp4)$")
-
-
-def is_payload(relpath: str) -> bool:
-    """True for an image chunk or a video segment (``relpath`` uses ``/``)."""
-    return _PAYLOAD.search(relpath) is not None
 
 
 def is_published(relpath: str) -> bool:
-    """False for the writer's lock and for temporary files (``*.tmp``, ``*.partial``, hidden names)."""
-    name = relpath.rsplit("/", 1)[-1]
-    return name != LOCK_FILE and not name.startswith(".") and not name.endswith((".tmp", ".partial"))
+    """False for the writer's lock and for temporary files (``*.tmp``, ``*.partial``, hidden names, files
+    in hidden folders)."""
+    parts = relpath.split("/")
+    name = parts[-1]
+    return (name != LOCK_FILE and not any(p.startswith(".") for p in parts)
+            and not name.endswith((".tmp", ".partial")))
 
 
-def folder_files(folder: Path) -> list[str]:
-    """Relative paths (``/``-separated, sorted) of the published files under ``folder``."""
-    out = []
-    for top, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        rel_top = Path(top).relative_to(folder).as_posix()
-        for name in files:
-            rel = name if rel_top == "." else f"{rel_top}/{name}"
-            if is_published(rel):
-                out.append(rel)
-    return sorted(out)
+def folder_files(folder: Path) -> dict[str, str]:
+    """``{relative path: kind}`` (``/``-separated, sorted; kind :data:`PAYLOAD` or :data:`SMALL`, as the
+    folder's storages declare) of the published files under ``folder``.
+
+    Raises:
+        FormatError, UnknownTypeError: a damaged storage descriptor, or one naming an unregistered type.
+    """
+    return {f.relpath: f.kind for f in list_files(folder) if is_published(f.relpath)}
 
 
 def object_key(sha256_hex: str) -> str:

@@ -4,7 +4,7 @@
 
     {"format": "trajstore.remote", "version": 1, "generation": 7, "created": 1764561234.5,
      "files": {"trajstore.json": {"key": "objects/9f2c...", "size": 4711, "sha256": "9f2c...",
-                                   "mtime_ns": 1764561234000000000},
+                                   "mtime_ns": 1764561234000000000, "kind": "small"},
                "storage/observation.pixels/chunks/000000.bin": {...}, ...}}
 
 Every object it names was uploaded before it (payload first, metadata last), and objects are never
@@ -13,7 +13,9 @@ the objects it names sees one whole committed state. A copy of each manifest is 
 ``manifests/<generation, 8 digits>.json`` while its objects are retained
 (:mod:`~trajstore.remote.retention`). ``mtime_ns`` is the pusher's local
 modification time, used only by the next push from the same folder to skip re-hashing unchanged
-payload files (append-only, so a changed one has a new size).
+payload files (append-only, so a changed one has a new size). ``kind`` is ``"payload"`` or ``"small"``
+as the folder's storages declared it at the push (:mod:`trajstore.storages.files`); a manifest
+written before kinds were recorded has none, and a reader asks the storages' descriptors instead.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajstore.errors import FormatError
-from trajstore.remote.layout import OBJECTS, check_relpath
+from trajstore.remote.layout import OBJECTS, PAYLOAD, SMALL, check_relpath
 
 FORMAT = "trajstore.remote"
 VERSION = 1
@@ -31,15 +33,20 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class Entry:
-    """One file of the folder: its object ``key``, ``size`` in bytes, ``sha256`` (hex), local ``mtime_ns``."""
+    """One file of the folder: its object ``key``, ``size`` in bytes, ``sha256`` (hex), local ``mtime_ns``,
+    and ``kind`` (``"payload"``, ``"small"``, or ``None`` in a manifest that recorded none)."""
 
     key: str
     size: int
     sha256: str
     mtime_ns: int = 0
+    kind: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "size": self.size, "sha256": self.sha256, "mtime_ns": self.mtime_ns}
+        out: dict[str, Any] = {"key": self.key, "size": self.size, "sha256": self.sha256, "mtime_ns": self.mtime_ns}
+        if self.kind is not None:
+            out["kind"] = self.kind
+        return out
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,11 @@ class Manifest:
                 if not (isinstance(key, str) and key.startswith(OBJECTS + "/") and "/" not in key[len(OBJECTS) + 1:]
                         and ".." not in key):
                     raise FormatError(f"{where}: {path!r} names a bad object key {key!r}")
+                kind = e.get("kind")
+                if kind not in (None, PAYLOAD, SMALL):
+                    raise FormatError(f"{where}: {path!r} has an unknown kind {kind!r}")
                 files[check_relpath(path, where)] = Entry(key, int(e["size"]), str(e["sha256"]),
-                                                          int(e.get("mtime_ns", 0)))
+                                                          int(e.get("mtime_ns", 0)), kind)
             return cls(int(doc["generation"]), files, float(doc.get("created", 0.0)))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, FormatError):

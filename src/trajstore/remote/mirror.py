@@ -1,15 +1,17 @@
 """Opening a published buffer read-only: ``ReplayBuffer.load_from("s3://bucket/path", storage_options=...)``.
 
-What happens (:func:`open_remote_buffer`):
+The buffer does not import this module: it asks :func:`trajstore._openers.url_opener` for the URL
+opener, which :mod:`trajstore.remote` registers on import (:func:`open_url`). What happens:
 
 1. one GET of ``trajstore-manifest.json``: the snapshot to read (:mod:`~trajstore.remote.manifest`);
-2. the *small* files it names (metadata, episode log, indexes, ``data.h5``, ``data.bin``; see
-   :mod:`~trajstore.remote.layout`) are fetched once, concurrently, checked against their SHA-256 and
+2. the *small* files it names (as the manifest records them: metadata, episode log, indexes, HDF5,
+   memmap data; see :mod:`~trajstore.remote.layout`) are fetched once, concurrently, checked against their SHA-256 and
    written into a local *mirror* folder: a new temporary folder removed when the buffer is closed
    or the process exits, or, with ``cache_dir=``, ``cache_dir/<manifest hash>/``, kept and reused by
    later opens of the same snapshot;
-3. the buffer is opened read-only on the mirror, as a local folder, with a
-   :class:`~trajstore.remote.source.RemotePayload` registered for it: camera frames are read by
+3. the opener returns a :class:`MirrorFolder` (a :class:`trajstore._openers.RemoteFolder`): the
+   mirror and a :class:`~trajstore.remote.source.RemotePayload`, the payload source the buffer hands
+   its storages when it opens the mirror read-only, as a local folder: camera frames are read by
    ranged GETs of their chunk objects, video segments are fetched whole into a bounded cache.
 
 So ``sample``, windows, transitions, statistics and the torch dataset work as on a local folder,
@@ -19,12 +21,12 @@ replace the snapshot: a push keeps the objects of the snapshot it replaces and o
 replaced within its retention (an hour by default, :mod:`~trajstore.remote.retention`); past that
 its payload objects may be gone, and a read says so (``FormatError``: open it again).
 
-Pickling (DataLoader workers under spawn, Ray tasks): the buffer pickles as its URL, storage
-options (credentials included: they travel with the pickle), mirror folder and snapshot (manifest
-generation and hash). A process on the same machine reuses the mirror while it exists; elsewhere it
-opens the same snapshot from the URL: the current manifest if no push replaced it, else the copy a
-push keeps under ``manifests/`` while the snapshot is retained (past that: ``FormatError``). So a
-copy never reads a later push than its original.
+Pickling (DataLoader workers under spawn, Ray tasks): the buffer pickles as
+:meth:`MirrorFolder.reopen_kwargs`: its URL, storage options (credentials included: they travel with
+the pickle), mirror folder and snapshot (manifest generation and hash). A process on the same machine
+reuses the mirror while it exists; elsewhere it opens the same snapshot from the URL: the current
+manifest if no push replaced it, else the copy a push keeps under ``manifests/`` while the snapshot is
+retained (past that: ``FormatError``). So a copy never reads a later push than its original.
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ from typing import Any
 
 from trajstore._fs import staged_folder
 from trajstore.errors import FormatError, ReadOnlyError
-from trajstore.remote.layout import MANIFEST, is_payload
+from trajstore.remote.layout import MANIFEST, PAYLOAD
 from trajstore.remote.location import filesystem, store_errors
 from trajstore.remote.manifest import Manifest
 from trajstore.remote.source import SEGMENT_CACHE_BYTES, RemotePayload
-from trajstore.storages import _payload
+from trajstore.storages.files import classify
 
 #: The mirror's copy of the manifest it was built from (hidden: never published).
 MIRROR_MANIFEST = ".trajstore-manifest.json"
@@ -103,25 +105,60 @@ def fetch_files(fs: Any, root: str, url: str, manifest: Manifest, relpaths: list
     return sum(len(b) for b in by_key.values())
 
 
-class RemoteOpen:
-    """What a buffer opened from a URL holds beside its storages: the mirror folder and the payload source."""
+def split_kinds(fs: Any, root: str, url: str, manifest: Manifest) -> tuple[list[str], list[str]]:
+    """``(small, payload)``: the manifest's files by kind. A manifest written before kinds were recorded
+    is classified by the storages' descriptors (:func:`trajstore.storages.files.classify`), fetched.
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None, mirror: Path, source: RemotePayload,
+    Raises:
+        FormatError: a descriptor is missing, damaged or names an unregistered storage type.
+    """
+    if any(e.kind is None for e in manifest.files.values()):
+        def read(rel: str) -> bytes:
+            with tempfile.TemporaryDirectory(prefix="trajstore-descriptor-") as tmp:
+                fetch_files(fs, root, url, manifest, [rel], Path(tmp))
+                return (Path(tmp) / rel).read_bytes()
+
+        kinds = {f.relpath: f.kind for f in classify(manifest.files, read, url)}
+    else:
+        kinds = {p: str(e.kind) for p, e in manifest.files.items()}
+    return [p for p, k in kinds.items() if k != PAYLOAD], [p for p, k in kinds.items() if k == PAYLOAD]
+
+
+class MirrorFolder:
+    """A published snapshot made openable (a :class:`trajstore._openers.RemoteFolder`): the local mirror
+    folder ``path`` holding its small files, and ``payload``, the source of its payload files.
+
+    Attributes:
+        url, storage_options: where it was opened from, and how.
+        path: the mirror folder.
+        payload: the :class:`~trajstore.remote.source.RemotePayload` of ``path``.
+        snapshot: :func:`snapshot_id` of the manifest it holds.
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None, path: Path, payload: RemotePayload,
                  owned_root: Path | None, snapshot: str):
-        self.url, self.storage_options, self.mirror, self.source = url, storage_options, mirror, source
-        self.snapshot = snapshot  # snapshot_id() of the manifest this buffer reads
+        self.url, self.storage_options, self.path, self.payload = url, storage_options, path, payload
+        self.snapshot = snapshot
         self._owned_root = owned_root  # the temporary folder to remove at close, if this process made it
         self._pid = os.getpid()
         if owned_root is not None:
             multiprocessing.util.Finalize(None, _remove_if_mine, args=(str(owned_root), self._pid), exitpriority=10)
 
+    def reopen_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`open_url` that open this snapshot again (in another process: the
+        mirror while it exists, else the URL's copy of the snapshot)."""
+        return {"url": self.url, "storage_options": self.storage_options, "mirror": str(self.path),
+                "snapshot": self.snapshot}
+
     def close(self) -> None:
-        self.source.close()
-        if os.getpid() == self._pid:
-            _payload.unregister(self.mirror, self.source)
-            if self._owned_root is not None:
-                shutil.rmtree(self._owned_root, ignore_errors=True)
-                self._owned_root = None
+        """Release the payload source; remove the mirror if this process made it as a temporary folder."""
+        self.payload.close()
+        if os.getpid() == self._pid and self._owned_root is not None:
+            shutil.rmtree(self._owned_root, ignore_errors=True)
+            self._owned_root = None
+
+    def __repr__(self) -> str:
+        return f"MirrorFolder({self.url}, snapshot {self.snapshot.split(':', 1)[0]}, at {self.path})"
 
 
 def _remove_if_mine(path: str, pid: int) -> None:
@@ -161,24 +198,23 @@ def read_snapshot(fs: Any, root: str, url: str, snapshot: str) -> tuple[Manifest
 def _build_mirror(fs: Any, root: str, url: str, manifest: Manifest, data: bytes, out: Path) -> None:
     with staged_folder(out) as tmp:
         tmp.mkdir()
-        small = [p for p in manifest.files if not is_payload(p)]
+        small, _ = split_kinds(fs, root, url, manifest)
         fetch_files(fs, root, url, manifest, small, tmp)
         (tmp / MIRROR_MANIFEST).write_bytes(data)
 
 
-def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | None = None,
-                       read_only: bool = True, multiprocessing: bool = False,
-                       cache_dir: str | os.PathLike | None = None,
-                       segment_cache_bytes: int = SEGMENT_CACHE_BYTES, mirror: str | None = None,
-                       snapshot: str | None = None) -> Any:
-    """``cls.load_from`` of a URL; see the module docstring. ``mirror``: a mirror folder to reuse when it
-    still holds the snapshot (set by unpickling). ``snapshot``: open that snapshot (:func:`snapshot_id`)
-    rather than the current one, so a copy of a buffer (unpickled, a Ray read task) reads what the
-    original read even after a push replaced it (:func:`read_snapshot`).
+def open_url(url: str, *, read_only: bool = True, storage_options: dict[str, Any] | None = None,
+             cache_dir: str | os.PathLike | None = None, segment_cache_bytes: int = SEGMENT_CACHE_BYTES,
+             mirror: str | None = None, snapshot: str | None = None) -> MirrorFolder:
+    """The URL opener (registered in :mod:`trajstore._openers`): the snapshot published under ``url`` as a
+    mirror folder and its payload source; see the module docstring. ``mirror``: a mirror folder to reuse
+    when it still holds the snapshot (set by unpickling). ``snapshot``: open that snapshot
+    (:func:`snapshot_id`) rather than the current one, so a copy of a buffer (unpickled, a Ray read task)
+    reads what the original read even after a push replaced it (:func:`read_snapshot`).
 
     Raises:
         ReadOnlyError: ``read_only=False`` (nothing is fetched).
-        FormatError: not a published buffer, a damaged manifest or object, or a damaged buffer.
+        FormatError: not a published buffer, a damaged manifest or object.
         InvalidValueError: ``storage_options`` is not a dict, or the URL's scheme is unknown.
         RemoteStoreError: the store could not be reached or refused the options.
         ImportError: fsspec or the protocol's package is missing.
@@ -187,12 +223,11 @@ def open_remote_buffer(cls: Any, url: str, *, storage_options: dict[str, Any] | 
         raise ReadOnlyError(f"{url}: a buffer in object storage opens read-only; to add to it, pull it into a "
                             "local folder (`trajstore pull`), write there and push it again")
     with store_errors(url):
-        return _open(cls, url, storage_options, multiprocessing, cache_dir, segment_cache_bytes, mirror, snapshot)
+        return _open(url, storage_options, cache_dir, segment_cache_bytes, mirror, snapshot)
 
 
-def _open(cls: Any, url: str, storage_options: dict[str, Any] | None, multiprocessing: bool,
-          cache_dir: str | os.PathLike | None, segment_cache_bytes: int, mirror: str | None,
-          snapshot: str | None) -> Any:
+def _open(url: str, storage_options: dict[str, Any] | None, cache_dir: str | os.PathLike | None,
+          segment_cache_bytes: int, mirror: str | None, snapshot: str | None) -> MirrorFolder:
     fs, root = filesystem(url, storage_options)
     owned_root = None
     kept = _mirror_manifest(mirror, snapshot)
@@ -218,15 +253,7 @@ def _open(cls: Any, url: str, storage_options: dict[str, Any] | None, multiproce
                 shutil.rmtree(owned_root, ignore_errors=True)
                 raise
     source = RemotePayload(url, storage_options, manifest, cache_bytes=segment_cache_bytes)
-    remote = RemoteOpen(url, storage_options, path, source, owned_root, snapshot_id(manifest, data))
-    _payload.register(path, source)
-    try:
-        rb = cls.load_from(path, read_only=True, multiprocessing=multiprocessing)
-    except BaseException:
-        remote.close()
-        raise
-    rb._remote = remote
-    return rb
+    return MirrorFolder(url, storage_options, path, source, owned_root, snapshot_id(manifest, data))
 
 
 def _mirror_manifest(mirror: str | None, snapshot: str | None) -> tuple[Manifest, bytes] | None:
@@ -242,9 +269,9 @@ def _mirror_manifest(mirror: str | None, snapshot: str | None) -> tuple[Manifest
 
 def reopen_remote(url: str, storage_options: dict[str, Any] | None, mirror: str | None, multiprocessing: bool,
                   snapshot: str | None = None) -> Any:
-    """The unpickling side of a buffer opened from a URL (see the module docstring): the same snapshot,
-    from ``mirror`` while it exists, else from the URL (:func:`read_snapshot`)."""
-    from trajstore.replay_buffer import ReplayBuffer
+    """A buffer reading the snapshot ``snapshot`` of ``url`` (from ``mirror`` while it exists, else from
+    the URL, :func:`read_snapshot`): what a copy of a buffer opened from a URL opens."""
+    from trajstore.replay_buffer.remote_open import reopen_url
 
-    return open_remote_buffer(ReplayBuffer, url, storage_options=storage_options, multiprocessing=multiprocessing,
-                              mirror=mirror, snapshot=snapshot)
+    return reopen_url({"url": url, "storage_options": storage_options, "mirror": mirror, "snapshot": snapshot},
+                      multiprocessing)

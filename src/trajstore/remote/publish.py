@@ -23,12 +23,12 @@ import hashlib
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from trajstore.errors import FormatError, InvalidValueError
-from trajstore.remote.layout import MANIFEST, OBJECTS, object_key
+from trajstore.remote.layout import MANIFEST, OBJECTS, PAYLOAD, SMALL, object_key
 from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of, store_errors
 from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.mirror import manifest_or_none
@@ -174,14 +174,14 @@ def _entries(snap: Snapshot, previous: Manifest | None,
         path = snap.staged / rel
         size = path.stat().st_size
         sha = _hash_file(path, size)
-        files[rel] = Entry(object_key(sha), size, sha)
+        files[rel] = Entry(object_key(sha), size, sha, kind=SMALL)
     for rel, (size, mtime_ns) in snap.payload.items():
         old = previous.files.get(rel) if previous else None
         if old is not None and old.size == size and old.mtime_ns == mtime_ns and old.key.rsplit("/", 1)[-1] in existing:
-            files[rel] = old  # append-only and unchanged: no need to read it again
+            files[rel] = replace(old, kind=PAYLOAD)  # append-only and unchanged: no need to read it again
             continue
         sha = _hash_file(snap.source / rel, size)
-        files[rel] = Entry(object_key(sha), size, sha, mtime_ns)
+        files[rel] = Entry(object_key(sha), size, sha, mtime_ns, PAYLOAD)
     for rel, e in files.items():
         name = e.key.rsplit("/", 1)[-1]
         if name not in existing and e.key not in uploads:

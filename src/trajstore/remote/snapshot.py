@@ -12,11 +12,12 @@ What can change under a copy, and why the result is still one committed state:
   copy; if its oldest step moved past the copy's or the discard counter changed, a reused slot may
   be in the copy and the copy is taken again (:data:`ATTEMPTS` times at most). A ring drops an
   eighth of its capacity at a time, so a copy must finish before the writer records that much.
-* Payload files (image chunks, video segments) are never rewritten, only appended to or deleted:
+* Payload files (image chunks, video segments: what each storage declares, see
+  :mod:`trajstore.storages.files`) are never rewritten, only appended to or deleted:
   they are not copied here but listed with their size at that moment (:func:`take_snapshot`), after
   the indexes were copied, and read later up to that size. A listed file deleted before it was read
   (the writer's ring moved on) makes the push start again. Every payload file a copied index
-  points to must be listed, else the copy is taken again.
+  points to (``SpaceStorage.referenced_payload``) must be listed, else the copy is taken again.
 
 HDF5 files are copied as bytes while the writer may append to them. SWMR mode (every ``data.h5``)
 never moves committed rows (except ring overwrites, handled above) and orders its metadata writes
@@ -35,11 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trajstore.errors import FormatError
-from trajstore.remote.layout import folder_files, is_payload
+from trajstore.remote.layout import PAYLOAD, folder_files
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
 from trajstore.replay_buffer.ring import RingState
-from trajstore.storages._slot_index import LOG_FILE, SlotIndex
-from trajstore.storages.base import STORAGE_FILE
+from trajstore.storages.files import referenced_payload
 
 #: Copies tried before a push gives up on a writer that keeps reusing the slots being copied.
 ATTEMPTS = 8
@@ -92,18 +92,19 @@ def _copy_once(folder: Path, staged: Path) -> Snapshot:
     ring, discards = _view(first)
     (staged / META_FILE).write_bytes(first)
     small = [META_FILE]
-    for rel in folder_files(folder):
-        if rel == META_FILE or is_payload(rel):
+    for rel, kind in folder_files(folder).items():
+        if rel == META_FILE or kind == PAYLOAD:
             continue
         (staged / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(folder / rel, staged / rel)
         small.append(rel)
     payload = {}
-    for rel in folder_files(folder):  # listed after the indexes were copied: every file they point to exists
-        if is_payload(rel):
+    for rel, kind in folder_files(folder).items():  # listed after the indexes were copied: all they name exist
+        if kind == PAYLOAD:
             st = os.stat(folder / rel)
             payload[rel] = (st.st_size, st.st_mtime_ns)
-    _check_indexes(staged, small, payload)
+    if any(rel not in payload for rel in referenced_payload(staged)):
+        raise Retry()  # an index names a payload file that was deleted (and maybe replaced) meanwhile
     _check_hdf5(staged, small)
     log = (json.loads(first).get("episodes") or {}).get("log")
     if isinstance(log, dict) and log.get("file") not in small:  # compacted into the next generation meanwhile
@@ -112,31 +113,6 @@ def _copy_once(folder: Path, staged: Path) -> Snapshot:
     if now_ring.first_step > ring.first_step or now_discards != discards:
         raise Retry()
     return Snapshot(folder, staged, small, payload, ring.count, ring.appended)
-
-
-def _check_indexes(staged: Path, small: list[str], payload: dict[str, tuple[int, int]]) -> None:
-    """Every payload file that a copied index points to is listed, else :class:`Retry`."""
-    from trajstore.storages.image import chunk_name
-    from trajstore.storages.video import segment_name
-
-    for rel in small:
-        if rel.rsplit("/", 1)[-1] != LOG_FILE:
-            continue
-        storage_dir = (staged / rel).parent
-        try:
-            kind = json.loads((storage_dir / STORAGE_FILE).read_bytes()).get("type")
-        except (OSError, ValueError):
-            continue
-        name = {"image": chunk_name, "video": segment_name}.get(kind)
-        if name is None:
-            continue
-        index = SlotIndex.open(storage_dir, read_only=True)
-        try:
-            prefix = storage_dir.relative_to(staged).as_posix()
-            if any(f"{prefix}/{name(int(fid))}" not in payload for fid in index.live_files()):
-                raise Retry()
-        finally:
-            index.close()
 
 
 def _check_hdf5(staged: Path, small: list[str]) -> None:

@@ -28,6 +28,7 @@ import numpy as np
 from trajstore._lock import WriterLock
 from trajstore.errors import FormatError
 from trajstore.spaces import DictSpace, Space, tree
+from trajstore.storages._payload import PayloadSource, payload_under
 from trajstore.storages._selection import select, span
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 from trajstore.storages.dict import REST, DictStorage
@@ -64,8 +65,8 @@ def routing_like(storage: SpaceStorage, obs_space: Space) -> tuple[type[SpaceSto
 
 
 def _like(sub: SpaceStorage) -> tuple[type[SpaceStorage], dict[str, Any]]:
-    from trajstore.storages.image import ImageStorage
-    from trajstore.storages.video import VideoStorage
+    from trajstore.storages.frames.image import ImageStorage
+    from trajstore.storages.frames.video import VideoStorage
 
     if isinstance(sub, VideoStorage):
         return ImageStorage, {}
@@ -94,8 +95,10 @@ class FinalObservations:
         """``{"type", "dir"}`` for ``trajstore.json`` once the storage exists, else ``None``."""
         return None if self.storage is None else {"type": self.storage.type_name, "dir": FINAL_DIR}
 
-    def open(self, meta: dict[str, Any], lock: WriterLock | None, final_count: int) -> None:
-        """Open the storage named by a buffer's metadata (nothing if it names none).
+    def open(self, meta: dict[str, Any], lock: WriterLock | None, final_count: int,
+             payload: PayloadSource | None = None) -> None:
+        """Open the storage named by a buffer's metadata (nothing if it names none). ``payload``: the
+        source of the buffer folder's payload files (``None``: local disk).
 
         Raises:
             FormatError: a bad entry, a missing or damaged storage, or fewer slots than ``final_count`` needs.
@@ -107,7 +110,7 @@ class FinalObservations:
             raise FormatError(f"{self.folder}: bad final_observations entry {entry!r:.200}")
         self.storage = STORAGE_TYPES.get(entry["type"])._load_owned(
             self.folder / FINAL_DIR, self.space, capacity=self.capacity, read_only=self.read_only,
-            multiprocessing=self.multiprocessing, lock=lock)
+            multiprocessing=self.multiprocessing, lock=lock, payload=payload_under(payload, FINAL_DIR))
         if self.capacity is None and len(self.storage) < final_count:
             raise FormatError(f"{self.folder / FINAL_DIR}: {final_count} final observations are recorded but the "
                               f"storage holds {len(self.storage)}")

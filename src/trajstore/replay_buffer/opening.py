@@ -27,6 +27,7 @@ from trajstore.replay_buffer.stats_keeper import StatsKeeper
 from trajstore.replay_buffer.view import FixedView, FolderView, View, Views, take_view
 from trajstore.replay_buffer.writer import BufferWriter
 from trajstore.spaces import Space, space_from_json
+from trajstore.storages._payload import PayloadSource, payload_under
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 
 
@@ -59,9 +60,11 @@ def new_parts(storage_cls: type[SpaceStorage], space: Space, *, capacity: int | 
     return BufferParts(storage, finals, stats, writer, None, check_bounds)
 
 
-def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: WriterLock | None) -> BufferParts:
+def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: WriterLock | None,
+               payload: PayloadSource | None = None) -> BufferParts:
     """The parts of the buffer folder ``path``; a writer (``read_only=False``, ``lock`` held) also ends
     the episode a dead writer left open and migrates an older format (both committed at once).
+    ``payload``: the source of the folder's payload files when they are elsewhere (a URL's mirror).
 
     Raises:
         FormatError: a missing or damaged file, or files that disagree (names the file).
@@ -82,13 +85,14 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
                 raise FormatError(f"check_bounds must be true or false, got {check_bounds!r}")
         ring = view.ring
         storage = storage_cls._load_owned(path / STORAGE_DIR, space, capacity=ring.capacity, read_only=read_only,
-                                          multiprocessing=multiprocessing, lock=lock)
+                                          multiprocessing=multiprocessing, lock=lock,
+                                          payload=payload_under(payload, STORAGE_DIR))
         if len(storage) < ring.count:
             raise FormatError(f"{path / META_FILE} records {ring.count} steps but the storage holds "
                               f"{len(storage)}{_short_parts(storage, ring.count)}")
         finals = FinalObservations(space, folder=path, capacity=ring.capacity, read_only=read_only,
                                    multiprocessing=multiprocessing)
-        finals.open(meta, lock, view.episodes.final_count)
+        finals.open(meta, lock, view.episodes.final_count, payload=payload)
         stats = StatsKeeper(space)
         if read_only:
             folder_view = FolderView(path, meta, view, log, signature, _refresher(storage, finals))

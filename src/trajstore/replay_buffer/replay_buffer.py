@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
-from trajstore._urls import is_published_folder, is_remote, local_path, refuse_remote_write
+from trajstore._urls import local_path, refuse_remote_write
+from trajstore.replay_buffer import remote_open
 from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.metadata import STORAGE_DIR, read_meta
@@ -45,6 +46,7 @@ from trajstore.replay_buffer.training_api import TrainingAPI
 from trajstore.replay_buffer.view import View, Views
 from trajstore.replay_buffer.writer import WriterViews
 from trajstore.spaces import Space
+from trajstore.storages._payload import PayloadSource
 from trajstore.storages._selection import select
 from trajstore.storages.base import SpaceStorage, check_capacity, validated_batch, validated_for, validated_step
 
@@ -79,7 +81,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
             parts.writer, name)
         self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
         self._stats = BufferStatistics(self.space, parts.stats, self._reader)
-        self._remote: Any = None  # a buffer opened from a URL: its mirror and payload source (trajstore.remote)
+        self._remote: Any = None  # a buffer opened from a URL: its RemoteFolder (remote_open.py)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -124,7 +126,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
     @classmethod
     def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True, multiprocessing: bool = False,
                   storage_options: dict[str, Any] | None = None,
-                  cache_dir: str | os.PathLike | None = None) -> "ReplayBuffer":
+                  cache_dir: str | os.PathLike | None = None, payload: PayloadSource | None = None) -> "ReplayBuffer":
         """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
 
         ``cache_path`` may be a URL: ``file://`` opens the local folder; another fsspec URL
@@ -132,6 +134,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         ``storage_options`` go to fsspec, the small files are fetched once into a temporary mirror
         (or ``cache_dir/<snapshot hash>/``, kept) and frames are read by byte ranges
         (:mod:`trajstore.remote.mirror`). A local folder holding a pushed copy opens the same way.
+        ``payload``: the source of the folder's payload files when they are not in it (read-only; a
+        URL's opener gives it, :mod:`~trajstore.replay_buffer.remote_open`), else ``None``.
 
         A writer (``read_only=False``) ends an episode the last writer left open (a crash, a close
         without ``end_episode``) as *interrupted* and commits that at once; a reader sees it as the
@@ -146,17 +150,14 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
                 (:class:`~trajstore.errors.AlreadyOpenError`: this process has it open).
             ReadOnlyError: ``read_only=False`` with a URL of object storage (nothing is fetched).
         """
-        if is_remote(cache_path) or is_published_folder(local_path(cache_path)):
-            from trajstore.remote.mirror import open_remote_buffer  # fsspec only when asked for
-
-            url = cache_path if is_remote(cache_path) else Path(local_path(cache_path)).resolve().as_uri()
-            return open_remote_buffer(cls, str(url), storage_options=storage_options, read_only=read_only,
-                                      multiprocessing=multiprocessing, cache_dir=cache_dir)
+        if remote_open.is_url(cache_path):  # the URL opener gives a folder and its payload source
+            return remote_open.load_url(cls, cache_path, read_only=read_only, multiprocessing=multiprocessing,
+                                        storage_options=storage_options, cache_dir=cache_dir)
         path = Path(local_path(cache_path))
         read_meta(path)  # not a buffer folder: a FormatError before anything else
         lock = lock_for(path, read_only)
         try:
-            parts = open_parts(path, read_only=read_only, multiprocessing=multiprocessing, lock=lock)
+            parts = open_parts(path, read_only=read_only, multiprocessing=multiprocessing, lock=lock, payload=payload)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -209,11 +210,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
                           "flush() are lost; use `with ReplayBuffer...` or call close()", stacklevel=2)
 
     def _reopen_args(self) -> tuple[Any, ...]:
-        if self._remote is not None:  # opened from a URL: reopen from it (trajstore.remote.mirror)
-            from trajstore.remote.mirror import reopen_remote
-
-            r = self._remote
-            return (reopen_remote, (r.url, r.storage_options, str(r.mirror), self.multiprocessing, r.snapshot))
+        if self._remote is not None:  # opened from a URL: the same snapshot, by the opener (remote_open.py)
+            return (_reopen_url, (self._remote.reopen_kwargs(), self.multiprocessing))
         return (_reopen, (str(self.cache_path), self.multiprocessing))
 
     # -- writing ---------------------------------------------------------------------------
@@ -425,3 +423,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
 
 def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:
     return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing)
+
+
+def _reopen_url(reopen_kwargs: dict[str, Any], multiprocessing: bool) -> ReplayBuffer:
+    return remote_open.reopen_url(reopen_kwargs, multiprocessing)

@@ -1,29 +1,30 @@
-"""Where a storage's payload files (image chunks, video segments) are read from.
+"""Where a storage's payload files (image chunks, video segments) are read from: given at open.
 
-A storage folder on local disk reads its payload files itself (``os.pread``, ``av.open``), and
-that fast path is unchanged: :func:`payload_source_for` returns ``None`` for it. A buffer opened
-from object storage (:mod:`trajstore.remote`) is a local *mirror* folder holding every small file
-(metadata, indexes, HDF5) but no payload file; its payload bytes stay in the bucket. The mirror
-registers a :class:`PayloadSource` for its root folder here, and the image and video storages
-opened inside that folder ask it for byte ranges (a frame's slice of a chunk) or for a local copy
-of a whole file (a video segment).
+A storage folder on local disk reads its payload files itself (``os.pread``, ``av.open``): it is
+opened with ``payload=None`` and that fast path is unchanged. A buffer opened from object storage
+(:mod:`trajstore.remote`) is a local *mirror* folder holding every small file (metadata, indexes,
+HDF5) but no payload file; its payload bytes stay in the bucket. Whoever opens such a folder hands
+its storage a :class:`PayloadSource` at open (``SpaceStorage.load_from(path, payload=source)``);
+a composite hands each part the source of the part's own folder (:func:`payload_under`). The
+storages then ask it for byte ranges (a frame's slice of a chunk) or for a local copy of a whole
+file (a video segment).
 
-This module knows no URL and imports no fsspec: it is the seam between the storages and
-:mod:`trajstore.remote`.
+Nothing here is global: two buffers opened from two URLs (or the same folder twice) each read
+through the source they were given. This module knows no URL and imports no fsspec: it is the seam
+between the storages and :mod:`trajstore.remote`.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Protocol, Sequence
 
 
 class PayloadSource(Protocol):
-    """Payload bytes of the files of one mirror folder, by path relative to that folder."""
+    """Payload bytes of the files of one folder, by path relative to that folder."""
 
     def exists(self, relpath: str) -> bool:
-        """Whether the snapshot holds ``relpath`` (``"storage/cam/chunks/000000.bin"``)."""
+        """Whether the snapshot holds ``relpath`` (``"chunks/000000.bin"``)."""
 
     def size(self, relpath: str) -> int:
         """Bytes of ``relpath`` in the snapshot.
@@ -44,34 +45,34 @@ class PayloadSource(Protocol):
         """A local file holding the whole of ``relpath`` (fetched on first use, kept in a bounded cache)."""
 
 
-_SOURCES: dict[Path, PayloadSource] = {}
-_LOCK = threading.Lock()
+class _Under:
+    """The files of ``source`` under the sub-folder ``prefix`` (ending in ``/``), by path relative to it."""
+
+    def __init__(self, source: PayloadSource, prefix: str):
+        self.source, self.prefix = source, prefix
+
+    def exists(self, relpath: str) -> bool:
+        return self.source.exists(self.prefix + relpath)
+
+    def size(self, relpath: str) -> int:
+        return self.source.size(self.prefix + relpath)
+
+    def read_ranges(self, relpaths: Sequence[str], starts: Sequence[int], stops: Sequence[int]) -> list[bytes]:
+        return self.source.read_ranges([self.prefix + p for p in relpaths], starts, stops)
+
+    def local_copy(self, relpath: str) -> Path:
+        return self.source.local_copy(self.prefix + relpath)
+
+    def __repr__(self) -> str:
+        return f"{self.source!r} under {self.prefix!r}"
 
 
-def register(root: Path, source: PayloadSource) -> None:
-    """Serve the payload files of the folder ``root`` (and its sub-folders) from ``source``."""
-    with _LOCK:
-        _SOURCES[Path(root).resolve()] = source
-
-
-def unregister(root: Path, source: PayloadSource) -> None:
-    """Stop serving ``root`` from ``source`` (a later registration of another source stays)."""
-    with _LOCK:
-        key = Path(root).resolve()
-        if _SOURCES.get(key) is source:
-            del _SOURCES[key]
-
-
-def payload_source_for(folder: Path | None) -> tuple[PayloadSource, str] | None:
-    """``(source, prefix)`` for a storage folder inside a registered mirror (``prefix`` is the folder
-    relative to the mirror root, with a trailing ``/``), or ``None`` for an ordinary local folder."""
-    if folder is None or not _SOURCES:
+def payload_under(source: PayloadSource | None, folder: str) -> PayloadSource | None:
+    """The source of the sub-folder ``folder`` (``"observation.pixels"``, ``"storage/cam"``) of the folder
+    ``source`` serves, or ``None`` for ``None`` (local disk)."""
+    if source is None:
         return None
-    folder = Path(folder).resolve()
-    with _LOCK:
-        for root in (folder, *folder.parents):
-            source = _SOURCES.get(root)
-            if source is not None:
-                rel = folder.relative_to(root).as_posix()
-                return source, "" if rel == "." else rel + "/"
-    return None
+    prefix = folder.strip("/") + "/"
+    if isinstance(source, _Under):  # one level of wrapping, however deep the folder
+        return _Under(source.source, source.prefix + prefix)
+    return _Under(source, prefix)

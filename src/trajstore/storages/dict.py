@@ -24,6 +24,7 @@ from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages._names import check_key, safe_name
 from trajstore.storages._options import config_from
+from trajstore.storages._payload import PayloadSource, payload_under
 from trajstore.storages._selection import Selection
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity
 
@@ -94,6 +95,9 @@ class DictStorage(SpaceStorage):
         storages: ``{key: sub-storage}`` in layout order (``"*"`` for the rest).
         nested_separator: the string joining nested keys.
     """
+
+    #: Opened with a payload source, each sub-storage gets the source of its own sub-folder.
+    takes_payload = True
 
     def __init__(self, space: Space, *, storages: dict[str, SpaceStorage], nested_separator: str, **kwargs: Any):
         super().__init__(space, **kwargs)
@@ -215,7 +219,7 @@ class DictStorage(SpaceStorage):
 
     @classmethod
     def _open(cls, path: Path, space: Space, *, capacity: int | None, config: dict[str, Any], read_only: bool,
-              multiprocessing: bool, lock: WriterLock | None) -> "DictStorage":
+              multiprocessing: bool, lock: WriterLock | None, payload: PayloadSource | None = None) -> "DictStorage":
         separator = config["nested_separator"]
         storages: dict[str, SpaceStorage] = {}
         try:
@@ -226,7 +230,7 @@ class DictStorage(SpaceStorage):
                     expected = tree.subspace(space, tree.parse_name(key, separator))
                 storages[key] = STORAGE_TYPES.get(type_name)._load_owned(
                     path / folder, expected, capacity=capacity, read_only=read_only,
-                    multiprocessing=multiprocessing, lock=lock)
+                    multiprocessing=multiprocessing, lock=lock, payload=payload_under(payload, folder))
         except BaseException:
             for sub in storages.values():  # release what was opened
                 sub.close()

@@ -28,7 +28,7 @@ StorageMap = Mapping[str, Optional[type[SpaceStorage]]]
 
 
 def _default_kind_map() -> dict[str, type[SpaceStorage]]:
-    from trajstore.storages.image import ImageStorage
+    from trajstore.storages.frames.image import ImageStorage
 
     return {"image": ImageStorage}
 

@@ -1,0 +1,12 @@
+"""Camera frames: :class:`ImageStorage` (JPEG/PNG chunk files) and :class:`VideoStorage` (H.264 segments).
+
+Both keep a slot index (:mod:`~trajstore.storages.frames._slot_index`) that points each slot at a
+frame in a *payload file* (an image chunk, a video segment); how those files are named, found,
+checked at open and read (local disk, or an explicit payload source for a folder whose payload stays
+in object storage) is one layer shared by the two (:mod:`~trajstore.storages.frames._payload_files`).
+"""
+
+from trajstore.storages.frames.image import ImageStorage
+from trajstore.storages.frames.video import VideoStorage  # PyAV is imported on first use only
+
+__all__ = ["ImageStorage", "VideoStorage"]

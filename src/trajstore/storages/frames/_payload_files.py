@@ -1,0 +1,218 @@
+"""The payload files of a frames storage: one layer for :class:`ImageStorage` and :class:`VideoStorage`.
+
+Both storages keep a slot index (:mod:`~trajstore.storages.frames._slot_index`) that points each slot
+at a frame inside a numbered *payload file*: an image chunk (``chunks/000042.bin``, frames back to back,
+read by byte range) or a video segment (``segments/00000042.mp4``, decoded whole). This module is
+what they share about those files:
+
+* their names (:class:`FileNaming`: folder, digits, suffix), the glob a storage declares in
+  ``SpaceStorage.payload_files``, and :func:`referenced_files`, the files a folder's index points to
+  (what a publisher checks it has listed);
+* where their bytes come from (:class:`PayloadFiles`): the storage's folder on local disk (one
+  ``os.pread`` per run of back-to-back frames through a small LRU of open descriptors; a whole file by
+  its path), or the :class:`~trajstore.storages._payload.PayloadSource` given at open (ranged reads,
+  a local copy of a whole file): local disk when none is given, and that fast path does no more work;
+* the checks and clean-ups at open: every file the index points to exists; a writer deletes files no
+  slot points into, and scratch files of an interrupted write.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from trajstore.errors import FormatError
+from trajstore.storages._payload import PayloadSource
+from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex
+
+#: Open read descriptors kept per storage (least recently used are closed first).
+FD_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class FileNaming:
+    """Payload file ``id`` is ``<directory>/<id, zero-padded to digits><suffix>`` in the storage folder.
+
+    ``scratch``: the suffix a writer adds to a file it is still building (never read, deleted by the
+    next writer's open), or ``None``.
+    """
+
+    directory: str
+    digits: int
+    suffix: str
+    scratch: str | None = None
+
+    def name(self, file_id: int) -> str:
+        """``chunks/000042.bin``: relative to the storage folder, ``/``-separated."""
+        return f"{self.directory}/{file_id:0{self.digits}d}{self.suffix}"
+
+    @property
+    def pattern(self) -> str:
+        """The glob of these files relative to the storage folder (for ``SpaceStorage.payload_files``)."""
+        return f"{self.directory}/*{self.suffix}"
+
+    def file_id(self, filename: str) -> int | None:
+        """The id in a file name of :attr:`directory` (``"000042.bin"`` -> 42), or ``None`` for another file."""
+        stem = filename[: -len(self.suffix)] if filename.endswith(self.suffix) else ""
+        return int(stem) if stem.isdigit() else None
+
+
+def referenced_files(folder: Path, naming: FileNaming) -> list[str]:
+    """Relative paths of the payload files that the index in ``folder`` points to (sorted by id).
+
+    Raises:
+        FormatError: the index is missing or damaged.
+    """
+    index = SlotIndex.open(folder, read_only=True)
+    try:
+        return [naming.name(int(f)) for f in index.live_files()]
+    finally:
+        index.close()
+
+
+def check_live_files(index: SlotIndex, path_of: Callable[[int], Path],
+                     exists: Callable[[Path], bool] = Path.exists) -> None:
+    """Check that the file of every live file id exists: one ``stat`` per live file, at open
+    (``exists`` answers for a folder whose payload files are elsewhere).
+
+    A reader's index may name a file that a writer has just removed (its slots were overwritten
+    since): the index is refreshed once before a missing file counts.
+
+    Raises:
+        FormatError: names the missing files (up to 5) and how many there are.
+    """
+    missing = [path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))]
+    if missing and index.refresh():
+        missing = [path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))]
+    if missing:
+        listed = ", ".join(str(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise FormatError(f"{len(missing)} payload file(s) that {index.path} points to are missing: {listed}")
+
+
+class PayloadFiles:
+    """The payload files of the storage folder ``folder``, named by ``naming``, read from local disk or
+    from ``source`` (a :class:`~trajstore.storages._payload.PayloadSource` of ``folder``; ``None``: local)."""
+
+    def __init__(self, folder: Path, naming: FileNaming, source: PayloadSource | None = None):
+        self.folder, self.naming, self.source = folder, naming, source
+        self._fds: OrderedDict[int, int] = OrderedDict()  # file id -> O_RDONLY fd (local only)
+
+    def path(self, file_id: int) -> Path:
+        """The local path of file ``file_id`` (where a writer creates it; where messages say it is)."""
+        return self.folder / self.naming.name(file_id)
+
+    # -- at open -------------------------------------------------------------------------------
+    @classmethod
+    def opened(cls, folder: Path, naming: FileNaming, index: SlotIndex, source: PayloadSource | None, *,
+               writer: bool) -> "PayloadFiles":
+        """The files of a storage folder being opened: every file ``index`` points to is checked to
+        exist (:meth:`check_live`), and a ``writer`` deletes the orphans (:meth:`remove_orphans`).
+
+        Raises:
+            FormatError: names the missing files.
+        """
+        files = cls(folder, naming, source)
+        files.check_live(index)
+        if writer:
+            files.remove_orphans(set(index.live_files().tolist()))  # left by a crash or a failed write
+        return files
+
+    def check_live(self, index: SlotIndex) -> None:
+        """Every file ``index`` points to exists (locally, or in the source).
+
+        Raises:
+            FormatError: names the missing files.
+        """
+        if self.source is None:
+            check_live_files(index, self.path)
+        else:
+            source, folder = self.source, self.folder
+            check_live_files(index, self.path, exists=lambda p: source.exists(p.relative_to(folder).as_posix()))
+
+    def remove_orphans(self, live: set[int]) -> None:
+        """On a writer's open: delete files no slot points into (left by a crash or a failed write), and
+        scratch files of an interrupted write."""
+        scratch = self.naming.scratch
+        for entry in os.scandir(self.folder / self.naming.directory):
+            fid = self.naming.file_id(entry.name)
+            if (fid is not None and fid not in live) or (scratch is not None and entry.name.endswith(scratch)):
+                os.unlink(entry.path)
+
+    # -- reading -------------------------------------------------------------------------------
+    def read_runs(self, fid: np.ndarray, off: np.ndarray, length: np.ndarray, starts: np.ndarray,
+                  stops: np.ndarray, where: Callable[[int], str]) -> list[memoryview]:
+        """The bytes of each frame ``i`` (file ``fid[i]``, ``length[i]`` bytes at ``off[i]``), read as runs
+        ``[starts[j], stops[j])`` of frames that lie back to back in one file: one ``os.pread`` per run
+        locally, one ranged request per run (all at once) from a source. ``where(i)``: frame ``i``'s place
+        for messages.
+
+        Raises:
+            FormatError: the index points past the end of a file (names it, and ``where``).
+            FileNotFoundError: a local file is gone (a writer deleted it: refresh the index and read again).
+        """
+        payloads: list[memoryview] = []
+        if self.source is not None:
+            names = [self.naming.name(int(fid[a])) for a in starts.tolist()]
+            blobs = self.source.read_ranges(names, off[starts].tolist(),
+                                            (off[stops - 1] + length[stops - 1]).tolist())
+            for a, b, data in zip(starts.tolist(), stops.tolist(), blobs):
+                view = memoryview(data)
+                rel = (off[a:b] - off[a]).tolist()
+                payloads.extend(view[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
+            return payloads
+        for a, b in zip(starts.tolist(), stops.tolist()):
+            first, total = int(off[a]), int(off[b - 1] + length[b - 1] - off[a])
+            fd = self._fd(int(fid[a]))
+            if first + total > os.fstat(fd).st_size:  # before pread allocates `total` bytes read from the index
+                raise FormatError(f"{where(a)}: {LOG_FILE} points {total} bytes past offset {first}, beyond the "
+                                  "end of the file: the file is truncated or the index damaged")
+            data = memoryview(os.pread(fd, total, first))
+            if len(data) != total:
+                raise FormatError(f"{self.path(int(fid[a]))} is truncated: needed {total} bytes at offset {first}, "
+                                  f"got {len(data)}")
+            rel = (off[a:b] - first).tolist()
+            payloads.extend(data[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
+        return payloads
+
+    def whole(self, file_id: int) -> Path:
+        """A local file holding all of file ``file_id``: its path, or the source's local copy."""
+        if self.source is None:
+            return self.path(file_id)
+        return self.source.local_copy(self.naming.name(file_id))
+
+    def _fd(self, file_id: int) -> int:
+        fd = self._fds.get(file_id)
+        if fd is not None:
+            self._fds.move_to_end(file_id)
+            return fd
+        fd = os.open(self.path(file_id), os.O_RDONLY)
+        self._fds[file_id] = fd
+        if len(self._fds) > FD_CACHE_SIZE:
+            os.close(self._fds.popitem(last=False)[1])
+        return fd
+
+    def forget(self, file_id: int) -> None:
+        """Close the read descriptor of ``file_id`` if one is open (a deleted file's space is freed then)."""
+        fd = self._fds.pop(file_id, None)
+        if fd is not None:
+            os.close(fd)
+
+    def open_ids(self) -> list[int]:
+        """Ids of the files with an open read descriptor."""
+        return list(self._fds)
+
+    # -- writing -------------------------------------------------------------------------------
+    def remove(self, file_id: int) -> None:
+        """Delete file ``file_id`` (a writer's: no slot points into it any more); gone already is fine."""
+        self.forget(file_id)
+        self.path(file_id).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Close every read descriptor (also in a forked child: its copies, not the parent's)."""
+        for fid in list(self._fds):
+            self.forget(fid)
