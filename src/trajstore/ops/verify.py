@@ -229,7 +229,7 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
         if short:
             problem(short)
         for label, sel in batches:
-            unwritten = _unwritten(sub, sel.slots)
+            unwritten = sub.unwritten(sel.slots)
             if unwritten:
                 problem(f"{label}: {unwritten} held step(s) are missing from its index (they would read as zeros)")
             try:
@@ -240,16 +240,6 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
             tick(len(sel.slots))
     finally:
         sub.close()
-
-
-def _unwritten(sub: SpaceStorage, slots: np.ndarray) -> int:
-    """Held slots an image or video storage's index has no payload for (they read as zeros)."""
-    index = getattr(sub, "_index", None)  # the SlotIndex of image and video storages
-    if index is None or not len(slots):
-        return 0
-    known = slots < index.n_slots
-    rows = index.lookup(slots[known])
-    return int(np.count_nonzero(~known)) + int(np.count_nonzero(rows[:, 0] < 0))
 
 
 def _hdf5_truncated(folder: Path) -> str | None:

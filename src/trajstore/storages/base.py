@@ -84,6 +84,11 @@ class SpaceStorage(StorageClass, FolderOwner):
         """Whether :meth:`get` returns exactly what :meth:`set` was given (False for JPEG, video)."""
         return True
 
+    def unwritten(self, slots: np.ndarray) -> int:
+        """How many of ``slots`` (int64 ``(N,)``, in range) no payload was ever written for, so that a read
+        gives zeros (an index that lost records); 0 for a storage that keeps no index of its payload."""
+        return 0
+
     def parts(self) -> dict[str, "SpaceStorage"]:
         """The storages this one is made of, by key (a composite such as :class:`DictStorage`:
         ``{"observation/pixels": ImageStorage, "*": HDF5Storage}``); ``{}`` for a storage that holds

@@ -146,6 +146,13 @@ class SlotIndex:
         view.flags.writeable = False
         return view
 
+    def unwritten(self, slots: np.ndarray) -> int:
+        """How many of ``slots`` (int64 ``(N,)``) are past the index or have no record (they read as zeros)."""
+        if not len(slots):
+            return 0
+        known = slots < self.n_slots
+        return int(np.count_nonzero(~known)) + int(np.count_nonzero(self.lookup(slots[known])[:, 0] < 0))
+
     def lookup(self, slots: np.ndarray) -> np.ndarray:
         """Rows for ``slots`` (int array ``(M,)``): int64 ``(M, 3)`` ``file_id, offset, length``."""
         return self._table[np.asarray(slots, dtype=np.int64)]

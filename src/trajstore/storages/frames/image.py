@@ -232,6 +232,9 @@ class ImageStorage(SpaceStorage):
     def lossless(self) -> bool:
         return self._format == "PNG"
 
+    def unwritten(self, slots: np.ndarray) -> int:
+        return 0 if self._index is None else self._index.unwritten(slots)
+
     def get_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"format": self._format, "chunk_bytes": self._chunk_bytes}
         if self._format == "JPEG":

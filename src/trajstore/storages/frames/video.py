@@ -187,6 +187,9 @@ class VideoStorage(SpaceStorage):
     def lossless(self) -> bool:
         return False  # x264 at crf > 0 and the YUV conversion both lose detail
 
+    def unwritten(self, slots: np.ndarray) -> int:
+        return 0 if self._index is None else self._index.unwritten(slots)
+
     def get_config(self) -> dict[str, Any]:
         return dict(self._config)
 
