@@ -116,6 +116,16 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
                           f"{exc}") from exc
 
 
+def close_parts(*parts: Any) -> None:
+    """Close each part given (``None`` for a part the buffer lacks), every one even if an earlier fails."""
+    try:
+        if parts and parts[0] is not None:
+            parts[0].close()
+    finally:
+        if len(parts) > 1:
+            close_parts(*parts[1:])
+
+
 def _refresher(storage: SpaceStorage, finals: FinalObservations) -> Callable[[dict[str, Any], View], None]:
     def on_refresh(meta: dict[str, Any], view: View) -> None:
         storage.refresh()  # after reading the metadata: the storage holds at least what it names
@@ -145,3 +155,10 @@ def _short_parts(storage: SpaceStorage, count: int) -> str:
     """``" (<folder>: <n> slots, ...)"``: the parts of a composite storage holding fewer than ``count`` slots."""
     parts = [f"{sub.cache_path}: {len(sub)}" for sub in storage.parts().values() if len(sub) < count]
     return f" ({', '.join(parts)} slots)" if parts else ""
+
+
+def reopen_folder(path: str, multiprocessing: bool) -> Any:
+    """The unpickling side of a buffer of a local folder: the folder opened read-only in this process."""
+    from trajstore.replay_buffer.replay_buffer import ReplayBuffer
+
+    return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing)

@@ -96,7 +96,6 @@ class BufferReads:
                      ) -> tuple[Any, dict[str, np.ndarray]]:
         """Each offset group of ``plan`` read at the windows of ``drawn`` under ``view``; leaves the plan does
         not read come back as ``None``."""
-        batch = len(drawn[0])
         leaves: list[Any] = [None] * len(tree.leaves(self.space))
         masks = []
         for group in plan.groups:

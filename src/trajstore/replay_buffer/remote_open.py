@@ -5,7 +5,8 @@
 :class:`~trajstore._openers.RemoteFolder`, a local folder with the buffer's small files and the
 :class:`~trajstore.storages._payload.PayloadSource` of its payload files, and opens that folder
 read-only like any other, handing the source to its storages at open
-(``storage/`` for the step storage, ``final_observations/`` for the final observations). The buffer keeps the folder (``published_snapshot``, closed with the buffer) and
+(``storage/`` for the step storage, ``final_observations/`` for the final observations). The buffer
+keeps the folder (``published_snapshot``, closed with the buffer) and
 pickles as the folder's :meth:`~trajstore._openers.RemoteFolder.reopen_kwargs`.
 """
 

@@ -1,28 +1,16 @@
 """``ReplayBuffer``: a ring or unbounded buffer of steps over one :class:`SpaceStorage`; a facade.
 
-The folder at ``cache_path`` describes itself::
-
-    trajstore.json   format version, space, storage type and folder, ring state, episode counters
-    episodes.000000.log   the closed episodes, appended at each commit (episode_log.py)
-    writer.lock      held by the one writer process
-    storage/         the storage (for the usual DictStorage: one sub-folder per sub-storage)
-    final_observations/   the episodes' final observations, once one was stored (final_observations.py)
-
-The buffer is a facade over parts that own their state and do not reach into each other:
-
-* a **view** (:mod:`~trajstore.replay_buffer.view`): one consistent snapshot of ring and episodes,
-  taken the same way by :meth:`ReplayBuffer.load_from`, :meth:`ReplayBuffer.refresh` and every read,
-  with one staleness rule and one retry policy;
-* a **writer** (:mod:`~trajstore.replay_buffer.writer`, :mod:`~trajstore.replay_buffer.commit`):
-  staging, the ring states of each role, background block writes, episodes, commits (data first,
-  then metadata);
-* the **reads** (:mod:`~trajstore.replay_buffer.reads`, :mod:`~trajstore.replay_buffer.transitions`)
-  over the view, with the one sampler module (:mod:`~trajstore.replay_buffer.samplers`);
-* the **statistics** (:mod:`~trajstore.replay_buffer.statistics`).
-
-Its training methods (``sample``, ``sample_windows``, ``sample_transitions``, ``stats``, ...) are in
-the base :class:`~trajstore.replay_buffer.training_api.TrainingAPI`; the parts are made and opened
-by :mod:`~trajstore.replay_buffer.opening`.
+The folder describes itself (``trajstore.json``, the episode log, ``writer.lock``, ``storage/``,
+``final_observations/``; see the README's "On disk"). The buffer is a facade over parts that own
+their state and do not reach into each other: the **view** (:mod:`~trajstore.replay_buffer.view`:
+one consistent snapshot of ring and episodes, one staleness rule, one retry policy), the **writer**
+(:mod:`~trajstore.replay_buffer.writer`, :mod:`~trajstore.replay_buffer.commit`: staging, the ring
+state of each role, background block writes, commits), the **reads** over the view
+(:mod:`~trajstore.replay_buffer.reads`, :mod:`~trajstore.replay_buffer.transitions`, with the one
+sampler module :mod:`~trajstore.replay_buffer.samplers`) and the **statistics**
+(:mod:`~trajstore.replay_buffer.statistics`). The training methods are in the base
+:class:`~trajstore.replay_buffer.training_api.TrainingAPI`; :mod:`~trajstore.replay_buffer.opening`
+makes and opens the parts.
 """
 
 from __future__ import annotations
@@ -37,8 +25,9 @@ from trajstore._urls import local_path, refuse_remote_write
 from trajstore.replay_buffer import remote_open
 from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.replay_buffer.episodes import Episode
-from trajstore.replay_buffer.metadata import STORAGE_DIR, read_meta
-from trajstore.replay_buffer.opening import BufferParts, forked_views, new_parts, open_parts
+from trajstore.replay_buffer.metadata import read_meta
+from trajstore.replay_buffer.opening import (BufferParts, close_parts, forked_views, new_parts, open_parts,
+                                             reopen_folder)
 from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.staging import WriteStats
 from trajstore.replay_buffer.statistics import BufferStatistics
@@ -165,8 +154,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         return cls(parts, cache_path=path, read_only=read_only, multiprocessing=multiprocessing, lock=lock)
 
     def flush(self) -> None:
-        """Make every step so far durable and visible to readers: staged steps are written, the
-        storage is flushed (fsync), then the metadata is replaced atomically.
+        """Make every step so far durable and visible to readers: staged steps written, the storage
+        flushed (fsync), then the metadata replaced atomically.
 
         Raises:
             OSError, ...: a background write failed; nothing of it is committed (see :meth:`append`).
@@ -187,14 +176,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
                 self._writer.flush()
         finally:
             try:
-                if self._writer is not None:
-                    self._writer.close()
-                self.storage.close()
-                self._finals.close()
-                if self._folder_view is not None:
-                    self._folder_view.close()
-                if self._remote is not None:
-                    self._remote.close()
+                close_parts(self._writer, self.storage, self._finals, self._folder_view, self._remote)
             finally:
                 self._release_lock()
                 self.closed = True
@@ -211,8 +193,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
 
     def _reopen_args(self) -> tuple[Any, ...]:
         if self._remote is not None:  # opened from a URL: the same snapshot, by the opener (remote_open.py)
-            return (_reopen_url, (self._remote.reopen_kwargs(), self.multiprocessing))
-        return (_reopen, (str(self.cache_path), self.multiprocessing))
+            return (remote_open.reopen_url, (self._remote.reopen_kwargs(), self.multiprocessing))
+        return (reopen_folder, (str(self.cache_path), self.multiprocessing))
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, step: Any) -> None:
@@ -242,10 +224,9 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         writer.extend(*validated_batch(self.space, batch, check_bounds=self.check_bounds))
 
     def set_at(self, index: Any, value: Any) -> None:
-        """Overwrite held steps at logical ``index`` (same index kinds as reading).
-
-        Not crash-atomic: these steps are already committed, so a crash before the next flush can
-        leave some leaves of them new and others old. Prefer appending corrected steps.
+        """Overwrite held steps at logical ``index`` (same index kinds as reading); the statistics are then
+        recomputed from the data. Not crash-atomic: a crash before the next flush can leave some leaves of
+        these (committed) steps new and others old. Prefer appending corrected steps.
 
         Raises:
             InvalidValueError: ``value`` does not fit the space or the index size; nothing is written.
@@ -324,9 +305,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         Raises:
             IndexError, TypeError, ValueError: a bad index.
             FormatError: a damaged file (the message names it, or its storage folder).
-            StaleReadError: (an ``IndexError``) a reader raced the writer reusing the slots of requested
-                steps (a ring overwriting its oldest steps, or ``discard_episode``); no torn data is
-                returned, index again.
+            StaleReadError: (an ``IndexError``) a reader raced the writer reusing the slots read (a ring's
+                overwrite, ``discard_episode``); nothing torn is returned: index again.
         """
         return self._reads().steps(index)
 
@@ -361,8 +341,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
 
     @property
     def final_observation_storage(self) -> SpaceStorage | None:
-        """The storage of the episodes' final observations (laid out like the observation leaves), or
-        ``None`` before the first one is kept: for describing a folder; read them with :meth:`final_observation`."""
+        """The storage of the final observations (for describing a folder), or ``None`` before the first one."""
         return self._finals.storage
 
     def final_observation(self, k: int) -> Any:
@@ -420,10 +399,3 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={view.count}, capacity={view.ring.capacity}, "
                 f"episodes={view.episodes.count(view.ring.appended)}, storage={type(self.storage).__name__})")
 
-
-def _reopen(path: str, multiprocessing: bool) -> ReplayBuffer:
-    return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing)
-
-
-def _reopen_url(reopen_kwargs: dict[str, Any], multiprocessing: bool) -> ReplayBuffer:
-    return remote_open.reopen_url(reopen_kwargs, multiprocessing)

@@ -25,8 +25,8 @@ from trajstore.replay_buffer.leaf_stats import LeafStats
 from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.transitions import read_transitions, transition_leaves
 from trajstore.replay_buffer.view import retrying
-from trajstore.replay_buffer.window_plan import (WindowRequest, consecutive_plan, leaf_positions, restricted, steps_plan,
-                                                 window_plan)
+from trajstore.replay_buffer.window_plan import (WindowRequest, consecutive_plan, leaf_positions, restricted,
+                                                 steps_plan, window_plan)
 from trajstore.spaces import Space, tree
 
 

@@ -194,8 +194,8 @@ def check_read(views: Views, view: View, touched: Touched, cause: BaseException 
     if not views.races_writer or not views.refresh():
         return
     if is_stale(view, views.current(), touched):
-        raise StaleReadError(f"the writer of {views.name} overwrote or discarded steps while they were read; the view is "
-                             f"refreshed (now {views.current().count} steps from step number "
+        raise StaleReadError(f"the writer of {views.name} overwrote or discarded steps while they were read; "
+                             f"the view is refreshed (now {views.current().count} steps from step number "
                              f"{views.current().first_step}): index again") from cause
 
 
@@ -231,4 +231,5 @@ def retrying(views: Views, read: Callable[[View, Touched], T], what: str) -> T:
             return read_once(views, read)
         except StaleReadError:
             continue
-    raise RetriesExhaustedError(f"{what} from {views.name}: the writer reused the slots being read {MAX_READ_ATTEMPTS} times in a row")
+    raise RetriesExhaustedError(f"{what} from {views.name}: the writer reused the slots being read "
+                                f"{MAX_READ_ATTEMPTS} times in a row")
