@@ -53,7 +53,6 @@ class StorageClass(abc.ABC):
     takes_payload: ClassVar[bool] = False
 
     # -- what the storage can take -----------------------------------------------------------
-    # -- what the storage can take -----------------------------------------------------------
     @classmethod
     def check_space(cls, space: Space) -> None:
         """Raise :class:`UnsupportedSpaceError` (with the reason) if this storage cannot store ``space``."""
