@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
-from trajstore.errors import FormatError
+from trajstore.errors import RetriesExhaustedError
 from trajstore.remote import push
 
 from trajstore.replay_buffer import ReplayBuffer
@@ -42,7 +42,7 @@ def push_once(folder, url: str, storage_options: dict) -> None:
         try:
             push(folder, url, storage_options)
             return
-        except FormatError as exc:
+        except RetriesExhaustedError as exc:
             if GAVE_UP not in str(exc):
                 raise
 
@@ -124,7 +124,7 @@ def test_readers_in_processes_while_pushes_loop_over_a_recording_buffer(tmp_path
             e = 10
             # 12-step episodes every 50 ms (240 Hz, faster than a robot's control loop): the ring of 48
             # steps still turns over many times a second. Unthrottled, a writer reuses the ring's slots
-            # faster than a push can copy them, and push gives up with a FormatError (documented; on a
+            # faster than a push can copy them, and push gives up with a RetriesExhaustedError (documented; on a
             # loaded machine this pace can do it too: push_loop then pushes again).
             while not stop.wait(0.05):
                 record(rb, e, 1)

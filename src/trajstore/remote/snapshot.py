@@ -35,7 +35,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajstore.errors import FormatError
+from trajstore.errors import FormatError, RetriesExhaustedError
 from trajstore.remote.layout import PAYLOAD, folder_files
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
 from trajstore.replay_buffer.ring import RingState
@@ -65,8 +65,8 @@ def take_snapshot(folder: Path, staged: Path) -> Snapshot:
     """Copy the committed state of ``folder`` into the empty folder ``staged`` (see the module docstring).
 
     Raises:
-        FormatError: ``folder`` is not a buffer folder, or the writer reused the slots being copied on
-            every one of :data:`ATTEMPTS` tries.
+        FormatError: ``folder`` is not a buffer folder.
+        RetriesExhaustedError: the writer reused the slots being copied on every one of :data:`ATTEMPTS` tries.
     """
     folder = Path(folder)
     read_meta(folder)  # not a buffer folder: a FormatError before anything is copied
@@ -77,9 +77,10 @@ def take_snapshot(folder: Path, staged: Path) -> Snapshot:
             return _copy_once(folder, staged)
         except (Retry, FileNotFoundError):
             continue
-    raise FormatError(f"{folder}: the writer's ring reused the slots being copied {ATTEMPTS} times in a row (it "
-                      "drops capacity/8 steps at a time, and recorded that many while the metadata, indexes and "
-                      "HDF5 files were copied); push again when it records more slowly, or after it closes")
+    raise RetriesExhaustedError(f"{folder}: the writer's ring reused the slots being copied {ATTEMPTS} times in a row "
+                                "(it drops capacity/8 steps at a time, and recorded that many while the metadata, "
+                                "indexes and HDF5 files were copied); push again when it records more slowly, or "
+                                "after it closes")
 
 
 def _view(meta_bytes: bytes) -> tuple[RingState, object]:
