@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
+from trajstore.errors import UnknownLeafError
 from trajstore.spaces.base import Space
 
 Path = tuple[str, ...]
@@ -95,13 +96,14 @@ def subspace(space: Space, path: Path) -> Space:
     """The space at ``path`` (a leaf or a sub-dict).
 
     Raises:
-        KeyError: no such path; the message lists the keys at the level where it failed.
+        UnknownLeafError: (a ``KeyError`` and a ``ValueError``) no such path; the message lists the keys at
+            the level where it failed.
     """
     sub = space
     for i, key in enumerate(path):
         if not _is_dict(sub) or key not in sub.spaces:  # type: ignore[attr-defined]
             known = list(sub.spaces) if _is_dict(sub) else []  # type: ignore[attr-defined]
-            raise KeyError(f"no key {path_name(path)!r} in the space (at {key!r}; keys there: {known})")
+            raise UnknownLeafError(f"no key {path_name(path)!r} in the space (at {key!r}; keys there: {known})")
         sub = sub.spaces[key]  # type: ignore[attr-defined]
     return sub
 
