@@ -27,6 +27,14 @@ def warn_moved(old: str, new: str, *, stacklevel: int = 3) -> None:
                   DeprecationWarning, stacklevel=stacklevel)
 
 
+def alias(old: str, new: str) -> None:
+    """Make the module name ``old`` stand for the module ``new`` itself (``sys.modules``: the same
+    object, so a patch through either name reaches the code); then warn as :func:`warn_moved`.
+    For a moved module whose private names callers may still use (``trajstore.storages._hdf5_files``)."""
+    sys.modules[old] = importlib.import_module(new)
+    warn_moved(old, new, stacklevel=4)
+
+
 def reexport(old: str, new: str, *, renamed: Mapping[str, str] | None = None) -> None:
     """Make the module ``old`` (already in ``sys.modules``: call it from that module) a thin alias of
     ``new``: every public name of ``new`` (no leading ``_``, not a module), and ``renamed`` old names

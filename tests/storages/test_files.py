@@ -205,8 +205,8 @@ def test_old_import_paths_warn_and_are_the_moved_modules(name):
             f"import trajstore.storages.{name} as old, trajstore.storages.frames.{name} as new\n"
             f"print(old is new)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[0] == (f"trajstore.storages.{name} moved to trajstore.storages.frames.{name}; this import path "
-                      "goes in the next release") and out[1] == "True"
+    assert out[0] == (f"trajstore.storages.{name} moved to trajstore.storages.frames.{name}; import it from there "
+                      f"(trajstore.storages.{name} goes away in trajstore 0.3)") and out[1] == "True"
 
 
 def test_the_storages_and_the_buffer_import_nothing_of_remote():

@@ -44,12 +44,14 @@ from trajstore._folder import FolderOwner
 from trajstore._lock import WriterLock
 from trajstore.spaces import Space, tree
 from trajstore.storages._opening import STORAGE_FILE, STORAGE_TYPES, reopen_read_only
+from trajstore.storages._options import Option, int_in, one_of, optional, positive_int, positive_number
 from trajstore.storages._selection import Selection, select, span
 from trajstore.storages._storage_class import StorageClass
 from trajstore.storages._validation import (check_capacity, stored_space, validated_batch, validated_for,
                                             validated_step)
 
-__all__ = ["STORAGE_FILE", "STORAGE_TYPES", "SpaceStorage", "check_capacity", "stored_space", "validated_batch",
+__all__ = ["STORAGE_FILE", "STORAGE_TYPES", "SpaceStorage", "Option", "int_in", "one_of", "optional", "positive_int",
+           "positive_number", "check_capacity", "stored_space", "validated_batch",
            "validated_for", "validated_step"]
 
 
