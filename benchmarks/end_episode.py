@@ -58,7 +58,7 @@ def written():
 rb = ReplayBuffer.create(DictStorage, space, cache_path=path, **dict_storage_kwargs_from_space(space))
 for _ in range(n_episodes):  # history: episodes closed in memory, one commit at the end
     rb.extend(batch)
-    rb._writer.episodes.end_episode(rb.total_steps)
+    rb.end_episode(flush=False)
 rb.flush()
 assert rb.num_episodes == n_episodes
 seconds, nbytes = [], []

@@ -97,7 +97,7 @@ def timed(fn, batches: int) -> float:
 
 
 def measure(rb: ReplayBuffer, batches: int) -> dict[str, float]:
-    source = rb._remote.payload if rb._remote is not None else None
+    source = rb.payload_source
     out = {}
     for name, fn in (("random 256", lambda k: rb.sample(256, rng=np.random.default_rng(k))),
                      ("windows 64", lambda k: rb.sample_windows(64, delta_indices=WINDOWS,

@@ -44,7 +44,7 @@ def build(path: Path, episode_len: int) -> ReplayBuffer:
     for start in range(0, STEPS, episode_len):
         part = slice(start, start + episode_len)
         rb.extend({"observation": state[part], "action": state[part], "step": ids[part]})
-        rb._writer.episodes.end_episode(rb.total_steps)  # close without a flush per episode; one flush below
+        rb.end_episode(flush=False)  # closed without a commit per episode; one flush below
     rb.flush()
     return rb
 

@@ -16,7 +16,6 @@ makes and opens the parts.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -184,12 +183,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
     def __del__(self) -> None:
         # Losing steps silently is worse than a warning; flushing here is unsafe at interpreter exit.
         writer = getattr(self, "_writer", None)
-        if getattr(self, "closed", True) or writer is None or os.getpid() != self._pid or self.cache_path is None:
-            return
-        lost = writer.unflushed()
-        if lost > 0:
-            warnings.warn(f"ReplayBuffer at {self.cache_path} was not closed: {lost} steps appended since the last "
-                          "flush() are lost; use `with ReplayBuffer...` or call close()", stacklevel=2)
+        if not getattr(self, "closed", True) and writer is not None and os.getpid() == self._pid:
+            writer.warn_unflushed(self.cache_path)
 
     def _reopen_args(self) -> tuple[Any, ...]:
         if self._remote is not None:  # opened from a URL: the same snapshot, by the opener (remote_open.py)
@@ -235,7 +230,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         sel = select(index, len(self))
         writer.set_at(sel, validated_for(self.space, value, sel, check_bounds=self.check_bounds))
 
-    def end_episode(self, final_observation: Any = None, *, interrupted: bool = False, **data: Any) -> None:
+    def end_episode(self, final_observation: Any = None, *, interrupted: bool = False, flush: bool = True,
+                    **data: Any) -> None:
         """End the current episode at the last appended step and :meth:`flush`: its steps, data and final
         observation are committed together (data first, then metadata). Steps appended afterwards start
         a new episode; calling it twice in a row does nothing more.
@@ -246,6 +242,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
                 :meth:`final_observation`. A ring keeps those of its held episodes only.
             interrupted: the episode was cut short (env reset or closed, operator stop): kept and flagged
                 ``Episode.interrupted`` (``done`` False), as a fragment left by a crashed writer is.
+            flush: ``False`` closes the episode without committing it: the next :meth:`flush` (or a later
+                ``end_episode``, or :meth:`close`) commits it with its steps (a bulk import of many episodes).
             **data: JSON values kept in the episode log (``task="push"``, ``success=True``, ``seed=3``),
                 read back as ``episode(k).data``; NumPy scalars become Python values, tuples lists.
 
@@ -260,7 +258,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         checked = episode_data(data)
         final = (None if final_observation is None
                  else self._finals.validated(final_observation, check_bounds=self.check_bounds))
-        writer.end_episode(final, checked, bool(interrupted))
+        writer.end_episode(final, checked, bool(interrupted), flush=bool(flush))
 
     def discard_episode(self) -> int:
         """Drop the steps of the episode being recorded; returns how many (0 when none is open).
@@ -293,6 +291,11 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
     def published_snapshot(self) -> tuple[str, str] | None:
         """``(url, snapshot id)`` of a buffer opened from a URL (the pushed snapshot it reads), else ``None``."""
         return None if self._remote is None else (self._remote.url, self._remote.snapshot)
+
+    @property
+    def payload_source(self) -> Any:
+        """The payload source of a buffer opened from a URL (its request and byte counters), else ``None``."""
+        return None if self._remote is None else self._remote.payload
 
     @property
     def write_stats(self) -> WriteStats:
@@ -345,15 +348,12 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         return self._finals.storage
 
     def final_observation(self, k: int) -> Any:
-        """The final observation of :meth:`episode` ``(k)``, or ``None`` if it has none.
-
-        Nested and typed like ``rb[i]["observation"]`` (no batch axis; e.g. a ``(H, W, 3)`` uint8
-        frame, read back within the same codec bounds as the steps' frames).
+        """The final observation of :meth:`episode` ``(k)`` nested and typed like ``rb[i]["observation"]``
+        (no batch axis; frames within the steps' codec bounds), or ``None`` if it has none.
 
         Raises:
-            IndexError: ``k`` is out of range.
-            StaleReadError: (an ``IndexError``) a reader of a ring raced the writer reusing the slot
-                of an episode that left the buffer meanwhile; index again.
+            IndexError: ``k`` is out of range; StaleReadError (an ``IndexError``): a reader of a ring raced
+                the writer reusing the slot of an episode that left meanwhile, index again.
         """
         ep = self.episode(k)
         n = self._now().episodes.final_number(ep.id)
@@ -398,4 +398,3 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         view = self._writer.view() if self._writer is not None else self._views.current()
         return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={view.count}, capacity={view.ring.capacity}, "
                 f"episodes={view.episodes.count(view.ring.appended)}, storage={type(self.storage).__name__})")
-

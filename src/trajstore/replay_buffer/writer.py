@@ -17,6 +17,7 @@ failed background write rolls every state back to before it and raises at the ne
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -159,7 +160,8 @@ class BufferWriter:
         self.storage.write(self.appended.slots_of(logical), leaves)
 
     # -- episodes and commits --------------------------------------------------------------
-    def end_episode(self, final: list[np.ndarray] | None, data: dict[str, Any], interrupted: bool) -> None:
+    def end_episode(self, final: list[np.ndarray] | None, data: dict[str, Any], interrupted: bool, *,
+                    flush: bool = True) -> None:
         """Close the open episode with its checked JSON ``data`` and validated ``final`` observation, and
         commit it with its steps.
 
@@ -175,7 +177,8 @@ class BufferWriter:
             self.finals.write(self.episodes.final_count, final, layout_of=self.storage, lock=self._lock)
         self.episodes.end_episode(self.appended.appended, data=data, with_final=final is not None,
                                   interrupted=interrupted)
-        self.flush()
+        if flush:
+            self.flush()
 
     def discard_episode(self) -> int:
         """Drop the open episode's steps (committed at once); returns how many."""
@@ -208,6 +211,13 @@ class BufferWriter:
     def unflushed(self) -> int:
         """Steps appended since the last commit."""
         return self.appended.appended - self.committer.committed.ring.appended
+
+    def warn_unflushed(self, folder: Any) -> None:
+        """Warn (a buffer dropped without ``close``) that the steps since the last commit are lost."""
+        lost = self.unflushed()
+        if folder is not None and lost > 0:
+            warnings.warn(f"ReplayBuffer at {folder} was not closed: {lost} steps appended since the last flush() "
+                          "are lost; use `with ReplayBuffer...` or call close()", stacklevel=3)
 
     def close(self) -> None:
         """Stop the background thread (after the jobs queued) and close the episode log."""
