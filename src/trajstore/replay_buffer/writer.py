@@ -148,8 +148,10 @@ class BufferWriter:
     def _forget_before(self, oldest: int) -> None:
         ring = self.appended
         oldest = min(ring.appended, max(oldest, ring.first_step))
-        self.appended = self.submitted = self.written = RingState(
-            ring.capacity, ring.appended - oldest, oldest % ring.capacity if ring.capacity else 0, ring.appended)
+        # Not ``oldest % capacity``: a discard longer than the count rewinds step numbers past the slots.
+        head = (ring.head + oldest - ring.first_step) % ring.capacity if ring.capacity else 0
+        self.appended = self.submitted = self.written = RingState(ring.capacity, ring.appended - oldest, head,
+                                                                  ring.appended)
         self.episodes.drop_before(oldest)
 
     def set_at(self, logical: Selection, leaves: list[np.ndarray]) -> None:
