@@ -79,3 +79,41 @@ def test_crash_after_overwrite_after_discard_reopens_whole(tmp_path):
     reader = ReplayBuffer.load_from(path)
     _check_all(reader, "reopened after the new writer")
     reader.close()
+
+
+def test_failed_write_after_discard_rolls_back_to_right_slots(tmp_path, monkeypatch):
+    """The rollback of a failed background write forgets the oldest steps it may have overwritten:
+    the view it keeps must name their slots as they are after the discard shifted them."""
+    path = str(tmp_path / "rb")
+    rb = _discard_then_overwrite(path)
+    rb.end_episode()
+    storage = rb.storage.storages["pair"]  # the memmap leaf
+    original = storage.write_leaves
+    calls = {"n": 0}
+
+    def write_leaves(sel, leaves):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(28, "No space left on device (injected)")
+        return original(sel, leaves)
+
+    monkeypatch.setattr(storage, "write_leaves", write_leaves)
+    rb.extend(tr.steps(rb.total_steps, 10))
+    try:
+        rb.end_episode()
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the failed write was not raised")
+    _check_all(rb, "writer after the failed write")
+    reader = ReplayBuffer.load_from(path)
+    _check_all(reader, "reader after the failed write")
+    rb.extend(tr.steps(rb.total_steps, 30))
+    rb.end_episode()
+    reader.refresh()
+    _check_all(reader, "reader after more steps")
+    reader.close()
+    rb.close()
+    reopened = ReplayBuffer.load_from(path)
+    _check_all(reopened, "reopened")
+    reopened.close()
