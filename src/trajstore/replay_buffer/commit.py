@@ -49,7 +49,9 @@ def view_before_overwrite(committed: View, appended_after: int) -> View | None:
     oldest = min(ring.appended, max(needed, ring.first_step + drop_ahead(cap)))
     episodes = committed.episodes.snapshot()
     episodes.drop_before(oldest)
-    return View(RingState(cap, ring.appended - oldest, oldest % cap, ring.appended), episodes)
+    # Not ``oldest % cap``: a discard longer than the count rewinds step numbers past the slots.
+    head = (ring.head + oldest - ring.first_step) % cap
+    return View(RingState(cap, ring.appended - oldest, head, ring.appended), episodes)
 
 
 class Committer:

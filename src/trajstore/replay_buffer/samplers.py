@@ -14,7 +14,7 @@ an episode holding steps ``[s, e)`` has the valid anchors ``[s + before, e - aft
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -116,7 +116,7 @@ def anchors_at(held: HeldAnchors, numbers: np.ndarray) -> tuple[np.ndarray, np.n
     Raises:
         IndexError: a number outside ``[0, held.total)``.
     """
-    numbers = np.asarray(numbers, np.int64).reshape(-1)
+    numbers = checked_numbers(numbers, held.total)
     if len(numbers) and (numbers.min() < 0 or numbers.max() >= held.total):
         raise IndexError(f"anchor numbers must lie in [0, {held.total}), got {numbers.min()}..{numbers.max()}")
     index, before = held.index, held.index.before
@@ -134,6 +134,32 @@ def anchors_at(held: HeldAnchors, numbers: np.ndarray) -> tuple[np.ndarray, np.n
         ep_start[~closed] = held.open_from
         ep_stop[~closed] = held.appended
     return anchors - held.oldest, ep_start - held.oldest, ep_stop - held.oldest
+
+
+def checked_numbers(numbers: Any, total: int) -> np.ndarray:
+    """Anchor numbers as int64 ``(N,)``: an int or a 1-D sequence of ints (not bools, floats, strings).
+
+    Raises:
+        TypeError: not integers.
+        IndexError: a number outside ``[0, total)`` (checked before any cast, so huge ones too).
+    """
+    if isinstance(numbers, (bool, np.bool_)):
+        raise TypeError(f"anchor numbers must be ints, got {numbers!r}")
+    if isinstance(numbers, (int, np.integer)):
+        if not 0 <= int(numbers) < total:
+            raise IndexError(f"anchor numbers must lie in [0, {total}), got {int(numbers)}")
+        return np.array([numbers], np.int64)
+    arr = np.asarray(numbers)
+    if arr.dtype == object and all(isinstance(v, int) and not isinstance(v, bool) for v in arr.reshape(-1)):
+        values = [int(v) for v in arr.reshape(-1)]
+        if values and not (0 <= min(values) and max(values) < total):
+            raise IndexError(f"anchor numbers must lie in [0, {total}), got {min(values)}..{max(values)}")
+        arr = np.asarray(values, np.int64)
+    if arr.ndim > 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"anchor numbers must be an int or a 1-D sequence of ints, got {arr.dtype} of shape {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() >= total):
+        raise IndexError(f"anchor numbers must lie in [0, {total}), got {arr.min()}..{arr.max()}")
+    return arr.astype(np.int64).reshape(-1)
 
 
 def no_anchor_message(held: HeldAnchors) -> str:

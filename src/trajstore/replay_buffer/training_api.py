@@ -26,7 +26,7 @@ from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.transitions import read_transitions, transition_leaves
 from trajstore.replay_buffer.view import retrying
 from trajstore.replay_buffer.window_plan import (WindowRequest, consecutive_plan, leaf_positions, restricted,
-                                                 steps_plan, window_plan)
+                                                 space_key, steps_plan, window_plan)
 from trajstore.spaces import Space, tree
 
 
@@ -208,14 +208,19 @@ class TrainingAPI(abc.ABC):
             ValueError, TypeError: as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
         """
         if isinstance(delta_indices, WindowRequest):
+            if delta_indices.space != space_key(self.space):
+                raise ValueError("this window request was made by window_request(...) of a buffer with another "
+                                 "space: make one with this buffer's window_request(...)")
             return delta_indices
+        if not isinstance(pad, (bool, np.bool_)):
+            raise TypeError(f"pad must be True or False, got {pad!r}")
         plan = steps_plan(self.space) if delta_indices is None else window_plan(self.space, delta_indices)
         positions = tuple(range(len(tree.leaf_paths(self.space)))) if leaves is None else leaf_positions(
             self.space, leaves)
         if leaves is not None:
             plan = restricted(plan, set(positions))
         return WindowRequest(plan, None if delta_indices is None else dict(delta_indices), bool(pad),
-                             self.checked_episode_ids(episodes), positions)
+                             self.checked_episode_ids(episodes), positions, space_key(self.space))
 
     def count_anchors(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
                       episodes: Iterable[int] | None = None) -> int:

@@ -181,8 +181,17 @@ class WindowRequest:
     pad: bool
     episodes: tuple[int, ...] | None
     leaves: tuple[int, ...]
+    #: The leaves (path, shape, dtype) of the space it was checked against (:func:`space_key`): a request
+    #: is refused by a buffer of another space.
+    space: tuple = ()
 
     @property
     def margin(self) -> tuple[int, int]:
         """Steps an anchor needs before and after it inside its episode: ``(0, 0)`` when padding."""
         return (0, 0) if self.pad else (self.plan.before, self.plan.after)
+
+
+def space_key(space: Space) -> tuple:
+    """What a :class:`WindowRequest` records of the space it was checked against: every leaf's path,
+    shape and dtype, in :func:`trajstore.spaces.tree.leaves` order."""
+    return tuple((str(path), tuple(leaf.shape), str(np.dtype(leaf.dtype))) for path, leaf in tree.leaves(space))

@@ -91,7 +91,14 @@ class BufferWriter:
         before = self.submitted
         after, runs = before.plan_extend(n)  # the block's slots, planned once
         if before.capacity is not None:
-            self.committer.before_overwrite(after.appended)  # metadata first, on this thread
+            try:
+                self.committer.before_overwrite(after.appended)  # metadata first, on this thread
+            except BaseException:
+                # The commit failed (a full disk): nothing was overwritten, but this block and the steps
+                # staged after it are gone; the appended steps must go back with them (or later blocks
+                # would be planned at the slots of step numbers they do not hold).
+                self._drop_unsubmitted(before)
+                raise
         self.submitted = after
 
         def job() -> int:
@@ -102,6 +109,13 @@ class BufferWriter:
 
         assert self._thread is not None  # started with the staging area
         self._thread.submit(job, tag=(before, n))
+
+    def _drop_unsubmitted(self, submitted: RingState) -> None:
+        """Forget every step appended after ``submitted`` (the staged ones and a block not handed over)."""
+        assert self._staging is not None
+        self._staging.clear()
+        self.appended = self.submitted = submitted
+        self.episodes.forget_after(submitted.appended)
 
     def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> None:
         """On the background thread: one storage write per leaf (two for a ring that wraps)."""
@@ -149,8 +163,10 @@ class BufferWriter:
     def _forget_before(self, oldest: int) -> None:
         ring = self.appended
         oldest = min(ring.appended, max(oldest, ring.first_step))
-        self.appended = self.submitted = self.written = RingState(
-            ring.capacity, ring.appended - oldest, oldest % ring.capacity if ring.capacity else 0, ring.appended)
+        # Not ``oldest % capacity``: a discard longer than the count rewinds step numbers past the slots.
+        head = (ring.head + oldest - ring.first_step) % ring.capacity if ring.capacity else 0
+        self.appended = self.submitted = self.written = RingState(ring.capacity, ring.appended - oldest, head,
+                                                                  ring.appended)
         self.episodes.drop_before(oldest)
 
     def set_at(self, logical: Selection, leaves: list[np.ndarray]) -> None:
