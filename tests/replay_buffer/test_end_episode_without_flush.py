@@ -40,3 +40,19 @@ def test_a_writer_dropped_before_the_flush_leaves_the_last_commit(tmp_path):
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
         assert [(e.id, len(e), e.data) for e in reader.episodes] == [(0, 4, {"k": 0})]
     rb.close()
+
+
+def test_a_readers_view_moves_only_when_it_refreshes_or_raced_the_writer(tmp_path):
+    """Reads check against the newest commit but keep the reader's view: len, episodes and indices keep
+    their meaning until refresh() (or a StaleReadError, after which the view is the newest)."""
+    rb = ReplayBuffer.create(DictStorage, SPACE, cache_path=tmp_path / "rb", **dict_storage_kwargs_from_space(SPACE))
+    rb.extend(steps(0, 4))
+    rb.end_episode()
+    with ReplayBuffer.load_from(tmp_path / "rb") as reader:
+        rb.extend(steps(10, 3))
+        rb.end_episode()  # a commit that reuses no slot the reader holds
+        np.testing.assert_array_equal(reader[:]["action"], steps(0, 4)["action"])
+        assert len(reader) == 4 and reader.num_episodes == 1 and reader.total_steps == 4
+        assert reader.refresh() and len(reader) == 7 and reader.num_episodes == 2
+        np.testing.assert_array_equal(reader[4:]["action"], steps(10, 3)["action"])
+    rb.close()

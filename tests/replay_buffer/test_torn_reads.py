@@ -110,7 +110,7 @@ def test_dataloader_workers_of_an_overwritten_ring_get_whole_steps(live_ring):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
-    from trajstore.integrations.torch import ReplayBufferDataset
+    from trajstore.training.torch import ReplayBufferDataset
 
     dataset = ReplayBufferDataset(live_ring, refresh=True)
     order = [i % CAPACITY for i in range(LOADER_BATCHES * CAPACITY)]

@@ -204,7 +204,7 @@ def test_a_step_with_bool_and_text_leaves_takes_the_fast_path_only(monkeypatch):
 
 def test_the_recorders_steps_take_the_fast_path(monkeypatch, tmp_path):
     gym = pytest.importorskip("gymnasium")
-    from trajstore.integrations.recorded_step import StepRecorder
+    from trajstore.recording.step import StepRecorder
 
     recorder = StepRecorder(tmp_path / "new", render_key=None, info_keys=(), image_keys=(), capacity=None,
                             routing=None, fps=None)

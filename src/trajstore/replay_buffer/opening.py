@@ -146,7 +146,7 @@ def forked_views(writer: BufferWriter | None, views: Views, folder_view: FolderV
                                  _refresher(storage, finals))
     if folder_view is None:
         return views, None
-    folder_view.signature = None
+    folder_view.forget_signature()
     folder_view.refresh()
     return folder_view, folder_view
 

@@ -110,8 +110,11 @@ class Views(Protocol):
     def current(self) -> View:
         """The view to read under now (the writer first writes its staged steps)."""
 
+    def latest(self) -> View:
+        """The newest committed view, without adopting it."""
+
     def refresh(self) -> bool:
-        """Take the newest committed view; True if it changed."""
+        """Adopt the newest committed view; True if it changed."""
 
 
 class FixedView:
@@ -123,6 +126,9 @@ class FixedView:
         self._view, self.name = view, name
 
     def current(self) -> View:
+        return self._view
+
+    def latest(self) -> View:
         return self._view
 
     def refresh(self) -> bool:
@@ -151,10 +157,15 @@ def take_view(folder: Path, *, read_only: bool, log: EpisodeLog | None = None, p
 class FolderView:
     """A reader's view of a folder that a writer (in another process, or none) commits to.
 
+    The view a reader reads under changes only when it asks (:meth:`refresh`), or after a read that
+    raced the writer (which raises :class:`~trajstore.errors.StaleReadError` and adopts the newest view):
+    between the two, ``len(rb)``, ``rb.episodes`` and logical indices keep their meaning. The newest
+    committed view is looked at after every read (:meth:`latest`), to check the read against it.
+
     Attributes:
         folder: the buffer folder.
         meta: the metadata the current view was read from.
-        signature: the metadata file's signature taken before it (``None``: refresh reads again).
+        signature: the metadata file's signature taken before the current view was read.
     """
 
     races_writer = True
@@ -164,19 +175,35 @@ class FolderView:
         self.folder, self.meta, self._view, self._log = folder, meta, view, log
         self.name = str(folder)
         self.signature = signature
+        # The newest view seen (not adopted yet), its metadata and the signature taken before it.
+        self._latest, self._latest_meta, self._latest_signature = view, meta, signature
         self._on_refresh = on_refresh  # the storages see at least what the new metadata names
 
     def current(self) -> View:
         return self._view
 
+    def latest(self) -> View:
+        """The newest committed view, not adopted; the files are read again only after the metadata
+        file changed since the last look."""
+        now = file_signature(self.folder)
+        if self._latest_signature is None or now != self._latest_signature:
+            meta, view, self._log, signature = take_view(self.folder, read_only=True, log=self._log,
+                                                         previous=self._latest.episodes)
+            self._latest, self._latest_meta, self._latest_signature = view, meta, signature
+        return self._latest
+
     def refresh(self) -> bool:
-        if self.signature is not None and file_signature(self.folder) == self.signature:
+        """Adopt the newest committed view; True if it differs from the current one."""
+        latest = self.latest()
+        if latest is self._view:
             return False
-        meta, view, self._log, signature = take_view(self.folder, read_only=True, log=self._log,
-                                                     previous=self._view.episodes)
-        self._on_refresh(meta, view)
-        self.meta, self._view, self.signature = meta, view, signature
+        self._on_refresh(self._latest_meta, latest)
+        self.meta, self._view, self.signature = self._latest_meta, latest, self._latest_signature
         return True
+
+    def forget_signature(self) -> None:
+        """Read the files again at the next look (a forked child: the parent's handles are not its own)."""
+        self._latest_signature = None
 
     def close(self) -> None:
         if self._log is not None:
@@ -185,18 +212,22 @@ class FolderView:
 
 
 def check_read(views: Views, view: View, touched: Touched, cause: BaseException | None = None) -> None:
-    """After a read under ``view`` (that raised ``cause``, if given): raise :class:`StaleReadError` if the
-    writer may have rewritten what it used (``views`` is refreshed by then), else return.
+    """After a read under ``view`` (that raised ``cause``, if given): if the writer may have rewritten what
+    it used by the newest committed view, adopt that view and raise :class:`StaleReadError`; else return
+    (the reader keeps its view).
 
     A read that failed (``cause``) with nothing stale is not this function's to judge: it returns and
     the caller raises ``cause``.
     """
-    if not views.races_writer or not views.refresh():
+    if not views.races_writer:
         return
-    if is_stale(view, views.current(), touched):
-        raise StaleReadError(f"the writer of {views.name} overwrote or discarded steps while they were read; "
-                             f"the view is refreshed (now {views.current().count} steps from step number "
-                             f"{views.current().first_step}): index again") from cause
+    latest = views.latest()
+    if latest is view or not is_stale(view, latest, touched):
+        return
+    views.refresh()
+    raise StaleReadError(f"the writer of {views.name} overwrote or discarded steps while they were read; "
+                         f"the view is refreshed (now {latest.count} steps from step number "
+                         f"{latest.first_step}): index again") from cause
 
 
 def read_once(views: Views, read: Callable[[View, Touched], T]) -> T:

@@ -260,5 +260,8 @@ class WriterViews:
         self._writer.drain()  # the writer reads its own staged steps
         return self._writer.view()
 
+    def latest(self) -> View:
+        return self._writer.view()
+
     def refresh(self) -> bool:
         return False
