@@ -59,12 +59,16 @@ class Committer:
 
     Attributes:
         committed: the view ``trajstore.json`` holds now (a snapshot: later appends do not reach it).
+        commits: the number of the last commit; each commit writes the next one first in the file, so that
+            readers' change signatures never repeat (:func:`~trajstore.replay_buffer.metadata.file_signature`).
     """
 
     def __init__(self, folder: Path | None, space: Space, storage: SpaceStorage, log: EpisodeLog | None,
-                 stats: StatsKeeper, finals: FinalObservations, committed: View, *, check_bounds: bool):
+                 stats: StatsKeeper, finals: FinalObservations, committed: View, *, check_bounds: bool,
+                 commits: int = 0):
         self.folder, self.space, self.storage, self.log = folder, space, storage, log
         self.stats, self.finals, self.check_bounds = stats, finals, check_bounds
+        self.commits = commits  # the number of the last commit (trajstore.json's "commit"): counted up by each
         self.committed = View(committed.ring, committed.episodes.snapshot())
 
     def commit(self, view: View, *, own: bool = True, flush_storage: bool = False) -> None:
@@ -85,7 +89,8 @@ class Committer:
             lambda: self.stats.commit(folder, committed.ring))
         episodes = {**committed.episodes.counters_json(), "log": position.to_json()}
         write_meta(folder, self.space, self.storage.type_name, committed.ring, episodes, self.finals.descriptor(),
-                   stats, check_bounds=self.check_bounds)
+                   stats, check_bounds=self.check_bounds, commit=self.commits + 1)
+        self.commits += 1
         log.committed(position)
         self.committed = committed
 

@@ -89,11 +89,11 @@ class LogPosition:
         try:
             pos = cls(data["file"], data["bytes"], data["records"], data["skip"])
         except (KeyError, TypeError):
-            raise FormatError(f"{folder}: bad episode log entry {data!r:.200}") from None
+            raise FormatError(f"{folder / META_FILE}: bad episode log entry {data!r:.200}") from None
         counts = (pos.bytes, pos.records, pos.skip)
         if (not isinstance(pos.file, str) or not _NAME.fullmatch(pos.file) or not all(type(v) is int for v in counts)
                 or pos.bytes < len(HEADER) or not 0 <= pos.skip <= pos.records):
-            raise FormatError(f"{folder}: bad episode log entry {data!r:.200}")
+            raise FormatError(f"{folder / META_FILE}: bad episode log entry {data!r:.200}")
         return pos
 
 

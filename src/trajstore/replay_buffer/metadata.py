@@ -37,6 +37,8 @@ from trajstore.spaces import Space
 from trajstore._fs import read_json, write_json_atomic
 
 META_FILE = "trajstore.json"
+#: The commit number at the head of ``trajstore.json`` (see :func:`file_signature`).
+_COMMIT = re.compile(rb'\{\s*"commit":\s*(\d+)')
 STORAGE_DIR = "storage"
 FORMAT = "trajstore.replay_buffer"
 FORMAT_VERSION = 3
@@ -44,7 +46,7 @@ FORMAT_VERSION = 3
 
 def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: dict[str, Any],
                final_observations: dict[str, Any] | None = None, stats: dict[str, Any] | None = None, *,
-               check_bounds: bool = True) -> None:
+               check_bounds: bool = True, commit: int = 0) -> None:
     """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder).
 
     ``episodes`` is the table's counters and the committed log position
@@ -54,8 +56,10 @@ def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, e
     ``final_observations`` is the ``{"type", "dir"}`` of the final observation storage, once it exists;
     ``stats`` names the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`), if any.
     ``check_bounds`` is written only when False (the default of folders that do not name it).
+    ``commit`` (the number of this commit, counted up by every writer) goes first, where
+    :func:`file_signature` reads it.
     """
-    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
+    meta = {"commit": commit, "format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
             "storage": {"type": storage_type, "dir": STORAGE_DIR},
             "ring": ring.to_json(), "episodes": episodes}
     if final_observations is not None:
@@ -95,10 +99,25 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-def file_signature(folder: Path) -> tuple[int, int, int]:
-    """Changes whenever the metadata file is replaced: (inode, mtime in ns, size)."""
-    st = os.stat(folder / META_FILE)
-    return st.st_ino, st.st_mtime_ns, st.st_size
+def file_signature(folder: Path) -> tuple[int, int, int, int]:
+    """Changes whenever the metadata file is replaced: (inode, mtime in ns, size, commit number).
+
+    The commit number (``"commit"``, the file's first key, counted up by every commit) is what makes
+    the signature safe: inode numbers are reused by the next replace, and on a kernel with coarse
+    timestamps two commits of the same size within one clock tick share an mtime. It is read from the
+    file's first bytes (-1 for a folder written before it existed).
+
+    Raises:
+        FileNotFoundError: the folder has no metadata file.
+    """
+    fd = os.open(folder / META_FILE, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        head = os.pread(fd, 64, 0)
+    finally:
+        os.close(fd)
+    match = _COMMIT.match(head)
+    return st.st_ino, st.st_mtime_ns, st.st_size, int(match.group(1)) if match else -1
 
 
 def _collapsed_url(folder: Path) -> str | None:

@@ -98,7 +98,11 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
             folder_view = FolderView(path, meta, view, log, signature, _refresher(storage, finals))
             return BufferParts(storage, finals, stats, None, folder_view, check_bounds)
         stats.adopt(path, meta, ring)
-        committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds)
+        commits = meta.get("commit", 0)
+        if type(commits) is not int or commits < 0:
+            raise FormatError(f"{path / META_FILE}: commit must be a whole number >= 0, got {commits!r:.50}")
+        committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds,
+                              commits=commits)
         writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
         writer.end_interrupted_episode()
         if log is not None and log.position is None:

@@ -136,7 +136,7 @@ class FixedView:
 
 
 def take_view(folder: Path, *, read_only: bool, log: EpisodeLog | None = None, previous: EpisodeTable | None = None
-              ) -> tuple[dict[str, Any], View, EpisodeLog | None, tuple[int, int, int]]:
+              ) -> tuple[dict[str, Any], View, EpisodeLog | None, tuple[int, ...]]:
     """``(metadata, view, episode log, signature)`` of the folder's committed state, the signature
     taken first (see the module docstring).
 
@@ -171,7 +171,7 @@ class FolderView:
     races_writer = True
 
     def __init__(self, folder: Path, meta: dict[str, Any], view: View, log: EpisodeLog | None,
-                 signature: tuple[int, int, int] | None, on_refresh: Callable[[dict[str, Any], View], None]):
+                 signature: tuple[int, ...] | None, on_refresh: Callable[[dict[str, Any], View], None]):
         self.folder, self.meta, self._view, self._log = folder, meta, view, log
         self.name = str(folder)
         self.signature = signature
