@@ -16,6 +16,9 @@ folders of versions 1 and 2 stored before bounds were checked.
 Fixture set 4 keeps the buffer format of 3 and holds ImageStorage format version 2
 (:data:`SHARED_JPEG_HEADER_SINCE`): JPEG frames stored without the header they share, kept once in
 the storage's ``storage.json``.
+
+Fixture set 5 keeps the buffer format of 3 and starts ``trajstore.json`` with the commit number
+(:data:`COMMIT_NUMBER_SINCE`), the key readers' change signature reads; older sets have none.
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def expected_episode_data(k: int) -> dict:
 
 #: First fixture set whose JPEG image storages are of format version 2 (the shared header).
 SHARED_JPEG_HEADER_SINCE = 4
+
+#: First fixture set whose ``trajstore.json`` starts with the commit number.
+COMMIT_NUMBER_SINCE = 5
 
 #: First format version whose fixtures were made with ``check_bounds=False``.
 UNCHECKED_BOUNDS_SINCE = 3

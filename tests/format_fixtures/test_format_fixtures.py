@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.format_fixtures.make_fixtures import (INTERRUPTED_TAIL, LAYOUTS, SHARED_JPEG_HEADER_SINCE, checks_bounds,
-                                                 expected_episode_data, expected_step, has_episode_features)
+from tests.format_fixtures.make_fixtures import (COMMIT_NUMBER_SINCE, INTERRUPTED_TAIL, LAYOUTS, SHARED_JPEG_HEADER_SINCE,
+                                                 checks_bounds, expected_episode_data, expected_step,
+                                                 has_episode_features)
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer import ReplayBuffer
 
@@ -42,6 +43,9 @@ def test_fixture_reads_back(tmp_path, version, layout):
         camera = json.loads((folder / "storage" / "observation.camera" / "storage.json").read_text())
         shared = int(version.lstrip("v")) >= SHARED_JPEG_HEADER_SINCE
         assert ("jpeg_header" in camera["config"]) == shared and camera.get("format_version", 1) == 1 + shared
+    meta = json.loads((folder / "trajstore.json").read_text())
+    numbered = int(version.lstrip("v")) >= COMMIT_NUMBER_SINCE
+    assert ("commit" in meta) == numbered and (not numbered or next(iter(meta)) == "commit")
     with ReplayBuffer.load_from(folder) as rb:
         assert rb.capacity == capacity and rb.total_steps == total
         assert len(rb) == (min(total, capacity) if capacity else total)
@@ -89,6 +93,8 @@ def test_fixture_reads_back(tmp_path, version, layout):
                 rb.append(expected_step(total))
         rb.append(in_bounds(expected_step(total)))
         rb.end_episode(final_observation=in_bounds(expected_step(total + 1))["observation"], task="appended")
+    # The writer numbers its commits from the folder's last one (0 for a folder without the number).
+    assert json.loads((folder / "trajstore.json").read_text())["commit"] > meta.get("commit", 0)
     with ReplayBuffer.load_from(folder) as rb:
         np.testing.assert_array_equal(rb[-1]["observation"]["joints"],
                                       in_bounds(expected_step(total))["observation"]["joints"])
