@@ -121,13 +121,17 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
 
 
 def close_parts(*parts: Any) -> None:
-    """Close each part given (``None`` for a part the buffer lacks), every one even if an earlier fails."""
-    try:
-        if parts and parts[0] is not None:
-            parts[0].close()
-    finally:
-        if len(parts) > 1:
-            close_parts(*parts[1:])
+    """Close each part given (``None`` for a part the buffer lacks), every one even if an earlier one fails;
+    then raise the first failure."""
+    failures = []
+    for part in parts:
+        try:
+            if part is not None:
+                part.close()
+        except BaseException as exc:  # noqa: BLE001 - the others are closed all the same
+            failures.append(exc)
+    if failures:
+        raise failures[0]
 
 
 def _refresher(storage: SpaceStorage, finals: FinalObservations) -> Callable[[dict[str, Any], View], None]:
