@@ -133,7 +133,8 @@ def stats(path: str = typer.Argument(..., help="Buffer folder, or the URL of a p
         print(json.dumps({name: s.to_json() for name, s in result.items()}, indent=1))
         return
     table = Table("leaf", "shape", "element", "count", "min", "max", "mean", "std", "q01", "q99",
-                  title=f"statistics of {path} (per channel for image leaves, per element otherwise)")
+                  title=f"statistics of {path} (per channel for image leaves, per element for small leaves, "
+                        "else of the whole leaf)")
     for name, s in result.items():
         flat = {k: np.asarray(getattr(s, k)).reshape(-1) for k in ("count", "min", "max", "mean", "std", "q01", "q99")}
         n = flat["count"].size

@@ -4,15 +4,30 @@
 Which leaves: numeric ``BoxSpace`` leaves (integer and float dtypes). Text leaves and bool leaves
 (``BinarySpace``) are skipped: they have no statistics.
 
-Reduced over which axes: an image leaf (metadata ``kind="image"``) per channel, over ``N`` and
-the pixel axes (``(N, H, W, C)`` -> ``(C,)``; the channel axis is the ``C`` of its ``layout``,
-``"HWC"`` when none); any other leaf per element, over ``N`` (``(N, *shape)`` -> ``shape``).
-NaN and inf values (possible when bounds checks are off or bounds infinite) are not counted, so
-``count`` is per element.
+Reduced over which axes (:func:`reduction`), so that what is kept and committed is bounded whatever
+the leaf's shape (at most :data:`MAX_CELLS` stat cells, and ``cells x bins <= 65,536`` histogram
+counts, per leaf):
 
-Moments are float64 (:mod:`~trajstore.replay_buffer._moments`); quantiles come from fixed-bin
-histograms (:mod:`~trajstore.replay_buffer._histogram`), within ``quantile_error`` of
-``np.quantile`` (linear method), exact for 1-byte integer leaves such as ``uint8`` frames.
+1. ``metadata["stats"]`` when the leaf names one: ``"per_element"`` (at most :data:`MAX_CELLS`
+   elements), ``"per_channel"`` or ``"whole"``;
+2. an image-like leaf (metadata ``kind`` in :data:`IMAGE_KINDS`: ``"image"``, ``"depth"``) per
+   channel, over ``N`` and the pixel axes. The channel axis is the ``C`` of its ``layout``
+   (``"HWC"``: the last, ``(N, H, W, C)`` -> ``(C,)``; ``"CHW"``: the first); without a layout a
+   3-d leaf is ``HWC``; a leaf with no channel axis (``(H, W)``, or a layout without ``C``) is one
+   channel: scalar statistics, shape ``()``;
+3. a leaf of at most :data:`PER_ELEMENT_MAX` (256) elements per element, over ``N``
+   (``(N, *shape)`` -> ``shape``): joints, actions, rewards;
+4. any other leaf as a whole: scalar statistics over ``N`` and every axis (shape ``()``).
+
+NaN and inf values (possible when bounds checks are off or bounds infinite) are not counted, so
+``count`` is per cell.
+
+Moments are float64 (:mod:`~trajstore.replay_buffer._moments`): ``mean`` and ``std`` are those of
+NumPy to float64 rounding. Quantiles come from fixed-bin histograms
+(:mod:`~trajstore.replay_buffer._histogram`): within ``quantile_error`` of ``np.quantile`` (linear
+method), which is the bin width, never more than ``max - min``, and at most
+``2 (max - min) / (bins - 2)`` (``bins``: 1024 for up to 64 cells, then fewer down to 16 for 4096
+cells); exact (0) for 1-byte integer leaves such as ``uint8`` frames.
 """
 
 from __future__ import annotations
@@ -22,32 +37,50 @@ from typing import Any
 
 import numpy as np
 
-from trajstore.replay_buffer._histogram import Histograms
+from trajstore.errors import InvalidValueError
+from trajstore.replay_buffer._histogram import MAX_LEAF_BINS, MIN_BINS, Histograms
 from trajstore.replay_buffer._moments import Moments
 from trajstore.spaces import Space
 
 #: Field name -> probability of the quantiles every LeafStats carries.
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+#: Metadata ``kind`` values of image-like leaves (statistics per channel).
+IMAGE_KINDS = ("image", "depth")
+#: Leaves of at most this many elements get statistics per element (unless marked otherwise).
+PER_ELEMENT_MAX = 256
+#: Most stat cells (elements or channels) of one leaf: ``MAX_CELLS x MIN_BINS`` histogram counts.
+MAX_CELLS = MAX_LEAF_BINS // MIN_BINS
+#: Metadata key marking a leaf's reduction, and its values.
+STATS_KEY = "stats"
+PER_ELEMENT, PER_CHANNEL, WHOLE = "per_element", "per_channel", "whole"
 
 
 @dataclass(frozen=True)
 class LeafStats:
     """Statistics of one leaf over the steps held.
 
-    Every array has shape ``shape``: the leaf's shape, or ``(C,)`` for an image leaf (per channel).
-    ``count`` is int64 (values counted per element: steps x pixels for an image channel); the others
-    are float64 in the leaf's units (``std`` with ``ddof=0``, as ``np.std``). Where ``count`` is 0
-    they are NaN.
+    Every array has shape ``shape`` (see :func:`reduction`): the leaf's shape (per element),
+    ``(C,)`` (per channel: an image-like leaf, ``C`` its channel count), or ``()`` (one channel, or
+    the whole leaf). ``count`` is int64 (values counted per cell: steps x pixels for an image
+    channel); the others are float64 in the leaf's units (``std`` with ``ddof=0``, as ``np.std``).
+    Where ``count`` is 0 they are NaN.
 
     Attributes:
         name: the leaf's path joined by ``"/"`` (``"observation/pixels"``).
-        per_channel: True for image leaves (reduced over ``N, H, W``).
-        quantile_error: bound on ``|q - np.quantile(x, p)|`` of ``q01`` ... ``q99`` (0: exact).
+        per_channel: True when reduced per channel (over ``N`` and the pixel axes), shape ``(C,)``.
+        reduction: ``"per_element"``, ``"per_channel"`` or ``"whole"`` (one channel counts as whole).
+        broadcast_shape: ``shape`` with 1s for the reduced leaf axes, so that an array of this shape
+            broadcasts against values ``(..., *leaf shape)``: ``(C,)`` for HWC, ``(C, 1, 1)`` for CHW,
+            ``()`` for a whole leaf, the leaf's shape per element.
+        quantile_error: bound on ``|q - np.quantile(x, p)|`` of ``q01`` ... ``q99`` (0: exact): the
+            bin width, at most ``max - min`` (see the module docstring).
     """
 
     name: str
     shape: tuple[int, ...]
     per_channel: bool
+    reduction: str
+    broadcast_shape: tuple[int, ...]
     count: np.ndarray
     min: np.ndarray
     max: np.ndarray
@@ -62,8 +95,9 @@ class LeafStats:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: arrays as nested lists, NaN as ``None``."""
-        out: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "per_channel": self.per_channel}
-        for f in fields(self)[3:]:
+        out: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "per_channel": self.per_channel,
+                               "reduction": self.reduction, "broadcast_shape": list(self.broadcast_shape)}
+        for f in fields(self)[5:]:
             a = getattr(self, f.name)
             out[f.name] = a.tolist() if a.dtype.kind == "i" else _nan_to_none(a)
         return out
@@ -78,16 +112,62 @@ def has_stats(leaf: Space) -> bool:
     return leaf.type_name == "box" and np.dtype(leaf.dtype).kind in "iuf"
 
 
-def channel_axis(leaf: Space) -> int | None:
-    """The channel axis of an image leaf (metadata ``kind="image"``), or None: reduce per element."""
+def reduction(leaf: Space) -> tuple[str, int | None]:
+    """How ``leaf``'s statistics are reduced (the rule of the module docstring): ``(PER_ELEMENT, None)``,
+    ``(PER_CHANNEL, channel axis of the leaf's shape)`` or ``(WHOLE, None)``.
+
+    Raises:
+        InvalidValueError: ``metadata["stats"]`` is not one of the three names, ``"per_element"`` on a
+            leaf of more than :data:`MAX_CELLS` elements, ``"per_channel"`` on a leaf with no channel
+            axis, or a channel axis longer than :data:`MAX_CELLS`.
+    """
     meta = leaf.metadata
     shape = tuple(leaf.shape)
-    if meta.get("kind") != "image" or len(shape) < 2:
-        return None
-    layout = meta.get("layout") or "HWC"
-    if len(layout) == len(shape) and "C" in layout:
-        return layout.index("C")
-    return len(shape) - 1
+    elements = int(np.prod(shape, dtype=np.int64))
+    marked = meta.get(STATS_KEY)
+    where = f"leaf with metadata {meta.to_json() if hasattr(meta, 'to_json') else dict(meta)!r} and shape {shape}"
+    if marked is not None and marked not in (PER_ELEMENT, PER_CHANNEL, WHOLE):
+        raise InvalidValueError(f"metadata {STATS_KEY!r} must be {PER_ELEMENT!r}, {PER_CHANNEL!r} or {WHOLE!r}; "
+                                f"got {marked!r} ({where})")
+    if marked == WHOLE:
+        return WHOLE, None
+    if marked == PER_ELEMENT:
+        if elements > MAX_CELLS:
+            raise InvalidValueError(f"metadata {STATS_KEY!r}: {PER_ELEMENT!r} takes at most {MAX_CELLS} elements, "
+                                    f"got {elements} ({where}); use {PER_CHANNEL!r} or {WHOLE!r}")
+        return PER_ELEMENT, None
+    if marked == PER_CHANNEL or meta.get("kind") in IMAGE_KINDS:
+        axis = _channel_axis(shape, meta.get("layout"))
+        if axis is None:
+            if marked == PER_CHANNEL:
+                raise InvalidValueError(f"metadata {STATS_KEY!r}: {PER_CHANNEL!r} needs a channel axis (a 3-d "
+                                        f"shape, or a layout naming C), got {where}")
+            return WHOLE, None  # one channel: scalar statistics
+        if shape[axis] > MAX_CELLS:
+            raise InvalidValueError(f"statistics per channel take at most {MAX_CELLS} channels, got {shape[axis]} "
+                                    f"({where}); mark the leaf {{{STATS_KEY!r}: {WHOLE!r}}}")
+        return PER_CHANNEL, axis
+    return (PER_ELEMENT if elements <= PER_ELEMENT_MAX else WHOLE), None
+
+
+def _channel_axis(shape: tuple[int, ...], layout: Any) -> int | None:
+    """The ``C`` of ``layout`` (when it has one letter per axis), the last axis of a 3-d shape without
+    a layout (HWC), else None (one channel)."""
+    if isinstance(layout, str) and len(layout) == len(shape):
+        return layout.index("C") if "C" in layout else None
+    return len(shape) - 1 if len(shape) == 3 else None
+
+
+def check_leaves(space: Space) -> None:
+    """Raises InvalidValueError (naming the leaf) if a numeric leaf of ``space`` has a bad ``"stats"`` mark."""
+    from trajstore.spaces import tree
+
+    for path, leaf in tree.leaves(space):
+        if has_stats(leaf):
+            try:
+                reduction(leaf)
+            except InvalidValueError as exc:
+                raise InvalidValueError(f"leaf {tree.path_name(path)!r}: {exc}") from None
 
 
 class LeafAccumulator:
@@ -96,14 +176,22 @@ class LeafAccumulator:
     def __init__(self, leaf: Space):
         self.dtype = np.dtype(leaf.dtype)
         self.leaf_shape = tuple(leaf.shape)
-        self.axis = channel_axis(leaf)
-        self.shape = (self.leaf_shape[self.axis],) if self.axis is not None else self.leaf_shape
+        self.reduction, self.axis = reduction(leaf)
+        if self.reduction == PER_CHANNEL:
+            self.shape = (self.leaf_shape[self.axis],)
+            self.broadcast_shape = tuple(n if i == self.axis else 1 for i, n in enumerate(self.leaf_shape))
+            self.broadcast_shape = self.broadcast_shape[self.axis:]  # leading 1s are implied
+        else:
+            self.shape = self.leaf_shape if self.reduction == PER_ELEMENT else ()
+            self.broadcast_shape = self.shape
         elements = int(np.prod(self.shape, dtype=np.int64))
         self.moments = Moments.empty(elements)
         self.hist = Histograms(elements, self.dtype)
 
     def _rows(self, batch: np.ndarray) -> np.ndarray:
-        """The batch as ``(M, E)``: one column per element (or channel)."""
+        """The batch as ``(M, E)``: one column per stat cell (element, channel, or the whole leaf)."""
+        if self.reduction == WHOLE:
+            return batch.reshape(-1, 1)
         if self.axis is None:
             return batch.reshape(batch.shape[0], int(np.prod(self.shape, dtype=np.int64)))
         return np.moveaxis(batch, self.axis + 1, -1).reshape(-1, self.shape[0])
@@ -128,8 +216,11 @@ class LeafAccumulator:
                "mean": np.where(m.n > 0, m.mean, np.nan).reshape(shape), "std": m.std().reshape(shape)}
         for key, p in QUANTILES.items():
             out[key] = self._quantile(p).reshape(shape)
-        out["quantile_error"] = self.hist.quantile_error().reshape(shape)
-        return LeafStats(name=name, shape=shape, per_channel=self.axis is not None, **out)
+        with np.errstate(invalid="ignore"):
+            spread = np.where(m.n > 0, m.max - m.min, 0.0)
+        out["quantile_error"] = np.minimum(self.hist.quantile_error(), spread).reshape(shape)
+        return LeafStats(name=name, shape=shape, per_channel=self.reduction == PER_CHANNEL, reduction=self.reduction,
+                         broadcast_shape=self.broadcast_shape, **out)
 
     def _quantile(self, p: float) -> np.ndarray:
         """``np.quantile(x, p)`` (linear method) per element from the histograms; NaN where empty."""
@@ -154,7 +245,7 @@ class LeafAccumulator:
     def joinable(self) -> tuple[Any, ...] | None:
         """Leaves with the same key can be counted as one accumulator of their elements side by side
         (:meth:`joined`): per-element float leaves with as many bins. None: count this one alone."""
-        if self.axis is not None or self.dtype.kind != "f":
+        if self.reduction != PER_ELEMENT or self.dtype.kind != "f":
             return None
         return ("f", self.hist.bins)
 
@@ -165,8 +256,8 @@ class LeafAccumulator:
         gives each element what counting its own leaf would."""
         acc = LeafAccumulator.__new__(LeafAccumulator)
         acc.dtype = np.result_type(*(p.dtype for p in parts))
-        acc.axis = None
-        acc.shape = acc.leaf_shape = (sum(int(np.prod(p.shape, dtype=np.int64)) for p in parts),)
+        acc.reduction, acc.axis = PER_ELEMENT, None
+        acc.shape = acc.leaf_shape = acc.broadcast_shape = (sum(int(np.prod(p.shape, dtype=np.int64)) for p in parts),)
         acc.moments = Moments(*(np.concatenate([getattr(p.moments, f) for p in parts])
                                 for f in ("n", "mean", "m2", "min", "max")))
         acc.hist = Histograms.joined([p.hist for p in parts])
@@ -180,6 +271,16 @@ class LeafAccumulator:
         acc.moments = Moments(*(getattr(self.moments, f)[start:stop].copy() for f in ("n", "mean", "m2", "min", "max")))
         acc.hist = self.hist.part(start, stop, template.hist)
         return acc
+
+    @classmethod
+    def fits(cls, leaf: Space, data: Any) -> bool:
+        """True if ``data`` (one leaf of a stats file) has this version's cells and bins for ``leaf``."""
+        try:
+            acc = cls(leaf)
+            return (len(data["moments"]["n"]) == acc.moments.n.shape[0] and int(data["histogram"]["bins"]) == acc.hist.bins
+                    and len(data["histogram"]["low"]) == acc.moments.n.shape[0])
+        except (KeyError, TypeError, ValueError):
+            return False
 
     @classmethod
     def from_json(cls, leaf: Space, data: dict[str, Any]) -> "LeafAccumulator":

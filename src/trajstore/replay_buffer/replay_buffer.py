@@ -24,6 +24,7 @@ from trajstore._urls import local_path, refuse_remote_write
 from trajstore.replay_buffer import remote_open
 from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.replay_buffer.episodes import Episode
+from trajstore.replay_buffer.leaf_stats import check_leaves
 from trajstore.replay_buffer.metadata import read_meta
 from trajstore.replay_buffer.opening import (BufferParts, close_parts, forked_views, new_parts, open_parts,
                                              reopen_folder)
@@ -96,6 +97,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
             TypeError: ``space`` is not a trajstore Space, or an option the storage does not declare.
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
             UnsupportedSpaceError: the storage cannot take ``space``.
+            InvalidValueError: a leaf's ``metadata["stats"]`` is not a reduction it can have
+                (:func:`~trajstore.replay_buffer.leaf_stats.reduction`).
         """
         refuse_remote_write(cache_path, "ReplayBuffer.create")
         capacity = check_capacity(capacity)
@@ -103,6 +106,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
             raise TypeError(f"check_bounds must be a bool, got {check_bounds!r}")
         if not isinstance(space, Space):
             raise TypeError(f"space must be a trajstore Space, got {type(space).__name__}")
+        check_leaves(space)  # a bad "stats" mark in a leaf's metadata
         if not (isinstance(storage_cls, type) and issubclass(storage_cls, SpaceStorage)):
             raise TypeError(f"storage_cls must be a SpaceStorage subclass, got {storage_cls!r}")
         plan = storage_cls.prepare(space, capacity=capacity, cache_path=cache_path, **storage_kwargs)

@@ -18,8 +18,16 @@ atomically (only when the statistics changed) and then ``trajstore.json`` names 
 random ``id``, with the step range it covers::
 
     trajstore.json:  "stats": {"file": "stats.json", "id": "9f...", "first": 0, "stop": 1200}
-    stats.json:      {"format": "trajstore.stats", "version": 1, "id": "9f...", "first": 0, "stop": 1200,
+    stats.json:      {"format": "trajstore.stats", "version": 2, "id": "9f...", "first": 0, "stop": 1200,
                       "leaves": {"observation/pixels": {"moments": {...}, "histogram": {...}}, ...}}
+
+Its size is bounded per leaf whatever the leaf's shape (the reduction rule of
+:mod:`~trajstore.replay_buffer.leaf_stats`): five float64 moments per stat cell and at most 65,536
+histogram counts (only the nonzero ones are written), e.g. about 20 KB for a (240, 320) float32
+depth camera, so rewriting it at every commit costs little next to the episode's own data.
+Version 1 (trajstore before the rule) reduced every non-image leaf per element: such a file is read
+when each leaf's cells and bins are those of the rule (a camera and small vectors, the usual case),
+else ignored, and the statistics are computed from the data (and committed by a writer).
 
 A crash between the two writes leaves ``trajstore.json`` naming the previous ``id``: the file does
 not match and is ignored. ``trajstore.json`` without ``"stats"`` (a stale accumulator, a ring's
@@ -39,14 +47,14 @@ import numpy as np
 from trajstore._damage import damaged_file
 from trajstore._fs import read_json, write_json_atomic
 from trajstore.errors import FormatError
-from trajstore.replay_buffer.leaf_stats import LeafAccumulator, has_stats
+from trajstore.replay_buffer.leaf_stats import LeafAccumulator, check_leaves, has_stats
 from trajstore.replay_buffer.metadata import META_FILE
 from trajstore.replay_buffer.ring import RingState
 from trajstore.spaces import Space, tree
 
 STATS_FILE = "stats.json"
 STATS_FORMAT = "trajstore.stats"
-STATS_VERSION = 1
+STATS_VERSION = 2
 
 
 class RangeStats:
@@ -116,13 +124,24 @@ class RangeStats:
                 "stop": self.stop, "leaves": {k: v.to_json() for k, v in self.leaves.items()}}
 
     @classmethod
-    def from_json(cls, space: Space, data: dict[str, Any]) -> "RangeStats":
-        """Raises FormatError if ``data`` is not a stats file for ``space``."""
+    def from_json(cls, space: Space, data: dict[str, Any]) -> "RangeStats | None":
+        """The statistics of a stats file; None for a version-1 file whose leaves were reduced otherwise
+        than :func:`~trajstore.replay_buffer.leaf_stats.reduction` says (compute them from the data).
+
+        Raises FormatError if ``data`` is not a stats file for ``space``.
+        """
         try:
-            if data.get("format") != STATS_FORMAT or int(data.get("version", 0)) > STATS_VERSION:
-                raise ValueError(f"not a {STATS_FORMAT} file of version <= {STATS_VERSION}")
-            leaves = {tree.path_name(p): LeafAccumulator.from_json(leaf, data["leaves"][tree.path_name(p)])
-                      for p, leaf in tree.leaves(space) if has_stats(leaf)}
+            version = int(data.get("version", 0))
+            if data.get("format") != STATS_FORMAT or not 1 <= version <= STATS_VERSION:
+                raise ValueError(f"not a {STATS_FORMAT} file of version 1 to {STATS_VERSION}")
+            leaves = {}
+            for p, leaf in tree.leaves(space):
+                if not has_stats(leaf):
+                    continue
+                entry = data["leaves"][tree.path_name(p)]
+                if version == 1 and not LeafAccumulator.fits(leaf, entry):
+                    return None
+                leaves[tree.path_name(p)] = LeafAccumulator.from_json(leaf, entry)
             return cls(space, int(data["first"]), int(data["stop"]), leaves)
         except Exception as exc:  # noqa: BLE001 - any damage; the caller names the file
             raise FormatError(f"statistics file does not fit the buffer: {type(exc).__name__}: {exc}") from exc
@@ -133,6 +152,8 @@ class StatsKeeper:
     and the descriptor ``trajstore.json`` names (``{"file", "id", "first", "stop"}`` or None)."""
 
     def __init__(self, space: Space):
+        """Raises InvalidValueError (naming the leaf) for a bad ``"stats"`` mark in the leaves' metadata."""
+        check_leaves(space)
         self.space = space
         self.indices = [i for i, (_, leaf) in enumerate(tree.leaves(space)) if has_stats(leaf)]
         self._lock = threading.Lock()  # the writer thread updates `live` while the caller commits
@@ -239,4 +260,4 @@ class StatsKeeper:
             if not isinstance(data, dict) or data.get("id") != desc.get("id"):
                 return None
             stats = RangeStats.from_json(self.space, data)
-        return stats if stats.covers(ring) else None
+        return stats if stats is not None and stats.covers(ring) else None

@@ -325,7 +325,10 @@ class TrainingAPI(abc.ABC):
     def stats(self, keys: str | Iterable[str] | None = None) -> dict[str, LeafStats]:
         """Per-leaf statistics over the steps held: name (``"observation/pixels"``) -> :class:`LeafStats`
         (``count, min, max, mean, std, q01, q10, q50, q90, q99``, float64; per channel, shape ``(C,)``,
-        for image leaves, per element otherwise; quantiles within ``quantile_error`` of ``np.quantile``).
+        for image-like leaves (``kind`` image or depth; one channel: shape ``()``), per element for
+        leaves of at most 256 elements, else of the whole leaf, shape ``()``; a leaf's
+        ``metadata["stats"]`` may choose; see :mod:`~trajstore.replay_buffer.leaf_stats`; quantiles
+        within ``quantile_error`` of ``np.quantile``, at most ``2 (max - min) / (bins - 2)``).
 
         Text and bool leaves have none and are skipped. A writer first flushes (so the statistics it
         returns are committed too); a reader gets those the writer committed for its view. When none

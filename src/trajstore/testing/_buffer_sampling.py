@@ -83,8 +83,10 @@ def check_stats(case: BufferCase, rb: Any, model: RingModel) -> dict[str, Any]:
             assert name not in stats, f"{name!r} ({x.dtype}) has no statistics, got {stats.get(name)}"
             continue
         s = stats[name]
-        if s.per_channel:
-            x = x.reshape(-1, x.shape[-1])
+        if s.reduction == "per_channel":  # the channel axis last, as rows of one channel value each
+            x = np.moveaxis(x, x.ndim - len(s.broadcast_shape), -1).reshape(-1, *s.shape)
+        elif s.reduction == "whole":
+            x = x.reshape(-1)
         x = x.astype(np.float64).reshape(len(x), *s.shape)
         assert np.all(s.count == len(x)), f"{name!r}: count {s.count}, expected {len(x)}"
         if not len(x):

@@ -23,8 +23,10 @@ class Normalizer:
     std (or range) is below ``eps`` (a constant leaf) is only shifted, never divided by ~0.
 
     Shapes: a leaf's statistics of shape ``S`` apply to tensors of shape ``(..., *S)`` (any leading
-    batch or window axes); an image leaf's per-channel statistics ``(C,)`` apply along the last axis,
-    as the buffer returns frames (``(..., H, W, C)``). Integer tensors (``uint8`` frames) come out as
+    batch or window axes) through their ``broadcast_shape``: an image leaf's per-channel statistics
+    ``(C,)`` apply along its channel axis (the last for ``HWC`` frames ``(..., H, W, C)``, the first
+    leaf axis for ``CHW``), scalar statistics (a depth map, a large leaf summarised whole) to every
+    value. Integer tensors (``uint8`` frames) come out as
     float32; float tensors keep their dtype. Leaves not named in ``stats``, and names absent from the
     batch, pass through unchanged; the input is never modified.
 
@@ -52,6 +54,8 @@ class Normalizer:
             tiny = np.isnan(spread) | (spread < eps)  # a constant (or empty) leaf: shift only
             scale = np.where(tiny, 1.0, spread if mode == "mean_std" else spread / 2)
             shift = np.nan_to_num(shift)
+            shape = tuple(getattr(s, "broadcast_shape", np.shape(shift)))
+            shift, scale = np.reshape(shift, shape), np.reshape(scale, shape)
             self._params[tuple(name.split("/"))] = (torch.as_tensor(shift, dtype=torch.float64),
                                                     torch.as_tensor(scale, dtype=torch.float64))
 
