@@ -124,8 +124,8 @@ def test_quantiles_within_their_stated_bound(dist):
     for key, p in {"q01": .01, "q10": .1, "q50": .5, "q90": .9, "q99": .99}.items():
         err = np.abs(getattr(s, key) - np.quantile(x, p, axis=0))
         assert (err <= s.quantile_error * (1 + 1e-9) + 1e-9 * np.abs(x).max()).all(), (key, err, s.quantile_error)
-    # the bound is a bin width: a thousandth of the range or less for 1024 bins (doubling at most twice)
-    assert (s.quantile_error <= 4 * (x.max(0) - x.min(0)) / 1024 + (dtype == np.int16)).all()
+    # the bound is a bin width, the narrowest power of two holding the values: 2 (max - min) / (bins - 2)
+    assert (s.quantile_error <= 2 * (x.max(0) - x.min(0)) / (1024 - 2) + (dtype == np.int16)).all()
 
 
 def test_nan_and_inf_are_not_counted():

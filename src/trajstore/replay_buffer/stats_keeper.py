@@ -27,7 +27,9 @@ histogram counts (only the nonzero ones are written), e.g. about 20 KB for a (24
 depth camera, so rewriting it at every commit costs little next to the episode's own data.
 Version 1 (trajstore before the rule) reduced every non-image leaf per element: such a file is read
 when each leaf's cells and bins are those of the rule (a camera and small vectors, the usual case),
-else ignored, and the statistics are computed from the data (and committed by a writer).
+else ignored, and the statistics are computed from the data (and committed by a writer). The
+histograms of a version-1 file keep the widths they had (ranges grown by doubling: up to
+``4 (max - min) / bins``), which ``quantile_error`` reports.
 
 A crash between the two writes leaves ``trajstore.json`` naming the previous ``id``: the file does
 not match and is ignored. ``trajstore.json`` without ``"stats"`` (a stale accumulator, a ring's
