@@ -112,9 +112,16 @@ class Histograms:
         else:
             xf = x.astype(np.float64, copy=False)
             self._cover(xf, valid)
+            # (x - low) / width as a product: widths are powers of two, so 1 / width is exact; in place
+            inverse = np.divide(1.0, self.width, out=np.zeros_like(self.width), where=self.width > 0)
+            pos = np.subtract(xf, self.low)
             with np.errstate(invalid="ignore"):
-                idx = np.floor((xf - self.low) / self.width)
-            idx = np.clip(np.nan_to_num(idx), 0, self.bins - 1).astype(np.intp)
+                np.multiply(pos, inverse, out=pos)
+            np.floor(pos, out=pos)
+            if valid is not None:  # NaN and inf are masked out below; give them a bin meanwhile
+                np.nan_to_num(pos, copy=False, posinf=0.0, neginf=0.0)
+            np.clip(pos, 0, self.bins - 1, out=pos)
+            idx = pos.astype(np.intp)
         idx += np.arange(elements, dtype=np.intp) * self.bins
         if valid is not None:
             idx = np.where(valid, idx, elements * self.bins)

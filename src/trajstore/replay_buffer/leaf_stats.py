@@ -52,6 +52,9 @@ PER_ELEMENT_MAX = 256
 MAX_CELLS = MAX_LEAF_BINS // MIN_BINS
 #: Metadata key marking a leaf's reduction, and its values.
 STATS_KEY = "stats"
+#: Rows (values of each cell) counted at a time by :meth:`LeafAccumulator.add`: float64 temporaries
+#: of 512 KiB per cell.
+PIECE_ROWS = 1 << 16
 PER_ELEMENT, PER_CHANNEL, WHOLE = "per_element", "per_channel", "whole"
 
 
@@ -197,17 +200,33 @@ class LeafAccumulator:
         return np.moveaxis(batch, self.axis + 1, -1).reshape(-1, self.shape[0])
 
     def add(self, batch: np.ndarray) -> None:
-        """Count a batch of steps, shape ``(N, *leaf shape)``."""
+        """Count a batch of steps, shape ``(N, *leaf shape)``.
+
+        Counted in pieces of :data:`PIECE_ROWS` rows (values of a cell), so that the float64
+        temporaries of a large leaf stay small (its batch would otherwise take several fresh buffers of
+        its size in float64); a fixed count of rows, so a joined accumulator counts each of its leaves
+        as that leaf alone would.
+        """
         x = self._rows(np.asarray(batch))
         if x.shape[0] == 0:
             return
-        valid = None
-        if self.dtype.kind == "f":
-            finite = np.isfinite(x)
-            valid = None if finite.all() else finite
-        counts = self.hist.add(x, valid)
-        part = Moments.of_counts(counts, self.hist.low[0]) if self.hist.unit else Moments.of_batch(x, valid)
-        self.moments.merge(part)
+        if self.hist.unit:  # counts per byte value (no temporaries), moments from the counts
+            counts = self.hist.add(x, self._valid(x))
+            self.moments.merge(Moments.of_counts(counts, self.hist.low[0]))
+            return
+        for start in range(0, x.shape[0], PIECE_ROWS):
+            part = x[start:start + PIECE_ROWS]
+            valid = self._valid(part)
+            part = part.astype(np.float64, copy=False)  # once, for the histograms and the moments
+            self.hist.add(part, valid)
+            self.moments.merge(Moments.of_batch(part, valid))
+
+    def _valid(self, x: np.ndarray) -> np.ndarray | None:
+        """The finite entries of float ``x`` (None: all of them, or an integer dtype)."""
+        if self.dtype.kind != "f":
+            return None
+        finite = np.isfinite(x)
+        return None if finite.all() else finite
 
     def result(self, name: str) -> LeafStats:
         m = self.moments
