@@ -96,8 +96,10 @@ class Histograms:
             self.low[:] = np.iinfo(self.dtype).min
             self.width[:] = 1.0
 
-    def add(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-        """Count the rows of ``x`` (shape ``(M, E)``; ``valid``: a bool mask of the same shape or None).
+    def add(self, x: np.ndarray, valid: np.ndarray | None = None,
+            bounds: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """Count the rows of ``x`` (shape ``(M, E)``; ``valid``: a bool mask of the same shape or None;
+        ``bounds``: the per-cell min and max of the valid values if the caller has them, NaN where none).
 
         Returns the counts of this batch alone, shape ``(E, bins)`` (the moments of 1-byte integer
         leaves are computed from them).
@@ -111,17 +113,16 @@ class Histograms:
             idx = x.astype(np.intp) - int(self.low[0])
         else:
             xf = x.astype(np.float64, copy=False)
-            self._cover(xf, valid)
+            self._cover(xf, valid, bounds)
             # (x - low) / width as a product: widths are powers of two, so 1 / width is exact; in place
             inverse = np.divide(1.0, self.width, out=np.zeros_like(self.width), where=self.width > 0)
             pos = np.subtract(xf, self.low)
             with np.errstate(invalid="ignore"):
                 np.multiply(pos, inverse, out=pos)
-            np.floor(pos, out=pos)
             if valid is not None:  # NaN and inf are masked out below; give them a bin meanwhile
                 np.nan_to_num(pos, copy=False, posinf=0.0, neginf=0.0)
             np.clip(pos, 0, self.bins - 1, out=pos)
-            idx = pos.astype(np.intp)
+            idx = pos.astype(np.intp)  # truncation: the floor of these values, none below 0
         idx += np.arange(elements, dtype=np.intp) * self.bins
         if valid is not None:
             idx = np.where(valid, idx, elements * self.bins)
@@ -130,9 +131,12 @@ class Histograms:
         self.counts += batch
         return batch
 
-    def _cover(self, x: np.ndarray, valid: np.ndarray | None) -> None:
+    def _cover(self, x: np.ndarray, valid: np.ndarray | None,
+               bounds: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Widen each cell's range, if needed, to the narrowest that holds its counted bins and the batch."""
-        if valid is None:
+        if bounds is not None:
+            lo, hi = bounds
+        elif valid is None:
             lo, hi = x.min(axis=0), x.max(axis=0)
         else:
             lo = np.where(valid, x, np.inf).min(axis=0)

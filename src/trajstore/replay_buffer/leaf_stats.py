@@ -218,8 +218,9 @@ class LeafAccumulator:
             part = x[start:start + PIECE_ROWS]
             valid = self._valid(part)
             part = part.astype(np.float64, copy=False)  # once, for the histograms and the moments
-            self.hist.add(part, valid)
-            self.moments.merge(Moments.of_batch(part, valid))
+            moments = Moments.of_batch(part, valid)
+            self.hist.add(part, valid, (moments.min, moments.max))
+            self.moments.merge(moments)
 
     def _valid(self, x: np.ndarray) -> np.ndarray | None:
         """The finite entries of float ``x`` (None: all of them, or an integer dtype)."""
