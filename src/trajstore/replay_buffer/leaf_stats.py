@@ -12,8 +12,8 @@ counts, per leaf):
    elements), ``"per_channel"`` or ``"whole"``;
 2. an image-like leaf (metadata ``kind`` in :data:`IMAGE_KINDS`: ``"image"``, ``"depth"``) per
    channel, over ``N`` and the pixel axes. The channel axis is the ``C`` of its ``layout``
-   (``"HWC"``: the last, ``(N, H, W, C)`` -> ``(C,)``; ``"CHW"``: the first); without a layout a
-   3-d leaf is ``HWC``; a leaf with no channel axis (``(H, W)``, or a layout without ``C``) is one
+   (``"HWC"``: the last, ``(N, H, W, C)`` -> ``(C,)``; ``"CHW"``: the first); without a layout
+   (or one of another length) the last axis of a leaf of 3 or more axes; a leaf with no channel axis (``(H, W)``, or a layout without ``C``) is one
    channel: scalar statistics, shape ``()``;
 3. a leaf of at most :data:`PER_ELEMENT_MAX` (256) elements per element, over ``N``
    (``(N, *shape)`` -> ``shape``): joints, actions, rewards;
@@ -128,7 +128,7 @@ def reduction(leaf: Space) -> tuple[str, int | None]:
     shape = tuple(leaf.shape)
     elements = int(np.prod(shape, dtype=np.int64))
     marked = meta.get(STATS_KEY)
-    where = f"leaf with metadata {meta.to_json() if hasattr(meta, 'to_json') else dict(meta)!r} and shape {shape}"
+    where = f"leaf with metadata {meta.to_json()!r} and shape {shape}"
     if marked is not None and marked not in (PER_ELEMENT, PER_CHANNEL, WHOLE):
         raise InvalidValueError(f"metadata {STATS_KEY!r} must be {PER_ELEMENT!r}, {PER_CHANNEL!r} or {WHOLE!r}; "
                                 f"got {marked!r} ({where})")
@@ -154,11 +154,11 @@ def reduction(leaf: Space) -> tuple[str, int | None]:
 
 
 def _channel_axis(shape: tuple[int, ...], layout: Any) -> int | None:
-    """The ``C`` of ``layout`` (when it has one letter per axis), the last axis of a 3-d shape without
-    a layout (HWC), else None (one channel)."""
+    """The ``C`` of ``layout`` (when it has one letter per axis), else the last axis of a shape of 3 or
+    more axes (HWC), else None (one channel)."""
     if isinstance(layout, str) and len(layout) == len(shape):
         return layout.index("C") if "C" in layout else None
-    return len(shape) - 1 if len(shape) == 3 else None
+    return len(shape) - 1 if len(shape) >= 3 else None
 
 
 def check_leaves(space: Space) -> None:

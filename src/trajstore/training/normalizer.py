@@ -54,7 +54,7 @@ class Normalizer:
             tiny = np.isnan(spread) | (spread < eps)  # a constant (or empty) leaf: shift only
             scale = np.where(tiny, 1.0, spread if mode == "mean_std" else spread / 2)
             shift = np.nan_to_num(shift)
-            shape = tuple(getattr(s, "broadcast_shape", np.shape(shift)))
+            shape = tuple(s.broadcast_shape)
             shift, scale = np.reshape(shift, shape), np.reshape(scale, shape)
             self._params[tuple(name.split("/"))] = (torch.as_tensor(shift, dtype=torch.float64),
                                                     torch.as_tensor(scale, dtype=torch.float64))
