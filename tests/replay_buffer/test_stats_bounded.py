@@ -56,6 +56,7 @@ def test_depth_map_and_wide_uint8_leaf_in_hdf5_keep_stats_json_small_and_correct
     episode_bytes = sum(v.nbytes for v in episodes[-1].values())
     assert size < 1 << 20 and size < episode_bytes // 100, (size, episode_bytes)  # the commit's stats work
     data = json.loads((tmp_path / "rb" / "stats.json").read_text())
+    assert data["version"] == 2  # trajstore before the rule kept these leaves per element: not its file
     for name, cells, bins in (("depth", 1, 1024), ("wide", 1, 256), ("joints", 7, 1024)):
         leaf = data["leaves"][name]
         assert len(leaf["moments"]["n"]) == cells and len(leaf["histogram"]["low"]) == cells
@@ -215,3 +216,19 @@ def test_version_1_files_of_the_format_fixtures_are_read_as_they_are(tmp_path, v
     check_against_numpy(cam, data["observation"]["camera"].reshape(-1, 3).astype(np.float64), 256)
     check_against_numpy(stats["observation/joints"], data["observation"]["joints"].astype(np.float64), 1024, old=True)
     check_against_numpy(stats["action"], data["action"].astype(np.float64), 1024, old=True)
+
+
+def test_a_buffer_whose_leaves_keep_their_version_1_cells_writes_a_version_1_file(tmp_path):
+    """A camera and small vectors have the cells they had before the rule: the file stays version 1, which
+    an older trajstore reads."""
+    space = DictSpace({"cam": BoxSpace(0, 255, (8, 6, 3), np.uint8, metadata={"kind": "image", "layout": "HWC"}),
+                       "joints": BoxSpace(-1, 1, (7,), np.float32), "reward": BoxSpace(-1, 1, (), np.float32)})
+    rb = create(tmp_path / "rb", space)
+    rb.extend(space.sample(np.random.default_rng(0), batch_size=12))
+    rb.end_episode()
+    rb.close()
+    data = json.loads((tmp_path / "rb" / "stats.json").read_text())
+    assert data["version"] == 1 and [len(v["moments"]["n"]) for v in data["leaves"].values()] == [3, 7, 1]
+    with ReplayBuffer.load_from(tmp_path / "rb") as reader:
+        meta = json.loads((tmp_path / "rb" / "trajstore.json").read_text())
+        assert reader._stats.keeper.load(tmp_path / "rb", meta, reader._views.current().ring) is not None

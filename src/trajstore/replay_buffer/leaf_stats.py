@@ -161,6 +161,17 @@ def _channel_axis(shape: tuple[int, ...], layout: Any) -> int | None:
     return len(shape) - 1 if len(shape) >= 3 else None
 
 
+def _version_1_cells(leaf: Space) -> int:
+    """The stat cells trajstore before the reduction rule gave ``leaf`` (version-1 stats files): per channel
+    for ``kind="image"`` leaves of 2 or more axes (the layout's ``C``, else the last axis), else per element.
+    Equal cell counts mean the same statistics (the other axes of a per-channel leaf are then 1)."""
+    shape = tuple(leaf.shape)
+    if leaf.metadata.get("kind") != "image" or len(shape) < 2:
+        return int(np.prod(shape, dtype=np.int64))
+    layout = leaf.metadata.get("layout") or "HWC"
+    return shape[layout.index("C")] if len(layout) == len(shape) and "C" in layout else shape[-1]
+
+
 def check_leaves(space: Space) -> None:
     """Raises InvalidValueError (naming the leaf) if a numeric leaf of ``space`` has a bad ``"stats"`` mark."""
     from trajstore.spaces import tree
@@ -190,6 +201,8 @@ class LeafAccumulator:
         elements = int(np.prod(self.shape, dtype=np.int64))
         self.moments = Moments.empty(elements)
         self.hist = Histograms(elements, self.dtype)
+        # the same cells as trajstore before the rule had (version-1 stats files): its readers can read them
+        self.version_1_cells = elements == _version_1_cells(leaf)
 
     def _rows(self, batch: np.ndarray) -> np.ndarray:
         """The batch as ``(M, E)``: one column per stat cell (element, channel, or the whole leaf)."""
@@ -276,7 +289,7 @@ class LeafAccumulator:
         gives each element what counting its own leaf would."""
         acc = LeafAccumulator.__new__(LeafAccumulator)
         acc.dtype = np.result_type(*(p.dtype for p in parts))
-        acc.reduction, acc.axis = PER_ELEMENT, None
+        acc.reduction, acc.axis, acc.version_1_cells = PER_ELEMENT, None, all(p.version_1_cells for p in parts)
         acc.shape = acc.leaf_shape = acc.broadcast_shape = (sum(int(np.prod(p.shape, dtype=np.int64)) for p in parts),)
         acc.moments = Moments(*(np.concatenate([getattr(p.moments, f) for p in parts])
                                 for f in ("n", "mean", "m2", "min", "max")))

@@ -27,7 +27,10 @@ histogram counts (only the nonzero ones are written), e.g. about 20 KB for a (24
 depth camera, so rewriting it at every commit costs little next to the episode's own data.
 Version 1 (trajstore before the rule) reduced every non-image leaf per element: such a file is read
 when each leaf's cells and bins are those of the rule (a camera and small vectors, the usual case),
-else ignored, and the statistics are computed from the data (and committed by a writer). The
+else ignored, and the statistics are computed from the data (and committed by a writer). The two
+versions have the same form; a file is written as version 1 when every leaf has the cells version 1
+gave it, so that an older trajstore still reads the usual buffers' statistics (it refuses a version-2
+file as not fitting the buffer: it would have kept a large leaf per element). The
 histograms of a version-1 file keep the widths they had (ranges grown by doubling: up to
 ``4 (max - min) / bins``), which ``quantile_error`` reports.
 
@@ -122,8 +125,12 @@ class RangeStats:
         return twin
 
     def to_json(self, stats_id: str) -> dict[str, Any]:
-        return {"format": STATS_FORMAT, "version": STATS_VERSION, "id": stats_id, "first": self.first,
-                "stop": self.stop, "leaves": {k: v.to_json() for k, v in self.leaves.items()}}
+        """The stats file's content; version 1 when every leaf has the cells version 1 gave it (so that an
+        older trajstore reads it), else :data:`STATS_VERSION`."""
+        leaves = self.leaves
+        version = 1 if all(acc.version_1_cells for acc in leaves.values()) else STATS_VERSION
+        return {"format": STATS_FORMAT, "version": version, "id": stats_id, "first": self.first,
+                "stop": self.stop, "leaves": {k: v.to_json() for k, v in leaves.items()}}
 
     @classmethod
     def from_json(cls, space: Space, data: dict[str, Any]) -> "RangeStats | None":
