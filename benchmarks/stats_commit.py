@@ -28,6 +28,23 @@ Run with the project's python::
 
 No timing is asserted anywhere; the machine's load moves the absolute times, the ratios of one run
 are what counts.
+
+Figures (2 cores shared with other jobs, load average 11-12; ``before``: statistics per element for
+every non-image leaf, ``after``: the bounded rule), medians of 3 processes:
+
+======  =====  ==============  ========  =====  ========  =============  =========
+tree    leaf   end_episode ms  plain ms  ratio  stats ms  stats / plain  stats KiB
+======  =====  ==============  ========  =====  ========  =============  =========
+before  depth          1753.9       7.9  220.7    1750.9         220.34    13381.7
+after   depth            49.5       7.4    6.7      18.1           2.45        8.4
+before  wide           7648.3       7.9  964.4    6854.7         864.29    50157.2
+after   wide             37.1       7.0    5.3       7.5           1.08        2.7
+======  =====  ==============  ========  =====  ========  =============  =========
+
+What is left of ``end_episode`` beyond the plain write is the HDF5 block write and the commit's
+fsyncs, and counting the block (O(values), on the writer thread: at recording rate it runs as the
+blocks are written, not at the episode's end); the statistics' commit is a write of a few KiB. On a
+quieter moment counting one depth episode (768,000 values) took 3.3 ms, best of 25.
 """
 
 from __future__ import annotations
