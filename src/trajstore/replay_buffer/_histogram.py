@@ -41,6 +41,7 @@ MAX_LEAF_BINS = 1 << 16
 MIN_BINS = 16
 #: Doublings after which a value is clamped into the range instead (float64 spans ~2100 octaves).
 _MAX_DOUBLINGS = 2200
+_MAX_WIDTH = 2.0 ** 1023
 
 
 def bins_for(elements: int, dtype: np.dtype) -> int:
@@ -143,7 +144,8 @@ class Histograms:
             hi = np.where(valid, x, -np.inf).max(axis=0)
         seen = lo <= hi
         fresh = seen & (self.width == 0)
-        grow = fresh | (seen & ((lo < self.low) | (hi >= self.low + self.bins * self.width)))
+        with np.errstate(over="ignore", invalid="ignore"):  # a range near float64's largest values
+            grow = fresh | (seen & ((lo < self.low) | (hi >= self.low + self.bins * self.width)))
         if not grow.any():
             return
         rows = np.flatnonzero(grow)
@@ -163,14 +165,17 @@ class Histograms:
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             guess = (need_hi - need_lo) / self.bins
             guess = np.where(guess > 0, 2.0 ** np.floor(np.log2(np.where(guess > 0, guess, 1.0))), 0.0)
-        width = np.maximum(width, guess)  # a power of two at most the answer, so the doublings below are few
+        # a power of two at most the answer, so the doublings below are few (the largest finite one at most)
+        width = np.minimum(np.maximum(width, guess), _MAX_WIDTH)
         for _ in range(_MAX_DOUBLINGS):
             with np.errstate(over="ignore", invalid="ignore"):
                 low = np.floor(need_lo / width) * width
                 short = ~(low + self.bins * width > need_hi)
             if not short.any():
                 break
-            width = np.where(short, width * 2, width)
+            if not (short & (width < _MAX_WIDTH)).any():
+                break  # values spanning more than float64 holds: the widest bins, the extremes clipped
+            width = np.where(short, np.minimum(width * 2, _MAX_WIDTH), width)
         new_counts = np.zeros((len(rows), self.bins), np.int64)
         if any_old.any():
             k = np.flatnonzero(any_old)
