@@ -21,7 +21,9 @@ from typing import Any
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
+from trajstore.damage import Damage
 from trajstore.replay_buffer import remote_open
+from trajstore.replay_buffer.damage_report import damage_in
 from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.metadata import read_meta
@@ -70,6 +72,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
         self._stats = BufferStatistics(self.space, parts.stats, self._reader)
         self._remote: Any = None  # a buffer opened from a URL: its RemoteFolder (remote_open.py)
+        self._damage: tuple[View, Damage] | None = None  # rb.damaged of the view it was computed for
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -296,6 +299,18 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
     def payload_source(self) -> Any:
         """The payload source of a buffer opened from a URL (its request and byte counters), else ``None``."""
         return None if self._remote is None else self._remote.payload
+
+    @property
+    def damaged(self) -> Damage:
+        """What of the held steps cannot be read because payload files are missing: a
+        :class:`~trajstore.damage.Damage` (false when nothing is) listing each file with its part, the
+        episode ids and the number of steps it held. Only a read-only buffer can be damaged (a writer's
+        open refuses the folder). ``O(1)`` without damage; with damage, ``O(held steps)`` once per view."""
+        view = self._now()
+        cached = self._damage
+        if cached is None or cached[0] is not view:
+            cached = self._damage = (view, damage_in(self.storage, self._finals.storage, view))
+        return cached[1]
 
     @property
     def write_stats(self) -> WriteStats:

@@ -177,7 +177,10 @@ class StorageClass(abc.ABC):
 
         Raises:
             FormatError: no/corrupt ``storage.json``, another storage type, a newer format version, or a
-                missing or damaged file of the storage (the message names it, or the storage folder).
+                missing or damaged file of the storage (the message names it, or the storage folder). A
+                read-only open of a folder whose payload files are missing succeeds
+                (:meth:`~trajstore.storages.base.SpaceStorage.damaged_files` lists them); a writer's is
+                refused, nothing written.
             UnknownTypeError: the recorded type is not registered.
             ValueError: ``space`` or ``capacity`` differ from the recorded ones.
             LockedError: ``read_only=False`` while another writer holds the folder.
@@ -188,6 +191,8 @@ class StorageClass(abc.ABC):
         try:
             storage = cls._load_owned(path, space, capacity=capacity, read_only=read_only,
                                       multiprocessing=multiprocessing, lock=lock, payload=payload)
+            if not read_only:
+                refuse_damaged(storage)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -243,3 +248,19 @@ class StorageClass(abc.ABC):
         """Open existing files; ``config`` is the checked stored config (:meth:`_config_for_open`).
 
         A storage with :attr:`takes_payload` also takes ``payload=`` (see :meth:`load_from`)."""
+
+
+def refuse_damaged(storage: Any) -> None:
+    """Close ``storage`` (opened for writing) and raise if payload files it points to are missing.
+
+    Raises:
+        FormatError: names the files (up to 5) and how many slots they held.
+    """
+    damaged = storage.damaged_files()
+    if not damaged:
+        return
+    storage.close()
+    listed = ", ".join(d.path for d in damaged[:5]) + (", ..." if len(damaged) > 5 else "")
+    slots = sum(len(d.slots) for d in damaged)
+    raise FormatError(f"{storage.cache_path}: {len(damaged)} payload file(s) are missing ({slots} slot(s) cannot "
+                      f"be read): {listed}; a writer refuses the folder: open it read-only to read the rest")
