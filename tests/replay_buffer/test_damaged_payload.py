@@ -20,7 +20,7 @@ from trajstore.cli.main import app
 from trajstore.damage import DamagedBufferWarning
 from trajstore.errors import FormatError
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.spaces import BoxSpace, DictSpace
+from trajstore.spaces import BinarySpace, BoxSpace, DictSpace
 from trajstore.storages import DictStorage, ImageStorage, dict_storage_kwargs_from_space
 from trajstore.storages.frames._slot_index import SlotIndex
 from trajstore.testing import moving_scene
@@ -36,13 +36,15 @@ def space():
     return DictSpace({"observation": DictSpace({
         "pixels": BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"kind": "image", "layout": "HWC", "fps": 10}),
         "state": BoxSpace(-1e3, 1e3, (2,), np.float32)}),
-        "action": BoxSpace(-1e3, 1e3, (2,), np.float32)})
+        "action": BoxSpace(-1e3, 1e3, (2,), np.float32), "reward": BoxSpace(-1e3, 1e3, (), np.float32),
+        "terminated": BinarySpace(), "truncated": BinarySpace()})
 
 
 def steps(g0, n):
     g = np.arange(g0, g0 + n)
     return {"observation": {"pixels": FRAMES[g], "state": np.stack([g, -g], 1).astype(np.float32)},
-            "action": np.stack([g / 2, g * 2.0], 1).astype(np.float32)}
+            "action": np.stack([g / 2, g * 2.0], 1).astype(np.float32), "reward": g.astype(np.float32),
+            "terminated": np.zeros(n, bool), "truncated": np.zeros(n, bool)}
 
 
 def build(path, layout):
