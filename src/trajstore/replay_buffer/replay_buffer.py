@@ -133,9 +133,16 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         open episode. A folder of format 1 or 2 opens as it is for reading; a writer migrates it to
         version 3 at once and atomically (:mod:`~trajstore.replay_buffer.metadata`).
 
+        A folder whose payload files (image chunks, video segments) are partly missing opens read-only
+        with a :class:`~trajstore.damage.DamagedBufferWarning`: :attr:`damaged` lists the files and the
+        episodes and steps they held; those steps raise ``FormatError`` naming the file when read, the
+        other steps read as usual, and the samplers leave the damaged episodes out or raise, as their
+        ``on_damaged=`` says.
+
         Raises:
             FormatError: not a trajstore buffer folder, a newer format version, or a missing or damaged
-                file (the message names it, or the storage folder holding it).
+                file (the message names it, or the storage folder holding it); ``read_only=False`` on a
+                folder with missing payload files (the :attr:`damaged` summary; nothing is written).
             UnknownTypeError: the folder names a storage type this trajstore does not know.
             LockedError: ``read_only=False`` while another process is writing
                 (:class:`~trajstore.errors.AlreadyOpenError`: this process has it open).
