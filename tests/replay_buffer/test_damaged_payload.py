@@ -232,3 +232,70 @@ def test_copy_skip_damaged_salvages_the_other_episodes(damaged, tmp_path):
             else:  # re-encoded once more: within the codec's bound
                 err = np.abs(a["observation"]["pixels"].astype(int) - b["observation"]["pixels"].astype(int))
                 assert err.mean() <= 3
+
+
+def test_a_ring_maps_the_damaged_slots_to_its_held_steps(tmp_path):
+    path = tmp_path / "ring"
+    s = space()
+    rb = ReplayBuffer.create(DictStorage, s, cache_path=path, capacity=14, **dict_storage_kwargs_from_space(
+        s, kind_storage_cls={"image": ImageStorage}, kind_kwargs={"image": {"format": "PNG", "chunk_bytes": 1}}))
+    for k, g in enumerate(range(0, 18, 6)):
+        rb.extend(steps(g, 6))
+        rb.end_episode(k=k)
+    rb.close()
+    target = file_of(path, "PNG", 8 % 14)  # global step 8: episode 1, logical 8 - 4 = 4 (4 were overwritten)
+    target.unlink()
+    with open_quietly(path) as rb:
+        assert [len(e) for e in rb.episodes] == [2, 6, 6]
+        assert (rb.damaged.episodes, rb.damaged.steps, rb.damaged.files) == ((1,), 1, [str(target)])
+        with pytest.raises(FormatError, match=str(target)):
+            rb[4]
+        assert_equal(rb[np.array([0, 1, 3, 5, 13])]["action"], steps(0, 18)["action"][[4, 5, 7, 9, 17]])
+        _, idx = rb.sample(1000, rng=np.random.default_rng(1), return_indices=True, on_damaged="skip")
+        assert set(idx.tolist()) == {0, 1, *range(8, 14)}
+
+
+def test_a_missing_final_observation_file_damages_its_episode(tmp_path):
+    path = tmp_path / "rb"
+    build(path, "PNG")
+    finals = path / "final_observations" / "pixels"
+    index = SlotIndex.open(finals)
+    fid = int(index.lookup(np.array([1]))[0, 0])  # final observation 1: episode 1's
+    index.close()
+    target = finals / f"chunks/{fid:06d}.bin"
+    target.unlink()
+    with pytest.warns(DamagedBufferWarning, match=r"episode\(s\) \[1\]"):
+        rb = ReplayBuffer.load_from(path)
+    with rb:
+        (part,) = rb.damaged.parts
+        assert (part.part, part.path, part.episodes, part.steps) == ("final_observations/pixels", str(target), (1,), 0)
+        assert rb.damaged.steps == 0
+        assert len(rb.get_episode(1)["action"]) == LENGTHS[1]  # its steps are whole
+        with pytest.raises(FormatError, match=str(target)):
+            rb.final_observation(1)
+        rb.final_observation(2)
+        t = rb.sample_transitions(500, rng=np.random.default_rng(2), on_damaged="skip")
+        assert not set(t["index"].tolist()) & set(range(LENGTHS[0], LENGTHS[0] + LENGTHS[1]))
+    with pytest.raises(FormatError, match="writer refuses"):
+        ReplayBuffer.load_from(path, read_only=False)
+
+
+def test_a_truncated_chunk_is_found_when_read_and_verify_and_copy_name_its_episode(tmp_path):
+    path = tmp_path / "rb"
+    written = build(path, "PNG")
+    target = file_of(path, "PNG", LENGTHS[0] + 2)
+    target.write_bytes(target.read_bytes()[:5])
+    with ReplayBuffer.load_from(path) as rb:
+        assert not rb.damaged  # known only when read
+        with pytest.raises(FormatError, match=str(target)):
+            rb[LENGTHS[0] + 2]
+    from trajstore.ops import copy_episodes, verify_buffer
+
+    report = verify_buffer(path)
+    assert (report.damaged_episodes, report.damaged_steps) == ([1], 1)
+    summary = copy_episodes(path, tmp_path / "out", skip_damaged=True)
+    assert (summary.episodes, summary.skipped) == (2, [(str(path), 1)])
+    with ReplayBuffer.load_from(tmp_path / "out") as out:
+        assert [e.data for e in out.episodes] == [{"k": 0}, {"k": 2}]
+        assert_equal(out.get_episode(0), written[0])
+        assert_equal(out.get_episode(1), written[2])
