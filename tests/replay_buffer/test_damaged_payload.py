@@ -299,3 +299,25 @@ def test_a_truncated_chunk_is_found_when_read_and_verify_and_copy_name_its_episo
         assert [e.data for e in out.episodes] == [{"k": 0}, {"k": 2}]
         assert_equal(out.get_episode(0), written[0])
         assert_equal(out.get_episode(1), written[2])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_storage_lists_its_missing_files_and_a_writer_refuses_them(tmp_path, layout):
+    from trajstore.storages import SpaceStorage
+
+    path = tmp_path / "rb"
+    build(path, layout)
+    target, held = damaged_steps(path, layout)
+    folder = path / "storage" / "observation.pixels"
+    before = sorted(folder.rglob("*"))
+    with pytest.raises(FormatError, match=rf"1 payload file\(s\) are missing \({len(held)} slot\(s\).*{target}"):
+        SpaceStorage.load_from(folder, read_only=False)
+    assert sorted(p for p in folder.rglob("*") if p.name != "writer.lock") == before  # the lock is taken first
+    with SpaceStorage.load_from(folder) as storage:
+        (file,) = storage.damaged_files()
+        assert (file.path, file.problem, file.slots.tolist()) == (str(target), "missing", held)
+        with pytest.raises(FormatError, match=str(target)):
+            storage[held[0]]
+        storage[0]
+    with SpaceStorage.load_from(path / "storage") as whole:  # a composite lists those of its parts
+        assert [f.path for f in whole.damaged_files()] == [str(target)]

@@ -110,7 +110,7 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
         if damage:
             warnings.warn(DamagedBufferWarning(f"{path}: {damage.summary()}; the other steps read as usual "
                                                "(see ReplayBuffer.damaged, on_damaged= of the samplers)"),
-                          stacklevel=4)
+                          stacklevel=3)
         if read_only:
             folder_view = FolderView(path, meta, view, log, signature, _refresher(storage, finals))
             return BufferParts(storage, finals, stats, None, folder_view, check_bounds)
