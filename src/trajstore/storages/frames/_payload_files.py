@@ -94,13 +94,6 @@ def missing_live_files(index: SlotIndex, path_of: Callable[[int], Path],
     return found
 
 
-def missing_message(index: SlotIndex, missing: dict[int, Path]) -> str:
-    """``"<n> payload file(s) that <index> points to are missing: <up to 5 paths>"``."""
-    paths = list(missing.values())
-    listed = ", ".join(str(p) for p in paths[:5]) + (", ..." if len(paths) > 5 else "")
-    return f"{len(paths)} payload file(s) that {index.path} points to are missing: {listed}"
-
-
 class PayloadFiles:
     """The payload files of the storage folder ``folder``, named by ``naming``, read from local disk or
     from ``source`` (a :class:`~trajstore.storages._payload.PayloadSource` of ``folder``; ``None``: local)."""
