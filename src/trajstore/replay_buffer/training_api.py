@@ -146,7 +146,11 @@ class TrainingAPI(abc.ABC):
         damage = self.damaged
         if not damage:
             return selected
-        domain = selected if selected is not None else np.asarray([e.id for e in self.episodes], np.int64)
+        if selected is not None:
+            domain = selected
+        else:  # every held episode: the closed ones kept, and the open one
+            table = view.episodes
+            domain = np.append(table.ids, table.next_id) if table.is_open(view.ring.appended) else table.ids
         hit = np.intersect1d(domain, np.asarray(damage.episodes, np.int64))
         if not len(hit):
             return selected
