@@ -204,6 +204,8 @@ def test_verify_lists_the_damaged_episode(damaged):
     report = verify_buffer(path)
     assert not report.ok
     assert report.damaged_episodes == [1] and report.damaged_steps == len(held)
+    by_folder = {s.folder: s.steps_read for s in report.storages}
+    assert by_folder[str(path / "storage" / "observation.pixels")] == sum(LENGTHS) - len(held)
     result = CliRunner().invoke(app, ["verify", str(path), "--no-progress"])
     assert result.exit_code == 1, result.output
     assert "damaged episodes: [1]" in result.output

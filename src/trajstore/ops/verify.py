@@ -283,7 +283,9 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
                 check.steps_read += len(sel.slots)
             except Exception as exc:  # noqa: BLE001 - a payload that does not decode is damage
                 problem(f"{label}: cannot be read: {_text(exc)}")
-                failed(_failing_slots(sub, sel))
+                bad = _failing_slots(sub, sel)
+                check.steps_read += len(sel.slots) - len(bad)  # the others decoded one by one
+                failed(bad)
             tick(len(sel.slots))
     finally:
         sub.close()
