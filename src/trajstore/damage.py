@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Damage", "DamagedBufferWarning", "DamagedFile", "DamagedPart", "ON_DAMAGED", "check_on_damaged"]
+from trajstore.errors import FormatError
+
+__all__ = ["Damage", "DamagedBufferWarning", "DamagedDataError", "DamagedFile", "DamagedPart", "ON_DAMAGED",
+           "check_on_damaged"]
 
 #: The choices of ``on_damaged=``: ``"raise"`` (a read that would draw from a damaged episode raises
 #: ``FormatError``, before reading anything) or ``"skip"`` (the damaged episodes are left out).
@@ -36,6 +39,12 @@ def check_on_damaged(value: object) -> str:
     if not isinstance(value, str) or value not in ON_DAMAGED:
         raise ValueError(f"on_damaged must be 'raise' or 'skip', got {value!r}")
     return value
+
+
+class DamagedDataError(FormatError):
+    """Data that cannot be read because a payload file holding it is missing (a :class:`FormatError`):
+    a read of a damaged step, a draw that would include a damaged episode (``on_damaged="raise"``), a
+    writer's open or a copy of a damaged folder. The message names the file(s)."""
 
 
 class DamagedBufferWarning(UserWarning):

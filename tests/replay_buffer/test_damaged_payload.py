@@ -216,7 +216,8 @@ def test_copy_skip_damaged_salvages_the_other_episodes(damaged, tmp_path):
     path, _, _, _ = damaged
     dst = tmp_path / "salvaged"
     refused = CliRunner().invoke(app, ["copy", str(path), str(dst), "--no-progress"])
-    assert refused.exit_code == 2 and "--skip-damaged" in refused.output, refused.output
+    assert refused.exit_code == 1 and "--skip-damaged" in refused.output, refused.output
+    assert refused.output.count("\n") == 1  # one line
     assert not dst.exists()
     result = CliRunner().invoke(app, ["copy", str(path), str(dst), "--skip-damaged", "--no-progress"])
     assert result.exit_code == 0, result.output
@@ -323,3 +324,16 @@ def test_a_storage_lists_its_missing_files_and_a_writer_refuses_them(tmp_path, l
         storage[0]
     with SpaceStorage.load_from(path / "storage") as whole:  # a composite lists those of its parts
         assert [f.path for f in whole.damaged_files()] == [str(target)]
+
+
+def test_damage_errors_are_damaged_data_errors(damaged):
+    from trajstore.damage import DamagedDataError
+
+    path, _, _, held = damaged
+    with open_quietly(path) as rb:
+        with pytest.raises(DamagedDataError):
+            rb[held[0]]
+        with pytest.raises(DamagedDataError):
+            rb.sample(2)
+    with pytest.raises(DamagedDataError):
+        ReplayBuffer.load_from(path, read_only=False)

@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from trajstore.cli._output import console, fail, progress_bar
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.damage import DamagedDataError
 from trajstore.errors import TrajstoreError
 
 
@@ -31,6 +32,8 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
         with progress_bar(total=None if episodes else held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
             summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update,
                                     skip_damaged=skip_damaged)
+    except DamagedDataError as exc:  # damage, not bad input
+        raise fail(exc, EXIT_DAMAGE)
     except (TrajstoreError, OSError, ValueError) as exc:
         raise fail(exc)
     skipped = [i for _, i in summary.skipped]

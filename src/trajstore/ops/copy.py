@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from trajstore.damage import DamagedBufferWarning
+from trajstore.damage import DamagedBufferWarning, DamagedDataError
 from trajstore.errors import FormatError, InvalidValueError
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import Space, tree
@@ -117,8 +117,8 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
         A :class:`CopySummary`.
 
     Raises:
-        FormatError: ``src`` is not a buffer folder, or is damaged: without ``skip_damaged``, a selected
-            episode is (names the damage, before anything is written).
+        FormatError: ``src`` is not a buffer folder, or is damaged (:class:`~trajstore.damage.DamagedDataError`:
+            without ``skip_damaged``, a selected episode is; names the damage, before anything is written).
         ValueError: a malformed selection, an id that is not held, a bad capacity.
         StorageExistsError: ``dst`` exists and is not an empty folder.
         Nothing is written when one of these is raised; an error while copying removes ``dst``.
@@ -130,7 +130,7 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
         ids = _selected_ids(rb, episodes)
         damaged = [i for i in ids if i in set(rb.damaged.episodes)]
         if damaged and not skip_damaged:
-            raise FormatError(f"{src}: {rb.damaged.summary()}; pass skip_damaged=True (--skip-damaged) to copy "
+            raise DamagedDataError(f"{src}: {rb.damaged.summary()}; pass skip_damaged=True (--skip-damaged) to copy "
                               "the other episodes")
         summary = _write(dst, [(rb, [i for i in ids if i not in damaged])], template=rb, capacity=capacity,
                          progress=progress, skip_damaged=skip_damaged)

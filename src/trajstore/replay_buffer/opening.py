@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from trajstore._damage import damaged_file
 from trajstore._lock import WriterLock
-from trajstore.damage import DamagedBufferWarning
+from trajstore.damage import DamagedBufferWarning, DamagedDataError
 from trajstore.errors import FormatError, LockedError
 from trajstore.replay_buffer.commit import Committer
 from trajstore.replay_buffer.damage_report import damage_in
@@ -104,7 +104,7 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
         stats = StatsKeeper(space)
         damage = damage_in(storage, finals.storage, view)
         if damage and not read_only:
-            raise FormatError(f"{path}: {damage.summary()}; a writer refuses a damaged folder (nothing was "
+            raise DamagedDataError(f"{path}: {damage.summary()}; a writer refuses a damaged folder (nothing was "
                               "written): open it read-only to read the other episodes, or copy them out with "
                               "`trajstore copy SRC DST --skip-damaged`")
         if damage:

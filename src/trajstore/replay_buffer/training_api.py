@@ -25,8 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from trajstore.damage import Damage, check_on_damaged
-from trajstore.errors import FormatError
+from trajstore.damage import Damage, DamagedDataError, check_on_damaged
 from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import LeafStats
@@ -155,7 +154,7 @@ class TrainingAPI(abc.ABC):
         if not len(hit):
             return selected
         if on_damaged == "raise":
-            raise FormatError(f"{damage.summary()}: the draw would include damaged episode(s) {hit[:10].tolist()}; "
+            raise DamagedDataError(f"{damage.summary()}: the draw would include damaged episode(s) {hit[:10].tolist()}; "
                               "pass on_damaged='skip' to leave them out (or episodes= without them)")
         return np.setdiff1d(domain, hit)
 

@@ -18,6 +18,7 @@ from trajstore._damage import damaged_file
 from trajstore._folder import constructor, fresh_folder, lock_for
 from trajstore._fs import write_json_atomic
 from trajstore._lock import WriterLock
+from trajstore.damage import DamagedDataError
 from trajstore._urls import refuse_remote_write
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import Space
@@ -254,7 +255,7 @@ def refuse_damaged(storage: Any) -> None:
     """Close ``storage`` (opened for writing) and raise if payload files it points to are missing.
 
     Raises:
-        FormatError: names the files (up to 5) and how many slots they held.
+        DamagedDataError: (a ``FormatError``) names the files (up to 5) and how many slots they held.
     """
     damaged = storage.damaged_files()
     if not damaged:
@@ -262,5 +263,5 @@ def refuse_damaged(storage: Any) -> None:
     storage.close()
     listed = ", ".join(d.path for d in damaged[:5]) + (", ..." if len(damaged) > 5 else "")
     slots = sum(len(d.slots) for d in damaged)
-    raise FormatError(f"{storage.cache_path}: {len(damaged)} payload file(s) are missing ({slots} slot(s) cannot "
-                      f"be read): {listed}; a writer refuses the folder: open it read-only to read the rest")
+    raise DamagedDataError(f"{storage.cache_path}: {len(damaged)} payload file(s) are missing ({slots} slot(s) "
+                           f"cannot be read): {listed}; a writer refuses the folder: open it read-only to read the rest")

@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from trajstore.damage import DamagedFile
+from trajstore.damage import DamagedDataError, DamagedFile
 from trajstore.errors import FormatError
 from trajstore.storages._payload import PayloadSource
 from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex
@@ -147,14 +147,14 @@ class PayloadFiles:
         frame ``i``'s place for messages).
 
         Raises:
-            FormatError: ``<file>: payload file is missing (<where>): ...``.
+            DamagedDataError: (a ``FormatError``) ``<file>: payload file is missing (<where>): ...``.
         """
         if not self.missing:
             return
         gone = np.flatnonzero(np.isin(fid, np.fromiter(self.missing, np.int64, len(self.missing))))
         if len(gone):
             path = self.missing[int(fid[gone[0]])]
-            raise FormatError(f"{path}: payload file is missing ({where(int(gone[0]))}): the steps whose frames it "
+            raise DamagedDataError(f"{path}: payload file is missing ({where(int(gone[0]))}): the steps whose frames it "
                               "held cannot be read; the others can (ReplayBuffer.damaged lists them)")
 
     def remove_orphans(self, live: set[int]) -> None:
