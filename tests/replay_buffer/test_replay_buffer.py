@@ -474,5 +474,16 @@ def test_open_names_a_missing_payload_file(tmp_path, missing):
     target = tmp_path / "rb" / missing
     assert target.exists(), sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "rb").rglob("*"))
     shutil.rmtree(target) if target.is_dir() else target.unlink()
+    if target.suffix in (".bin", ".mp4"):  # a payload file: a reader opens and is told; a writer refuses
+        from trajstore.damage import DamagedBufferWarning
+
+        with pytest.warns(DamagedBufferWarning, match=target.name):
+            with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+                assert rb.damaged.episodes == (0,) and rb.damaged.files == [str(target)]
+                with pytest.raises(FormatError, match=target.name):
+                    rb[0] if "final" not in missing else rb.final_observation(0)
+        with pytest.raises(FormatError, match=target.name):
+            ReplayBuffer.load_from(tmp_path / "rb", read_only=False)
+        return
     with pytest.raises(FormatError, match=target.name):
         ReplayBuffer.load_from(tmp_path / "rb")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.storages.blob_storage import INDEX_FILE, BlobStorage, blob_name
+from trajstore.damage import DamagedBufferWarning
 from trajstore.errors import FormatError, UnknownTypeError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace
@@ -152,8 +153,19 @@ def test_a_buffer_opens_from_the_payload_source_it_is_given(tmp_path):
         if f.kind == SMALL:
             (mirror / f.relpath).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(tmp_path / "rb" / f.relpath, mirror / f.relpath)
-    with pytest.raises(FormatError, match="payload file"):  # no source: the folder's own (missing) files
-        ReplayBuffer.load_from(mirror)
+    # No source: the folder's own payload files, all missing. The open works and reports them; a read
+    # of a frame names the missing file; a writer refuses the folder.
+    with pytest.warns(DamagedBufferWarning, match="payload file"):
+        bare = ReplayBuffer.load_from(mirror)
+    with bare:
+        assert bare.damaged.episodes == tuple(e.id for e in bare.episodes)
+        assert {p.part for p in bare.damaged.parts} >= {"observation/rgb", "observation/depth", "observation/wrist"}
+        with pytest.raises(FormatError, match="payload file is missing|No such file"):  # BlobStorage: its own
+            bare[0]
+        with pytest.raises(FormatError, match=r"observation.rgb/chunks/\d+\.bin: payload file is missing"):
+            bare.storage.parts()["observation/rgb"][0]
+    with pytest.raises(FormatError, match="writer refuses"):
+        ReplayBuffer.load_from(mirror, read_only=False)
     source = FolderSource(tmp_path / "rb")
     with ReplayBuffer.load_from(tmp_path / "rb") as local, ReplayBuffer.load_from(mirror, payload=source) as rb:
         for a, b in zip(local[np.arange(18)].values(), rb[np.arange(18)].values()):

@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from trajstore.cli._output import console, fail, progress_bar
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.damage import DamagedDataError
 from trajstore.errors import TrajstoreError
 
 
@@ -18,17 +19,26 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
                                                            "data ('success == true', 'task == \"push the T\" and not "
                                                            "interrupted'); default: every held episode."),
          capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the copy (default: unbounded)."),
-         progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+         progress: bool = typer.Option(True, help="Show a progress bar."),
+         skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Leave out the episodes that cannot be "
+                                                                         "read (a missing or damaged payload file) "
+                                                                         "and copy the others.")) -> None:
     """Copy episodes into a new folder with the same layout and options, keeping episode data, final
-    observations and interrupted flags; a ring is compacted. JPEG/video frames are re-encoded."""
+    observations and interrupted flags; a ring is compacted. JPEG/video frames are re-encoded. A damaged
+    source is refused unless --skip-damaged."""
     from trajstore.ops.copy import copy_episodes, held_steps
 
     try:
         with progress_bar(total=None if episodes else held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
-            summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update)
+            summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update,
+                                    skip_damaged=skip_damaged)
+    except DamagedDataError as exc:  # damage, not bad input
+        raise fail(exc, EXIT_DAMAGE)
     except (TrajstoreError, OSError, ValueError) as exc:
         raise fail(exc)
-    console.print(escape(f"copied {summary.line()}"), soft_wrap=True)
+    skipped = [i for _, i in summary.skipped]
+    note = f"; skipped {len(skipped)} damaged episode(s): {skipped[:20]}" if skipped else ""
+    console.print(escape(f"copied {summary.line()}{note}"), soft_wrap=True)
 
 
 def merge(paths: List[Path] = typer.Argument(..., help="Source buffer folders, then the new output folder."),

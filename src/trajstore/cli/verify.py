@@ -53,6 +53,9 @@ def verify(path: str = typer.Argument(..., help="Buffer folder (a local one: pul
             console.print(escape(f"ok: {summary}; no damage found"), soft_wrap=True)
         else:
             console.print(escape(f"DAMAGED: {len(report.problems)} problem(s); {summary}"), soft_wrap=True)
+            if report.damaged_episodes:
+                console.print(escape(f"damaged episodes: {report.damaged_episodes} ({report.damaged_steps} held "
+                                     "steps); the others read as usual"), soft_wrap=True)
     if not report.ok:
         raise typer.Exit(EXIT_DAMAGE)
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from trajstore.errors import InvalidValueError
+from trajstore.damage import DamagedBufferWarning, DamagedDataError
+from trajstore.errors import FormatError, InvalidValueError
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import Space, tree
 from trajstore.storages.base import SpaceStorage
@@ -42,6 +44,8 @@ class CopySummary:
     episodes: int
     steps: int
     source_episodes: list[tuple[str, int]]  # (source path, source Episode.id) of each episode written, in order
+    #: (source path, source Episode.id) of each damaged episode left out (``skip_damaged``).
+    skipped: list[tuple[str, int]] = field(default_factory=list)
 
     def line(self) -> str:
         return f"{self.path}: {self.episodes} episode{'s' * (self.episodes != 1)}, {self.steps} steps"
@@ -94,7 +98,8 @@ def held_steps(paths: Iterable[str | os.PathLike]) -> int:
 
 
 def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: Iterable[int] | str | None = None,
-                  capacity: int | None = None, progress: Progress | None = None) -> CopySummary:
+                  capacity: int | None = None, progress: Progress | None = None,
+                  skip_damaged: bool = False) -> CopySummary:
     """Copy episodes of the buffer at ``src`` into a new buffer folder ``dst``.
 
     Args:
@@ -104,19 +109,33 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
             :mod:`~trajstore.replay_buffer.episode_query`), or ``None`` for every held episode.
         capacity: ring capacity of the copy in steps, or ``None`` (unbounded).
         progress: called with the number of steps after each batch written.
+        skip_damaged: leave out the episodes that cannot be read (a payload file holding some of their
+            steps is missing, ``ReplayBuffer.damaged``, or fails to decode while copying: that
+            episode's copied steps are discarded); they are listed in ``CopySummary.skipped``.
 
     Returns:
         A :class:`CopySummary`.
 
     Raises:
-        FormatError: ``src`` is not a buffer folder (or is damaged).
+        FormatError: ``src`` is not a buffer folder, or is damaged (:class:`~trajstore.damage.DamagedDataError`:
+            without ``skip_damaged``, a selected episode is; names the damage, before anything is written).
         ValueError: a malformed selection, an id that is not held, a bad capacity.
         StorageExistsError: ``dst`` exists and is not an empty folder.
         Nothing is written when one of these is raised; an error while copying removes ``dst``.
     """
-    with ReplayBuffer.load_from(src, read_only=True) as rb:
+    with warnings.catch_warnings():  # the damage is reported below, or skipped as asked
+        warnings.simplefilter("ignore", DamagedBufferWarning)
+        rb = ReplayBuffer.load_from(src, read_only=True)
+    with rb:
         ids = _selected_ids(rb, episodes)
-        return _write(dst, [(rb, ids)], template=rb, capacity=capacity, progress=progress)
+        damaged = [i for i in ids if i in set(rb.damaged.episodes)]
+        if damaged and not skip_damaged:
+            raise DamagedDataError(f"{src}: {rb.damaged.summary()}; pass skip_damaged=True (--skip-damaged) to copy "
+                              "the other episodes")
+        summary = _write(dst, [(rb, [i for i in ids if i not in damaged])], template=rb, capacity=capacity,
+                         progress=progress, skip_damaged=skip_damaged)
+        summary.skipped[:0] = [(str(rb.cache_path), i) for i in damaged]
+        return summary
 
 
 def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, capacity: int | None = None,
@@ -166,13 +185,14 @@ def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None) -> lis
 
 
 def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]], *, template: ReplayBuffer,
-           capacity: int | None, progress: Progress | None) -> CopySummary:
+           capacity: int | None, progress: Progress | None, skip_damaged: bool = False) -> CopySummary:
     dst = Path(dst)
     made = not dst.exists()
     storage_cls, kwargs = storage_kwargs_of(template.storage)
     out = ReplayBuffer.create(storage_cls, template.space, cache_path=dst, capacity=capacity,
                               check_bounds=template.check_bounds, **kwargs)
     written: list[tuple[str, int]] = []
+    skipped: list[tuple[str, int]] = []
     steps = 0
     try:
         with out:
@@ -180,12 +200,19 @@ def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]]
                 wanted = set(ids)
                 for k, ep in enumerate(rb.episodes):
                     if ep.id in wanted:
-                        steps += _copy_episode(rb, k, out, progress)
+                        try:
+                            steps += _copy_episode(rb, k, out, progress)
+                        except FormatError:  # a payload that does not decode: the episode is damaged
+                            if not skip_damaged:
+                                raise
+                            out.discard_episode()
+                            skipped.append((str(rb.cache_path), ep.id))
+                            continue
                         written.append((str(rb.cache_path), ep.id))
     except BaseException:
         _remove(dst, made)
         raise
-    return CopySummary(str(dst), len(written), steps, written)
+    return CopySummary(str(dst), len(written), steps, written, skipped)
 
 
 def _copy_episode(rb: ReplayBuffer, k: int, out: ReplayBuffer, progress: Progress | None) -> int:

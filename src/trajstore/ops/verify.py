@@ -8,6 +8,8 @@
 * **payloads**: every held step of every storage is read back, in batches: every frame of the
   image chunks and video segments decoded, every HDF5 leaf read; every final observation the
   episode table names, too;
+* **episodes**: the slots of a batch that failed to read are read one by one, and the held
+  episodes they belong to are listed (:attr:`VerifyReport.damaged_episodes`);
 * **counts**: each storage holds at least the steps the metadata commits (a ring: its capacity),
   no held step of an image or video storage is missing from its index (it would read back as
   zeros), and the episode table lies within the appended steps.
@@ -74,6 +76,10 @@ class VerifyReport:
     final_observations: int = 0
     storages: list[StorageCheck] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: Ids of the held episodes with a step (or final observation) that cannot be read, sorted.
+    damaged_episodes: list[int] = field(default_factory=list)
+    #: Held steps that cannot be read (in any storage; each counted once).
+    damaged_steps: int = 0
 
     @property
     def ok(self) -> bool:
@@ -113,14 +119,17 @@ def verify_buffer(path: str | os.PathLike, *, progress: Progress | None = None) 
     report.episodes = table.count(ring.appended)
     report.problems += _episode_problems(folder / META_FILE, ring, table)
     tick = progress or (lambda n: None)
-    _check_folder(folder / STORAGE_DIR, report, lambda sub: _held_batches(ring, sub), tick)
+    bad_steps: list[np.ndarray] = []  # slots of the step storages that failed to read, one by one
+    bad_finals: list[np.ndarray] = []
+    _check_folder(folder / STORAGE_DIR, report, lambda sub: _held_batches(ring, sub), tick, bad_steps.append)
     entry = meta.get("final_observations")
     if entry is not None:
         finals = table.finals[table.finals >= 0]
         report.final_observations = len(finals)
         slots = finals % ring.capacity if ring.capacity is not None else finals
         _check_folder(folder / str(entry.get("dir", "?")) if isinstance(entry, dict) else folder / "?", report,
-                      lambda sub: _slot_batches(np.sort(slots), sub), tick)
+                      lambda sub: _slot_batches(np.sort(slots), sub), tick, bad_finals.append)
+    _damaged_episodes(report, ring, table, bad_steps, bad_finals)
     stats = meta.get("stats")
     if isinstance(stats, dict) and "file" in stats:
         try:
@@ -190,15 +199,52 @@ def _slot_batches(slots: np.ndarray, sub: SpaceStorage) -> tuple[list[tuple[str,
     return batches, short
 
 
-def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStorage], Any], tick: Progress) -> None:
-    """Check one storage folder; a ``dict`` storage is checked child by child."""
+def _damaged_episodes(report: VerifyReport, ring: RingState, table: EpisodeTable, bad_steps: list[np.ndarray],
+                      bad_finals: list[np.ndarray]) -> None:
+    """Fill the report's damaged episodes and steps from the slots that failed to read (step storages'
+    slots, final observation storages' slots), and add one problem naming them."""
+    slots = np.unique(np.concatenate(bad_steps)) if bad_steps else np.zeros(0, np.int64)
+    logical = slots if ring.capacity is None else (slots - ring.head) % ring.capacity
+    logical = logical[logical < ring.count]
+    held = table.episodes(ring.first_step, ring.appended)
+    ids = {e.id for e in held if np.any((logical >= e.start) & (logical < e.stop))}
+    if bad_finals:
+        numbers = table.finals
+        final_slots = numbers if ring.capacity is None else numbers % ring.capacity
+        hit = (numbers >= 0) & np.isin(final_slots, np.concatenate(bad_finals))
+        ids |= {int(i) for i in table.ids[hit]}
+    report.damaged_episodes = sorted(int(i) for i in ids)
+    report.damaged_steps = int(len(logical))
+    if ids:
+        shown = report.damaged_episodes[:20]
+        report.problems.append(Problem(report.path, f"damaged episodes: {shown}{' ...' if len(ids) > 20 else ''} "
+                                                    f"({len(ids)} episode(s), {len(logical)} held step(s) cannot "
+                                                    "be read; `trajstore copy SRC DST --skip-damaged` copies the "
+                                                    "others)"))
+
+
+def _failing_slots(sub: SpaceStorage, sel: Selection) -> np.ndarray:
+    """The slots of ``sel`` (a batch that failed to read) that fail to read alone."""
+    bad = []
+    for slot in sel.slots.tolist():
+        try:
+            sub.read_leaves(Selection(np.array([slot], np.int64)))
+        except Exception:  # noqa: BLE001 - damage, reported by the batch
+            bad.append(slot)
+    return np.array(bad, np.int64)
+
+
+def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStorage], Any], tick: Progress,
+                  failed: Callable[[np.ndarray], None]) -> None:
+    """Check one storage folder; a ``dict`` storage is checked child by child. ``failed`` gets the slots
+    that do not read, one by one, of each batch that failed."""
     try:
         desc = read_json(folder / STORAGE_FILE, "storage descriptor")
         kind = desc.get("type") if isinstance(desc, dict) else None
         if kind == "dict":
             children = desc["config"]["children"]
             for child in children:
-                _check_folder(folder / str(child["dir"]), report, plan, tick)
+                _check_folder(folder / str(child["dir"]), report, plan, tick, failed)
             return
     except (FormatError, KeyError, TypeError) as exc:
         report.storages.append(StorageCheck(str(folder), "?", problems=1))
@@ -237,6 +283,9 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
                 check.steps_read += len(sel.slots)
             except Exception as exc:  # noqa: BLE001 - a payload that does not decode is damage
                 problem(f"{label}: cannot be read: {_text(exc)}")
+                bad = _failing_slots(sub, sel)
+                check.steps_read += len(sel.slots) - len(bad)  # the others decoded one by one
+                failed(bad)
             tick(len(sel.slots))
     finally:
         sub.close()

@@ -10,14 +10,17 @@ they fail.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from trajstore._damage import damaged_file
 from trajstore._lock import WriterLock
+from trajstore.damage import DamagedBufferWarning, DamagedDataError
 from trajstore.errors import FormatError, LockedError
 from trajstore.replay_buffer.commit import Committer
+from trajstore.replay_buffer.damage_report import damage_in
 from trajstore.replay_buffer.episode_log import EpisodeLog
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.final_observations import FinalObservations
@@ -66,8 +69,13 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
     the episode a dead writer left open and migrates an older format (both committed at once).
     ``payload``: the source of the folder's payload files when they are elsewhere (a URL's mirror).
 
+    A read-only open of a folder whose payload files are missing warns with a
+    :class:`~trajstore.damage.DamagedBufferWarning` (the :class:`~trajstore.damage.Damage` summary); a
+    writer's open refuses it before writing anything.
+
     Raises:
-        FormatError: a missing or damaged file, or files that disagree (names the file).
+        FormatError: a missing or damaged file, or files that disagree (names the file); a writer's open
+            of a folder with missing payload files (the damage summary: files, steps, episodes).
         UnknownTypeError: a storage type this trajstore does not know.
     """
     log = storage = finals = None
@@ -94,6 +102,15 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
                                    multiprocessing=multiprocessing)
         finals.open(meta, lock, view.episodes.final_count, payload=payload)
         stats = StatsKeeper(space)
+        damage = damage_in(storage, finals.storage, view)
+        if damage and not read_only:
+            raise DamagedDataError(f"{path}: {damage.summary()}; a writer refuses a damaged folder (nothing was "
+                              "written): open it read-only to read the other episodes, or copy them out with "
+                              "`trajstore copy SRC DST --skip-damaged`")
+        if damage:
+            warnings.warn(DamagedBufferWarning(f"{path}: {damage.summary()}; the other steps read as usual "
+                                               "(see ReplayBuffer.damaged, on_damaged= of the samplers)"),
+                          stacklevel=3)
         if read_only:
             folder_view = FolderView(path, meta, view, log, signature, _refresher(storage, finals))
             return BufferParts(storage, finals, stats, None, folder_view, check_bounds)
@@ -169,4 +186,6 @@ def reopen_folder(path: str, multiprocessing: bool) -> Any:
     """The unpickling side of a buffer of a local folder: the folder opened read-only in this process."""
     from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 
-    return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing)
+    with warnings.catch_warnings():  # the process that pickled the buffer was warned already
+        warnings.simplefilter("ignore", DamagedBufferWarning)
+        return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing)

@@ -21,7 +21,9 @@ from typing import Any
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
+from trajstore.damage import Damage
 from trajstore.replay_buffer import remote_open
+from trajstore.replay_buffer.damage_report import damage_in
 from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import check_leaves
@@ -71,6 +73,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
         self._stats = BufferStatistics(self.space, parts.stats, self._reader)
         self._remote: Any = None  # a buffer opened from a URL: its RemoteFolder (remote_open.py)
+        self._damage: tuple[View, Damage] | None = None  # rb.damaged of the view it was computed for
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -134,9 +137,16 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         open episode. A folder of format 1 or 2 opens as it is for reading; a writer migrates it to
         version 3 at once and atomically (:mod:`~trajstore.replay_buffer.metadata`).
 
+        A folder whose payload files (image chunks, video segments) are partly missing opens read-only
+        with a :class:`~trajstore.damage.DamagedBufferWarning`: :attr:`damaged` lists the files and the
+        episodes and steps they held; those steps raise ``FormatError`` naming the file when read, the
+        other steps read as usual, and the samplers leave the damaged episodes out or raise, as their
+        ``on_damaged=`` says.
+
         Raises:
             FormatError: not a trajstore buffer folder, a newer format version, or a missing or damaged
-                file (the message names it, or the storage folder holding it).
+                file (the message names it, or the storage folder holding it); ``read_only=False`` on a
+                folder with missing payload files (the :attr:`damaged` summary; nothing is written).
             UnknownTypeError: the folder names a storage type this trajstore does not know.
             LockedError: ``read_only=False`` while another process is writing
                 (:class:`~trajstore.errors.AlreadyOpenError`: this process has it open).
@@ -300,6 +310,18 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
     def payload_source(self) -> Any:
         """The payload source of a buffer opened from a URL (its request and byte counters), else ``None``."""
         return None if self._remote is None else self._remote.payload
+
+    @property
+    def damaged(self) -> Damage:
+        """What of the held steps cannot be read because payload files are missing: a
+        :class:`~trajstore.damage.Damage` (false when nothing is) listing each file with its part, the
+        episode ids and the number of steps it held. Only a read-only buffer can be damaged (a writer's
+        open refuses the folder). ``O(1)`` without damage; with damage, ``O(held steps)`` once per view."""
+        view = self._now()
+        cached = self._damage
+        if cached is None or cached[0] is not view:
+            cached = self._damage = (view, damage_in(self.storage, self._finals.storage, view))
+        return cached[1]
 
     @property
     def write_stats(self) -> WriteStats:

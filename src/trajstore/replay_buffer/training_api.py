@@ -9,6 +9,12 @@ and the torch dataset) is a collection of episode ids (``Episode.id``, as :meth:
 and :meth:`TrainingAPI.split_episodes` return). It is checked once and becomes the sorted id array
 the episode table builds its anchor index from (cached per selection), so a draw still costs
 ``O(B log E)``; building the index for a new selection costs ``O(E)``.
+
+``on_damaged=`` (the same methods) says what a draw does in a buffer opened with payload files missing
+(:attr:`TrainingAPI.damaged`): ``"raise"`` (the default: nothing is left out of training unasked)
+raises ``FormatError`` naming the damage before reading, when an episode it may draw from is damaged;
+``"skip"`` leaves the damaged episodes out, whole, so no damaged step is ever drawn (windows and
+transitions stay inside healthy episodes).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from trajstore.damage import Damage, DamagedDataError, check_on_damaged
 from trajstore.replay_buffer import samplers
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import LeafStats
@@ -46,7 +53,7 @@ class TrainingAPI(abc.ABC):
 
     # -- steps and episodes ----------------------------------------------------------------
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None, return_indices: bool = False,
-               episodes: Iterable[int] | None = None) -> Any:
+               episodes: Iterable[int] | None = None, on_damaged: str = "raise") -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
         Args:
@@ -55,6 +62,9 @@ class TrainingAPI(abc.ABC):
             return_indices: also return the logical indices drawn, int64 ``(B,)`` (0 = oldest held step,
                 valid for the view the batch was read from).
             episodes: episode ids (``Episode.id``): draw only among their held steps.
+            on_damaged: ``"raise"`` (default): when an episode it may draw from is damaged (a payload
+                file holding some of its steps is missing, see :attr:`damaged`), raise ``FormatError``
+                before reading; ``"skip"``: leave the damaged episodes out (a damaged step is never drawn).
 
         Returns:
             the batch, or ``(batch, indices)`` with ``return_indices=True``.
@@ -66,10 +76,11 @@ class TrainingAPI(abc.ABC):
             ValueError: the buffer (or the selected episodes) holds no step, ``batch_size`` < 1, or
                 ``episodes`` names an id that is not held.
             FormatError: a payload file is damaged (e.g. a video segment holds fewer frames than its
-                index says); names the file and the frame.
+                index says); names the file and the frame. With ``on_damaged="raise"``: a selected
+                episode is damaged (:attr:`damaged`).
         """
         reads = self._reads()
-        selected = self._selected(reads, episodes)
+        selected = self._selected(reads, episodes, on_damaged)
         batch, idx = reads.sample(batch_size, rng or np.random.default_rng(), selected)
         return (batch, idx) if return_indices else batch
 
@@ -101,15 +112,18 @@ class TrainingAPI(abc.ABC):
         order = np.random.default_rng(seed).permutation(len(ids))
         return np.sort(ids[order[n_val:]]).tolist(), np.sort(ids[order[:n_val]]).tolist()
 
-    def checked_episode_ids(self, episodes: Iterable[int] | None) -> tuple[int, ...] | None:
+    def checked_episode_ids(self, episodes: Iterable[int] | None, on_damaged: str = "raise"
+                            ) -> tuple[int, ...] | None:
         """``episodes`` (ids, ``Episode.id``) checked against the held episodes once: sorted unique ids,
         or ``None`` for ``None`` (every episode). What ``episodes=`` of the samplers accepts.
+        ``on_damaged``: as :meth:`sample` (``"skip"``: the ids without the damaged episodes).
 
         Raises:
             TypeError: not a collection of ints.
-            ValueError: an id that is not a held episode (the message lists a few).
+            ValueError: an id that is not a held episode (the message lists a few); a bad ``on_damaged``.
+            FormatError: ``on_damaged="raise"`` and a damaged episode among them.
         """
-        selected = self._selected(self._reads(), episodes)
+        selected = self._selected(self._reads(), episodes, on_damaged)
         return None if selected is None else tuple(int(i) for i in selected)
 
     @property
@@ -117,17 +131,38 @@ class TrainingAPI(abc.ABC):
     def episodes(self) -> list[Episode]:
         """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
 
-    @staticmethod
-    def _selected(reads: BufferReads, episodes: Iterable[int] | None) -> np.ndarray | None:
-        if episodes is None:
-            return None
+    @property
+    @abc.abstractmethod
+    def damaged(self) -> Damage:
+        """The buffer's :class:`~trajstore.damage.Damage` (false when nothing is damaged)."""
+
+    def _selected(self, reads: BufferReads, episodes: Iterable[int] | None, on_damaged: str = "raise"
+                  ) -> np.ndarray | None:
+        """The episode ids a draw may use (``None``: every held one), the damaged ones left out or refused."""
+        check_on_damaged(on_damaged)
         view = reads.views.current()
-        return samplers.selected_ids(view.ring, view.episodes, episodes)
+        selected = None if episodes is None else samplers.selected_ids(view.ring, view.episodes, episodes)
+        damage = self.damaged
+        if not damage:
+            return selected
+        if selected is not None:
+            domain = selected
+        else:  # every held episode: the closed ones kept, and the open one
+            table = view.episodes
+            domain = np.append(table.ids, table.next_id) if table.is_open(view.ring.appended) else table.ids
+        hit = np.intersect1d(domain, np.asarray(damage.episodes, np.int64))
+        if not len(hit):
+            return selected
+        if on_damaged == "raise":
+            raise DamagedDataError(f"{damage.summary()}: the draw would include damaged episode(s) {hit[:10].tolist()}; "
+                              "pass on_damaged='skip' to leave them out (or episodes= without them)")
+        return np.setdiff1d(domain, hit)
 
     # -- windows ---------------------------------------------------------------------------
     def sample_windows(self, batch_size: int, window: int | None = None, *,
                        delta_indices: Mapping[str, Any] | WindowRequest | None = None, pad: bool | None = None,
-                       rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None) -> Any:
+                       rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None,
+                       on_damaged: str = "raise") -> Any:
         """``batch_size`` windows of steps around anchor steps, drawn uniformly with replacement.
 
         **Plain form** ``sample_windows(B, window)``: ``window`` consecutive steps of one episode;
@@ -164,6 +199,7 @@ class TrainingAPI(abc.ABC):
           ``is_pad[key]``.
 
         ``episodes``: episode ids (``Episode.id``): only anchors inside those episodes are drawn.
+        ``on_damaged``: as :meth:`sample`.
 
         All draws use ``rng`` (default: a fresh ``np.random.default_rng()``). A call costs
         O(B log episodes) plus the reads: the valid anchors per episode are prefix sums cached until
@@ -186,22 +222,25 @@ class TrainingAPI(abc.ABC):
                 raise TypeError("pad goes with delta_indices; sample_windows(B, window) never pads")
             if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
                 raise ValueError(f"window must be an int >= 1, got {window!r}")
-            request = self.window_request(episodes=episodes)
+            request = self.window_request(episodes=episodes, on_damaged=on_damaged)
             plain = replace(request, plan=consecutive_plan(self.space, int(window)), pad=False)
             return self._reads().sample_windows(plain, batch_size, rng)[0]
         if window is not None:
             raise TypeError("give sample_windows a window length or delta_indices, not both")
-        request = self.window_request(delta_indices, pad=True if pad is None else pad, episodes=episodes)
+        request = self.window_request(delta_indices, pad=True if pad is None else pad, episodes=episodes,
+                                      on_damaged=on_damaged)
         return self._reads().sample_windows(request, batch_size, rng)
 
     def window_request(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
-                       episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None) -> WindowRequest:
+                       episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None,
+                       on_damaged: str = "raise") -> WindowRequest:
         """``delta_indices``, ``pad``, ``episodes`` and ``leaves`` checked once, as a reusable
         :class:`~trajstore.replay_buffer.window_plan.WindowRequest` for :meth:`count_anchors`,
         :meth:`anchors_at` and :meth:`windows_at` (pass it in place of ``delta_indices``).
 
         ``delta_indices=None`` numbers held steps (each one is an anchor, read at offset 0).
         ``leaves``: leaf or subtree names to read (default every leaf); the others come back as ``None``.
+        ``on_damaged``: as :meth:`sample`; with ``"skip"`` the request's episodes leave the damaged ones out.
 
         Raises:
             UnknownLeafError: a name in ``delta_indices`` or ``leaves`` that is not in the space.
@@ -220,10 +259,10 @@ class TrainingAPI(abc.ABC):
         if leaves is not None:
             plan = restricted(plan, set(positions))
         return WindowRequest(plan, None if delta_indices is None else dict(delta_indices), bool(pad),
-                             self.checked_episode_ids(episodes), positions, space_key(self.space))
+                             self.checked_episode_ids(episodes, on_damaged), positions, space_key(self.space))
 
     def count_anchors(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
-                      episodes: Iterable[int] | None = None) -> int:
+                      episodes: Iterable[int] | None = None, on_damaged: str = "raise") -> int:
         """How many valid anchors the held steps have for ``delta_indices`` (:meth:`sample_windows`);
         without ``delta_indices``, how many held steps (of ``episodes``, if given) there are. ``O(log E)``.
 
@@ -232,22 +271,23 @@ class TrainingAPI(abc.ABC):
         Raises:
             as :meth:`sample_windows` for ``delta_indices`` and ``episodes``.
         """
-        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
         return self._reads().held(request).total
 
     def anchors_at(self, numbers: Any, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *,
-                   pad: bool = True, episodes: Iterable[int] | None = None) -> np.ndarray:
+                   pad: bool = True, episodes: Iterable[int] | None = None, on_damaged: str = "raise") -> np.ndarray:
         """Logical indices, int64 ``(N,)``, of the anchors numbered ``numbers`` (int or int ``(N,)``), as
         :meth:`count_anchors` numbers them. ``O(N log E)``.
 
         Raises:
             IndexError: a number outside ``[0, count_anchors(...))``.
         """
-        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
         return samplers.anchors_at(self._reads().held(request), numbers)[0]
 
     def windows_at(self, numbers: Any, delta_indices: Mapping[str, Any] | WindowRequest, *, pad: bool = True,
-                   episodes: Iterable[int] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+                   episodes: Iterable[int] | None = None, on_damaged: str = "raise"
+                   ) -> tuple[Any, dict[str, np.ndarray]]:
         """The windows anchored at the anchors numbered ``numbers`` (int64 ``(B,)``, see :meth:`count_anchors`),
         as :meth:`sample_windows` returns them: ``(data, is_pad)`` with a leading axis ``B``, in the
         order given. Every anchor can be read this way once per epoch (the torch dataset of windows).
@@ -260,13 +300,13 @@ class TrainingAPI(abc.ABC):
         """
         if delta_indices is None:
             raise TypeError("windows_at needs delta_indices or a window_request(...)")
-        request = self.window_request(delta_indices, pad=pad, episodes=episodes)
+        request = self.window_request(delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
         return self._reads().windows_at(request, numbers)
 
     # -- transitions -----------------------------------------------------------------------
     def sample_transitions(self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99,
                            rng: np.random.Generator | None = None, observation_key: str = "observation",
-                           episodes: Iterable[int] | None = None) -> dict[str, Any]:
+                           episodes: Iterable[int] | None = None, on_damaged: str = "raise") -> dict[str, Any]:
         """``batch_size`` transitions drawn uniformly (with replacement) among the valid steps ``t``.
 
         A step ``t`` is valid when its ``n_step``-th successor ``t + n`` is held in the same episode,
@@ -298,6 +338,9 @@ class TrainingAPI(abc.ABC):
             observation_key: the key of the observation subtree. Final observations are kept for
                 ``"observation"`` only: with another key, episode ends are never drawn.
             episodes: episode ids (``Episode.id``): draw only inside those episodes.
+            on_damaged: ``"raise"`` (default): when an episode it may draw from is damaged (a payload
+                file holding some of its steps is missing, see :attr:`damaged`), raise ``FormatError``
+                before reading; ``"skip"``: leave the damaged episodes out (a damaged step is never drawn).
 
         Raises:
             ValueError: the space is not a dict with ``observation_key``, ``action``, ``reward``,
@@ -313,7 +356,7 @@ class TrainingAPI(abc.ABC):
             raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}")
         rng = rng or np.random.default_rng()
         reads = self._reads()
-        selected = self._selected(reads, episodes)
+        selected = self._selected(reads, episodes, on_damaged)
         keep_final = observation_key == "observation"
         n, g = int(n_step), float(gamma)
         return retrying(reads.views, lambda view, touched: read_transitions(

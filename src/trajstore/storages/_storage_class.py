@@ -18,6 +18,7 @@ from trajstore._damage import damaged_file
 from trajstore._folder import constructor, fresh_folder, lock_for
 from trajstore._fs import write_json_atomic
 from trajstore._lock import WriterLock
+from trajstore.damage import DamagedDataError
 from trajstore._urls import refuse_remote_write
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import Space
@@ -177,7 +178,10 @@ class StorageClass(abc.ABC):
 
         Raises:
             FormatError: no/corrupt ``storage.json``, another storage type, a newer format version, or a
-                missing or damaged file of the storage (the message names it, or the storage folder).
+                missing or damaged file of the storage (the message names it, or the storage folder). A
+                read-only open of a folder whose payload files are missing succeeds
+                (:meth:`~trajstore.storages.base.SpaceStorage.damaged_files` lists them); a writer's is
+                refused, nothing written.
             UnknownTypeError: the recorded type is not registered.
             ValueError: ``space`` or ``capacity`` differ from the recorded ones.
             LockedError: ``read_only=False`` while another writer holds the folder.
@@ -188,6 +192,8 @@ class StorageClass(abc.ABC):
         try:
             storage = cls._load_owned(path, space, capacity=capacity, read_only=read_only,
                                       multiprocessing=multiprocessing, lock=lock, payload=payload)
+            if not read_only:
+                refuse_damaged(storage)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -243,3 +249,19 @@ class StorageClass(abc.ABC):
         """Open existing files; ``config`` is the checked stored config (:meth:`_config_for_open`).
 
         A storage with :attr:`takes_payload` also takes ``payload=`` (see :meth:`load_from`)."""
+
+
+def refuse_damaged(storage: Any) -> None:
+    """Close ``storage`` (opened for writing) and raise if payload files it points to are missing.
+
+    Raises:
+        DamagedDataError: (a ``FormatError``) names the files (up to 5) and how many slots they held.
+    """
+    damaged = storage.damaged_files()
+    if not damaged:
+        return
+    storage.close()
+    listed = ", ".join(d.path for d in damaged[:5]) + (", ..." if len(damaged) > 5 else "")
+    slots = sum(len(d.slots) for d in damaged)
+    raise DamagedDataError(f"{storage.cache_path}: {len(damaged)} payload file(s) are missing ({slots} slot(s) "
+                           f"cannot be read): {listed}; a writer refuses the folder: open it read-only to read the rest")

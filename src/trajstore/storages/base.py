@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trajstore._damage import damaged_file
+from trajstore.damage import DamagedFile
 from trajstore._folder import FolderOwner
 from trajstore._lock import WriterLock
 from trajstore.spaces import Space, tree
@@ -90,6 +91,14 @@ class SpaceStorage(StorageClass, FolderOwner):
         """How many of ``slots`` (int64 ``(N,)``, in range) no payload was ever written for, so that a read
         gives zeros (an index that lost records); 0 for a storage that keeps no index of its payload."""
         return 0
+
+    def damaged_files(self) -> list[DamagedFile]:
+        """The payload files this storage points to that cannot be read (missing at open), each with the
+        slots whose values it held (:class:`~trajstore.damage.DamagedFile`); ``[]`` when none is, and for
+        a storage without payload files. A composite lists those of its :meth:`parts`. Only a read-only
+        open gets this far with damage (a writer's open refuses it); reading a damaged slot raises
+        ``FormatError`` naming the file."""
+        return [d for part in self.parts().values() for d in part.damaged_files()]
 
     def parts(self) -> dict[str, "SpaceStorage"]:
         """The storages this one is made of, by key (a composite such as :class:`DictStorage`:

@@ -50,6 +50,9 @@ class ReplayBufferDataset(Dataset):
             at episode boundaries; ``False`` keeps only anchors whose offsets all fall inside their episode.
         episodes: episode ids (``Episode.id``, e.g. from ``rb.split_episodes``): only the steps (or
             anchors) inside those episodes, in step order.
+        on_damaged: a buffer with payload files missing (``rb.damaged``): ``"raise"`` (default) raises
+            ``FormatError`` here when an episode of the dataset is damaged; ``"skip"`` leaves the damaged
+            episodes out (``len`` counts the others; no item is a damaged step).
 
     ``len(dataset)`` is the number of steps (or valid anchors) held when it was last refreshed. Given
     a writer's buffer, ``len()`` flushes it first: workers read the folder, which holds only flushed
@@ -70,7 +73,8 @@ class ReplayBufferDataset(Dataset):
     Raises:
         UnknownLeafError: a name in ``delta_indices`` that is not in the space (a ``KeyError`` and ``ValueError``).
         ValueError: ``delta_indices`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``);
-            windows over a space with a top-level key ``"is_pad"``.
+            windows over a space with a top-level key ``"is_pad"``; a bad ``on_damaged``.
+        FormatError: ``on_damaged="raise"`` and a damaged episode in the dataset.
         TypeError: ``pad`` without ``delta_indices``; ``storage_options`` with an open buffer.
 
     Reading a batch raises ``RetriesExhaustedError`` (with ``refresh=True``) when the writer kept
@@ -80,7 +84,7 @@ class ReplayBufferDataset(Dataset):
     def __init__(self, buffer: ReplayBuffer | str | os.PathLike, *, transform: Callable[[Any], Any] | None = None,
                  multiprocessing: bool = True, refresh: bool = False, delta_indices: Mapping[str, Any] | None = None,
                  pad: bool | None = None, episodes: Iterable[int] | None = None,
-                 storage_options: dict[str, Any] | None = None):
+                 storage_options: dict[str, Any] | None = None, on_damaged: str = "raise"):
         if not isinstance(buffer, ReplayBuffer):
             buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing,
                                             storage_options=storage_options)
@@ -96,7 +100,8 @@ class ReplayBufferDataset(Dataset):
         self.delta_indices = dict(delta_indices) if delta_indices is not None else None
         self.pad = True if pad is None else bool(pad)
         #: The checked request every ``len()`` and batch reuses (offsets, padding, episodes): built once here.
-        self.request = buffer.window_request(self.delta_indices, pad=self.pad, episodes=episodes)
+        self.request = buffer.window_request(self.delta_indices, pad=self.pad, episodes=episodes,
+                                             on_damaged=on_damaged)
         self.episodes = None if self.request.episodes is None else list(self.request.episodes)
 
     def __len__(self) -> int:

@@ -12,8 +12,9 @@ what they share about those files:
   ``os.pread`` per run of back-to-back frames through a small LRU of open descriptors; a whole file by
   its path), or the :class:`~trajstore.storages._payload.PayloadSource` given at open (ranged reads,
   a local copy of a whole file): local disk when none is given, and that fast path does no more work;
-* the checks and clean-ups at open: every file the index points to exists; a writer deletes files no
-  slot points into, and scratch files of an interrupted write.
+* the checks and clean-ups at open: which files the index points to are missing (their slots are
+  damaged: :meth:`PayloadFiles.damaged`, and a read of them raises, :meth:`PayloadFiles.check_present`);
+  a writer deletes files no slot points into, and scratch files of an interrupted write.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from trajstore.damage import DamagedDataError, DamagedFile
 from trajstore.errors import FormatError
 from trajstore.storages._payload import PayloadSource
 from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex
@@ -75,23 +77,21 @@ def referenced_files(folder: Path, naming: FileNaming) -> list[str]:
         index.close()
 
 
-def check_live_files(index: SlotIndex, path_of: Callable[[int], Path],
-                     exists: Callable[[Path], bool] = Path.exists) -> None:
-    """Check that the file of every live file id exists: one ``stat`` per live file, at open
-    (``exists`` answers for a folder whose payload files are elsewhere).
+def missing_live_files(index: SlotIndex, path_of: Callable[[int], Path],
+                       exists: Callable[[Path], bool] = Path.exists) -> dict[int, Path]:
+    """The live file ids whose file does not exist, with their paths: one ``stat`` per live file, at
+    open (``exists`` answers for a folder whose payload files are elsewhere).
 
     A reader's index may name a file that a writer has just removed (its slots were overwritten
     since): the index is refreshed once before a missing file counts.
-
-    Raises:
-        FormatError: names the missing files (up to 5) and how many there are.
     """
-    missing = [path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))]
-    if missing and index.refresh():
-        missing = [path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))]
-    if missing:
-        listed = ", ".join(str(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        raise FormatError(f"{len(missing)} payload file(s) that {index.path} points to are missing: {listed}")
+    def missing() -> dict[int, Path]:
+        return {int(f): path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))}
+
+    found = missing()
+    if found and index.refresh():
+        found = missing()
+    return found
 
 
 class PayloadFiles:
@@ -100,6 +100,8 @@ class PayloadFiles:
 
     def __init__(self, folder: Path, naming: FileNaming, source: PayloadSource | None = None):
         self.folder, self.naming, self.source = folder, naming, source
+        #: Live file ids whose file was not there at open, with their paths (see :meth:`check_live`).
+        self.missing: dict[int, Path] = {}
         self._fds: OrderedDict[int, int] = OrderedDict()  # file id -> O_RDONLY fd (local only)
 
     def path(self, file_id: int) -> Path:
@@ -111,28 +113,49 @@ class PayloadFiles:
     def opened(cls, folder: Path, naming: FileNaming, index: SlotIndex, source: PayloadSource | None, *,
                writer: bool) -> "PayloadFiles":
         """The files of a storage folder being opened: every file ``index`` points to is checked to
-        exist (:meth:`check_live`), and a ``writer`` deletes the orphans (:meth:`remove_orphans`).
-
-        Raises:
-            FormatError: names the missing files.
+        exist (:meth:`check_live`; the missing ones are kept in :attr:`missing`), and a ``writer`` of a
+        folder missing none deletes the orphans (:meth:`remove_orphans`). A writer's open of a folder
+        with missing files changes nothing: its owner refuses it.
         """
         files = cls(folder, naming, source)
         files.check_live(index)
-        if writer:
+        if writer and not files.missing:
             files.remove_orphans(set(index.live_files().tolist()))  # left by a crash or a failed write
         return files
 
     def check_live(self, index: SlotIndex) -> None:
-        """Every file ``index`` points to exists (locally, or in the source).
-
-        Raises:
-            FormatError: names the missing files.
-        """
+        """Find the files ``index`` points to that do not exist (locally, or in the source): :attr:`missing`."""
         if self.source is None:
-            check_live_files(index, self.path)
+            self.missing = missing_live_files(index, self.path)
         else:
             source, folder = self.source, self.folder
-            check_live_files(index, self.path, exists=lambda p: source.exists(p.relative_to(folder).as_posix()))
+            self.missing = missing_live_files(index, self.path,
+                                              exists=lambda p: source.exists(p.relative_to(folder).as_posix()))
+
+    def damaged(self, index: SlotIndex) -> list[DamagedFile]:
+        """The missing files some slot of ``index`` still points to, with those slots."""
+        table = index.table[:, 0]
+        out = []
+        for fid, path in sorted(self.missing.items()):
+            slots = np.flatnonzero(table == fid).astype(np.int64)
+            if len(slots):
+                out.append(DamagedFile(str(path), "missing", slots))
+        return out
+
+    def check_present(self, fid: np.ndarray, where: Callable[[int], str]) -> None:
+        """Refuse a read of frames in a missing file (``fid``: the file id of each frame read; ``where(i)``:
+        frame ``i``'s place for messages).
+
+        Raises:
+            DamagedDataError: (a ``FormatError``) ``<file>: payload file is missing (<where>): ...``.
+        """
+        if not self.missing:
+            return
+        gone = np.flatnonzero(np.isin(fid, np.fromiter(self.missing, np.int64, len(self.missing))))
+        if len(gone):
+            path = self.missing[int(fid[gone[0]])]
+            raise DamagedDataError(f"{path}: payload file is missing ({where(int(gone[0]))}): the steps whose frames it "
+                              "held cannot be read; the others can (ReplayBuffer.damaged lists them)")
 
     def remove_orphans(self, live: set[int]) -> None:
         """On a writer's open: delete files no slot points into (left by a crash or a failed write), and

@@ -42,6 +42,7 @@ import numpy as np
 
 from trajstore._fs import fsync_dir
 from trajstore._lock import WriterLock
+from trajstore.damage import DamagedFile
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import Space
 from trajstore.storages.frames import _image_codec as codec
@@ -232,6 +233,10 @@ class ImageStorage(SpaceStorage):
     def lossless(self) -> bool:
         return self._format == "PNG"
 
+    def damaged_files(self) -> list[DamagedFile]:
+        """The chunk files that were missing at open, with the slots whose frames they held."""
+        return [] if self._index is None else self._files.damaged(self._index)
+
     def unwritten(self, slots: np.ndarray) -> int:
         return 0 if self._index is None else self._index.unwritten(slots)
 
@@ -340,6 +345,7 @@ class ImageStorage(SpaceStorage):
         def where(i: int) -> str:
             return self._where(slots[written[i]], int(fid[i]), int(off[i]))
 
+        self._files.check_present(fid, where)
         payloads = self._files.read_runs(fid, off, length, starts, stops, where)
         header = self._header
         if header is not None:  # abbreviated frames: the shared header, then their own bytes

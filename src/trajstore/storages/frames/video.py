@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from trajstore._lock import WriterLock
+from trajstore.damage import DamagedFile
 from trajstore.spaces import Space
 from trajstore.storages.frames._frame_space import check_rgb_frames
 from trajstore.storages.frames import _video_codec as vcodec
@@ -183,6 +184,10 @@ class VideoStorage(SpaceStorage):
 
         return ReaderCache(open_reader, READER_CACHE_SIZE)
 
+    def damaged_files(self) -> list[DamagedFile]:
+        """The segment files that were missing at open, with the slots whose frames they held."""
+        return [] if self._index is None else self._files.damaged(self._index)
+
     @property
     def lossless(self) -> bool:
         return False  # x264 at crf > 0 and the YUV conversion both lose detail
@@ -322,6 +327,7 @@ class VideoStorage(SpaceStorage):
         if len(written) == 0:
             return
         fid, frame = found[written, 0], found[written, 1]
+        self._files.check_present(fid, lambda i: f"slot {int(slots[written[i]])}, frame {int(frame[i])}")
         order = np.lexsort((frame, fid))  # by segment, then frame number: one forward pass per file
         fid, frame, dest = fid[order], frame[order], rows[written[order]]
         cut = np.flatnonzero(fid[1:] != fid[:-1]) + 1
