@@ -167,9 +167,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         """Flush (if writable), close the storage and release the writer lock. Idempotent.
 
         Raises:
-            OSError, ValueError, ...: the flush failed (a full disk): the buffer stays open and writable,
-                its steps held, so that ``close`` (or ``flush``) can be called again once space is freed.
-                A process that exits instead keeps the last commit, as after a crash.
+            OSError, ValueError, ...: the flush failed (a full disk): the buffer stays open, its steps held,
+                for ``close`` to be called again once space is freed (exiting keeps the last commit).
         """
         if self.closed:
             return
@@ -255,6 +254,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
             ValueError: ``final_observation`` but no ``observation`` key in the space; data or a final
                 observation but no step appended since the last episode ended.
             ReadOnlyError: the buffer was opened read-only. Nothing is written when one of these is raised.
+            OSError, ...: a write or the commit failed (a full disk): the episode stays open, its steps held
+                (see :meth:`flush`); calling ``end_episode`` again commits it once the cause is gone.
         """
         writer = self._writable()
         checked = episode_data(data)
