@@ -66,12 +66,11 @@ def _steps(first, n, side):
 def _fill(disk, leave):
     """Fill the disk with a filler file, then give back ``leave`` bytes; returns the filler."""
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:
         block = b"\xff" * (1 << 16)
         try:
             while True:
                 f.write(block)
-                f.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
             used = f.tell()
@@ -185,3 +184,56 @@ def test_full_disk_flush_and_close_commit_the_open_episode_once_space_is_freed(s
         # The open episode was committed open; a reopened writer would close it as interrupted.
         assert [(e.start, e.stop, e.data) for e in reopened.episodes] == [(0, n, {"ep": 0}), (n, 4 * n, {})]
         _check_steps(reopened, 0, 4 * n, lossless)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_full_disk_ring_keeps_the_held_steps_and_commits_them_once_space_is_freed(small_disk, layout):
+    """A ring (whose writes overwrite slots of committed steps) at the full disk: the same rules."""
+    space, routing, side = _layout(layout)
+    lossless = layout in ("hdf5", "png")
+    path = small_disk / "rb"
+    n = 600 if layout == "hdf5" else 120
+    capacity = 2 * n
+    rb = ReplayBuffer.create(DictStorage, space, cache_path=path, capacity=capacity,
+                             **dict_storage_kwargs_from_space(space, **routing))
+    for ep in range(3):  # the ring is full and has overwritten one episode
+        rb.extend(_steps(ep * n, n, side))
+        rb.end_episode(ep=ep)
+    # A ring in HDF5 overwrites in place and never needs room for data: there the commit hits the full disk.
+    filler = _fill(small_disk, 0 if layout == "hdf5" else 2 * os.path.getsize(path / "stats.json") + (32 << 10))
+    total = 3 * n
+    for ep in range(3, 60):
+        staged = False
+        try:
+            rb.extend(_steps(total, n, side))  # may raise: the commit before overwriting (nothing staged then)
+            staged = True
+            rb.end_episode(ep=ep)
+        except OSError:
+            break
+        total += n
+    else:
+        raise AssertionError("the disk never filled up")
+    for call in (rb.end_episode, rb.flush, rb.close):
+        _refuses(call, call.__name__)
+    assert rb.total_steps == total + (n if staged else 0)  # held, or (a refused extend) never appended
+    with ReplayBuffer.load_from(path) as reader:  # whole steps only, and none past the last ok commit
+        assert reader.total_steps == total
+        held = len(reader)
+        assert 0 < held <= capacity
+        np.testing.assert_array_equal(reader[:]["k"], np.arange(total - held, total))
+    filler.unlink()
+    if not staged:
+        rb.extend(_steps(total, n, side))
+    rb.end_episode(ep=ep)
+    total += n
+    rb.close()
+    with ReplayBuffer.load_from(path) as reopened:
+        assert reopened.total_steps == total and len(reopened) == capacity
+        assert reopened.episodes[-1].data == {"ep": ep} and reopened.episodes[-1].stop == capacity  # logical
+        got = reopened[:]
+        np.testing.assert_array_equal(got["k"], np.arange(total - capacity, total))
+        want = _steps(total - capacity, capacity, side)["cam"]
+        if lossless:
+            np.testing.assert_array_equal(got["cam"], want)
+        else:
+            assert min(_psnr(g, w) for g, w in zip(got["cam"], want)) > 20
