@@ -215,6 +215,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         Raises:
             InvalidValueError: names the leaf and what was expected.
             ReadOnlyError: the buffer was opened read-only.
+            OSError, ...: as :meth:`append`; nothing of the batch is appended.
         """
         writer = self._writable()
         writer.extend(*validated_batch(self.space, batch, check_bounds=self.check_bounds))
