@@ -305,8 +305,9 @@ def test_ring_crash_before_flush_keeps_committed_steps_intact(tmp_path, layout):
         assert len(after) == 10 and after.total_steps == 14
 
 
-def test_ring_write_failing_midway_stops_serving_the_torn_steps(tmp_path, monkeypatch):
-    """Disk full while writing the second leaf: the oldest step now mixes old and new leaves."""
+def test_ring_write_failing_midway_keeps_the_step_and_writes_it_again(tmp_path, monkeypatch):
+    """Disk full while writing the second leaf: the oldest slot now mixes old and new leaves. The new
+    step is held, every call raises until its write succeeds, and then the slot holds it whole."""
     rb = make(tmp_path, capacity=4)
     old = batch(4, 30)
     rb.extend(old)
@@ -318,18 +319,25 @@ def test_ring_write_failing_midway_stops_serving_the_torn_steps(tmp_path, monkey
 
     assert list(rb.storage.storages)[-1] == "*"  # the HDF5 part is written after the frames
     monkeypatch.setattr(HDF5Storage, "_write", disk_full)
-    rb.extend(batch(1, 31))  # staged; written behind
+    new = batch(1, 31)
+    rb.extend(new)  # staged; written behind
     with pytest.raises(OSError, match="No space") as failure:
         rb.flush()  # the background write's error surfaces at the next call
     assert any("'*'" in note for note in failure.value.__notes__)  # names the storage that failed
+    with pytest.raises(OSError, match="No space"):
+        rb[:]  # the slot of step 0 is torn: not served while the write of step 4 fails
+    with ReplayBuffer.load_from(tmp_path / "rb") as reader:  # the commit before the overwrite dropped step 0
+        assert len(reader) == 3 and reader.total_steps == 4
+        np.testing.assert_array_equal(reader[:]["action"], old["action"][1:])
     monkeypatch.undo()
-    assert len(rb) == 3 and rb.total_steps == 4  # step 0 is no longer served, steps 1..3 are intact
-    np.testing.assert_array_equal(rb[:]["action"], old["action"][1:])
+    assert len(rb) == 4 and rb.total_steps == 5
+    np.testing.assert_array_equal(rb[:]["action"], np.concatenate([old["action"][1:], new["action"]]))
     rb.close()
     with ReplayBuffer.load_from(tmp_path / "rb") as again:
-        assert len(again) == 3
-        np.testing.assert_array_equal(again[:]["observation"]["state"], old["observation"]["state"][1:])
-        np.testing.assert_array_equal(again[:]["observation"]["pixels"], old["observation"]["pixels"][1:])
+        assert len(again) == 4 and again.total_steps == 5
+        for leaf in ("state", "pixels"):
+            np.testing.assert_array_equal(again[:]["observation"][leaf], np.concatenate(
+                [old["observation"][leaf][1:], new["observation"][leaf]]))
 
 
 @pytest.mark.parametrize("layout", ["png", "video"])

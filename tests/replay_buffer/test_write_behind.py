@@ -119,7 +119,7 @@ def test_kill_9_with_staged_steps_keeps_exactly_the_committed_ones(tmp_path, cap
         assert numbers(rb[-1:]) == [1000]
 
 
-def test_a_background_error_surfaces_at_the_next_call_and_commits_nothing_of_it(tmp_path, monkeypatch):
+def test_a_background_error_surfaces_at_each_call_until_the_held_steps_are_written(tmp_path, monkeypatch):
     rb = make(tmp_path / "rb")
     for k in range(4):
         rb.append(step(k))
@@ -135,13 +135,17 @@ def test_a_background_error_surfaces_at_the_next_call_and_commits_nothing_of_it(
     with pytest.raises(OSError, match="No space") as failure:
         rb.flush()
     assert any("observation/pixels" in note for note in failure.value.__notes__)  # names the leaf
+    for call in (rb.flush, rb.end_episode, lambda: rb.append(step(7)), lambda: rb[:]):
+        with pytest.raises(OSError, match="No space"):  # still failing: nothing returns ok, nothing is dropped
+            call()
+    assert read_elsewhere(tmp_path / "rb")["actions"] == [0.0, 1.0, 2.0, 3.0]  # only what was committed
     monkeypatch.setattr(ImageStorage, "_write", original)
-    assert len(rb) == 4 and numbers(rb[:]) == [0, 1, 2, 3]  # the failed steps are gone, the rest intact
-    assert [(e.start, e.stop, e.done) for e in rb.episodes] == [(0, 4, True)]
-    rb.append(step(7))
+    assert len(rb) == 7 and numbers(rb[:]) == [0, 1, 2, 3, 4, 5, 6]  # the held steps were written again
+    assert [(e.start, e.stop, e.done) for e in rb.episodes] == [(0, 4, True), (4, 7, False)]
+    rb.append(step(7))  # the failed append(step(7)) above appended nothing
     rb.end_episode()
     rb.close()
-    assert read_elsewhere(tmp_path / "rb")["actions"] == [0.0, 1.0, 2.0, 3.0, 7.0]
+    assert read_elsewhere(tmp_path / "rb")["actions"] == [float(k) for k in range(8)]
 
 
 def test_staging_is_bounded_append_waits_for_room(tmp_path, monkeypatch):

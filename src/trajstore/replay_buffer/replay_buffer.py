@@ -171,7 +171,9 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         flushed (fsync), then the metadata replaced atomically.
 
         Raises:
-            OSError, ...: a background write failed; nothing of it is committed (see :meth:`append`).
+            OSError, ...: a write failed (a full disk); nothing is committed by this call and nothing
+                appended is dropped: the steps stay held in RAM, and a later ``flush`` (``end_episode``,
+                ``close``) writes and commits them once the cause is gone, and raises until then.
         """
         self._writable().flush()
 
@@ -179,20 +181,18 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         """Flush (if writable), close the storage and release the writer lock. Idempotent.
 
         Raises:
-            OSError, ValueError, ...: a background write failed (the buffer is closed all the same;
-                the steps of that write and later ones are not committed).
+            OSError, ValueError, ...: the flush failed (a full disk): the buffer stays open, its steps held,
+                for ``close`` to be called again once space is freed (exiting keeps the last commit).
         """
         if self.closed:
             return
+        if self._writer is not None and os.getpid() == self._pid:
+            self._writer.flush()  # raises with the buffer open: nothing is given up
         try:
-            if self._writer is not None and os.getpid() == self._pid:
-                self._writer.flush()
+            close_parts(self._writer, self.storage, self._finals, self._folder_view, self._remote)
         finally:
-            try:
-                close_parts(self._writer, self.storage, self._finals, self._folder_view, self._remote)
-            finally:
-                self._release_lock()
-                self.closed = True
+            self._release_lock()
+            self.closed = True
 
     def __del__(self) -> None:
         # Losing steps silently is worse than a warning; flushing here is unsafe at interpreter exit.
@@ -215,7 +215,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
             InvalidValueError: names the leaf and what was expected (outside its bounds or NaN: the first
                 offending index and value, unless ``check_bounds=False``); nothing is staged.
             ReadOnlyError: the buffer was opened read-only.
-            OSError, ...: an earlier background write failed; the buffer rolled back to before it.
+            OSError, ...: an earlier background write failed and writing its held steps again still
+                fails (see :meth:`flush`); this step is not appended.
         """
         writer = self._writable()
         writer.extend(validated_step(self.space, step, check_bounds=self.check_bounds), 1)
@@ -228,6 +229,7 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         Raises:
             InvalidValueError: names the leaf and what was expected.
             ReadOnlyError: the buffer was opened read-only.
+            OSError, ...: as :meth:`append`; nothing of the batch is appended.
         """
         writer = self._writable()
         writer.extend(*validated_batch(self.space, batch, check_bounds=self.check_bounds))
@@ -267,6 +269,8 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
             ValueError: ``final_observation`` but no ``observation`` key in the space; data or a final
                 observation but no step appended since the last episode ended.
             ReadOnlyError: the buffer was opened read-only. Nothing is written when one of these is raised.
+            OSError, ...: a write or the commit failed (a full disk): the episode stays open, its steps held
+                (see :meth:`flush`); calling ``end_episode`` again commits it once the cause is gone.
         """
         writer = self._writable()
         checked = episode_data(data)

@@ -4,7 +4,10 @@
 (or the partial one, at a flush) becomes one storage write per leaf. :class:`BackgroundWriter`
 runs those writes in order on one thread, with a bounded queue: when it is full, the caller
 waits (backpressure, never a silent drop) and the time it waited is counted. The first error
-of a write is kept, later writes are skipped, and the caller raises it at its next call.
+of a write is kept and raised by the caller at its next call; the failed job and every later one
+are held, in order, not dropped: :meth:`BackgroundWriter.retry` runs them again (a full disk that
+was freed), so a failed write loses nothing. Storage writes address slots, so running one again
+is safe.
 
 Codec work (JPEG, PNG, video) and h5py calls then overlap with the caller's control loop;
 libjpeg-turbo, zlib and libav release the GIL. No job runs while the process forks (a fork
@@ -92,6 +95,16 @@ class StagingArea:
                 self._blocks, self.n = None, 0
         return full
 
+    def rows_leaving(self, n: int) -> int:
+        """How many of ``n`` rows :meth:`add` would hand over in full blocks now (the rest stay staged)."""
+        if self.n == 0:
+            return n if n >= self.block_steps else 0
+        room = self.block_steps - self.n
+        if n < room:
+            return 0
+        rest = n - room
+        return room + (rest if rest >= self.block_steps else 0)
+
     def take(self) -> tuple[list[np.ndarray], int] | None:
         """The partial block (its filled rows), or None; the area is empty afterwards."""
         if self.n == 0:
@@ -113,6 +126,7 @@ class BackgroundWriter:
         self._running = threading.Lock()  # held while a job runs (and across a fork)
         self.failure: BaseException | None = None
         self.failed_tag: object = None  # what the failed job was submitted with
+        self._held: list[tuple[Callable[[], int], object]] = []  # the failed job and the later ones, in order
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
 
@@ -138,8 +152,18 @@ class BackgroundWriter:
         self._queue.join()
         self._stats.flush_wait_seconds += time.perf_counter() - start
 
-    def clear_failure(self) -> None:
+    @property
+    def held(self) -> int:
+        """Jobs held after a failure (the failed one and every later one), waiting for :meth:`retry`."""
+        return len(self._held)
+
+    def retry(self) -> None:
+        """After a failure: queue the held jobs again, in order (call after :meth:`drain`). The next
+        failure is kept as the first was."""
+        held, self._held = self._held, []
         self.failure, self.failed_tag = None, None
+        for job, tag in held:
+            self.submit(job, tag)
 
     def close(self) -> None:
         """Finish queued jobs and stop the thread. Idempotent."""
@@ -151,12 +175,14 @@ class BackgroundWriter:
 
     def _execute(self, job: Callable[[], int], tag: object) -> None:
         if self.failure is not None:
-            return  # after a failure nothing later is written: the caller rolls back to it
+            self._held.append((job, tag))  # after a failure nothing later is written before it is
+            return
         with self._running:
             try:
                 steps = job()
             except BaseException as exc:  # kept for the caller's next call
                 self.failure, self.failed_tag = exc, tag
+                self._held.append((job, tag))
                 return
         self._stats.blocks_written += 1
         self._stats.steps_written += steps
@@ -164,6 +190,7 @@ class BackgroundWriter:
     def forget_after_fork(self) -> None:
         """In a forked child: the thread does not exist here; drop everything queued."""
         self._thread = None
+        self._held = []
         self._queue = queue.Queue(maxsize=self._queue.maxsize)
         self._pid = os.getpid()
         _LIVE.discard(self)

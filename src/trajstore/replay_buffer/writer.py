@@ -11,8 +11,16 @@ appended. Its ring states, one per role, each moved forward in one place:
 * ``committer.committed``: what the folder says (:mod:`~trajstore.replay_buffer.commit`).
 
 A step is validated by the buffer (the edge), copied into a staging block
-(:mod:`~trajstore.replay_buffer.staging`), and written behind as one storage write per leaf. A
-failed background write rolls every state back to before it and raises at the next call.
+(:mod:`~trajstore.replay_buffer.staging`), and written behind as one storage write per leaf.
+
+A failed write loses nothing and no later call hides it: the failed block and every later one
+stay held (in RAM, in order), ``appended`` keeps them, and each later call that needs them written
+(``extend``, ``flush``, ``end_episode``, reads of the writer's view, ``close``) first writes them
+again; while that fails (the disk is still full) it raises and commits nothing, and once it
+succeeds (space was freed) the steps are written and committed like any others, whatever the
+storage. A ring's commit that must precede a block's write (:func:`~trajstore.replay_buffer.commit.
+view_before_overwrite`) is made before the steps leave staging: when it fails, ``extend`` raises
+with nothing of its batch staged, and ``flush`` keeps the partial block staged.
 """
 
 from __future__ import annotations
@@ -64,11 +72,20 @@ class BufferWriter:
     # -- appending -------------------------------------------------------------------------
     def extend(self, leaves: list[np.ndarray], n: int) -> None:
         """Stage ``n`` validated steps (one array per leaf, leading axis ``n``); full blocks go to the
-        background thread."""
-        self.raise_failure()
+        background thread.
+
+        Raises:
+            OSError, ...: held blocks of a failed write still fail, or a ring's commit before the
+                overwrite failed; nothing of these ``n`` steps is staged.
+        """
+        self.retry_held()
         if n == 0:
             return
         staging = self._staging or self._start()
+        leaving = staging.rows_leaving(n)
+        if leaving and self.appended.capacity is not None:
+            # Metadata first, before the steps leave staging: a failure leaves this call without effect.
+            self.committer.before_overwrite(self.appended.appended + leaving)
         for block, rows in staging.add(leaves, n):
             self._submit(block, rows)
         self.episodes.on_extend(self.appended.appended)
@@ -87,18 +104,10 @@ class BufferWriter:
         return self._staging
 
     def _submit(self, leaves: list[np.ndarray], n: int) -> None:
-        """Hand a block of ``n`` steps (the next after :attr:`submitted`) to the background thread."""
+        """Hand a block of ``n`` steps (the next after :attr:`submitted`) to the background thread (a
+        ring's commit before the overwrite was made by the caller)."""
         before = self.submitted
         after, runs = before.plan_extend(n)  # the block's slots, planned once
-        if before.capacity is not None:
-            try:
-                self.committer.before_overwrite(after.appended)  # metadata first, on this thread
-            except BaseException:
-                # The commit failed (a full disk): nothing was overwritten, but this block and the steps
-                # staged after it are gone; the appended steps must go back with them (or later blocks
-                # would be planned at the slots of step numbers they do not hold).
-                self._drop_unsubmitted(before)
-                raise
         self.submitted = after
 
         def job() -> int:
@@ -109,13 +118,6 @@ class BufferWriter:
 
         assert self._thread is not None  # started with the staging area
         self._thread.submit(job, tag=(before, n))
-
-    def _drop_unsubmitted(self, submitted: RingState) -> None:
-        """Forget every step appended after ``submitted`` (the staged ones and a block not handed over)."""
-        assert self._staging is not None
-        self._staging.clear()
-        self.appended = self.submitted = submitted
-        self.episodes.forget_after(submitted.appended)
 
     def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> None:
         """On the background thread: one storage write per leaf (two for a ring that wraps)."""
@@ -133,41 +135,36 @@ class BufferWriter:
                 self.storage.write_leaves(span(slots.start, slots.stop), [v[rows] for v in leaves])
 
     def drain(self) -> None:
-        """Hand the partial block over and wait until every staged step is written; raise a failure."""
+        """Hand the partial block over and wait until every staged step is written.
+
+        Raises:
+            OSError, ...: a write failed (held blocks are written again first; see the module
+                docstring), or a ring's commit before the overwrite failed (the partial block stays
+                staged). Nothing appended is dropped.
+        """
         if self._thread is None or self._staging is None:
             return
+        self.retry_held()
+        if self._staging.n and self.appended.capacity is not None:
+            self.committer.before_overwrite(self.appended.appended)  # the partial block stays staged if this fails
         partial = self._staging.take()
-        if partial is not None and self._thread.failure is None:
+        if partial is not None:
             self._submit(*partial)
         self._thread.drain()
-        self.raise_failure()
+        if self._thread.failure is not None:
+            raise self._thread.failure
 
-    def raise_failure(self) -> None:
-        """A background write failed: roll every ring state back to before it, then raise its error."""
-        thread, staging = self._thread, self._staging
-        if thread is None or staging is None or thread.failure is None:
+    def retry_held(self) -> None:
+        """After a failed write: write the held blocks again, in order; raise if that fails again."""
+        thread = self._thread
+        if thread is None or thread.failure is None:
             return
-        thread.drain()  # later jobs are skipped; let them pass
-        failure, (before, n) = thread.failure, thread.failed_tag
-        thread.clear_failure()
-        staging.clear()
-        self.appended = self.submitted = self.written = before
-        self.episodes.forget_after(before.appended)
-        self._slots = len(self.storage)
-        if before.capacity is not None:
-            # The failed write may have overwritten some leaves of the oldest steps and not others
-            # (a full disk in the middle): stop serving them. Nothing newer was touched.
-            self._forget_before(before.appended + n - before.capacity)
-        raise failure
-
-    def _forget_before(self, oldest: int) -> None:
-        ring = self.appended
-        oldest = min(ring.appended, max(oldest, ring.first_step))
-        # Not ``oldest % capacity``: a discard longer than the count rewinds step numbers past the slots.
-        head = (ring.head + oldest - ring.first_step) % ring.capacity if ring.capacity else 0
-        self.appended = self.submitted = self.written = RingState(ring.capacity, ring.appended - oldest, head,
-                                                                  ring.appended)
-        self.episodes.drop_before(oldest)
+        thread.drain()  # the blocks queued after the failure are held, not written
+        self._slots = len(self.storage)  # a failed extend left the storage's length as it was
+        thread.retry()
+        thread.drain()
+        if thread.failure is not None:
+            raise thread.failure
 
     def set_at(self, logical: Selection, leaves: list[np.ndarray]) -> None:
         """Overwrite held steps (validated leaves) at a logical selection of the writer's view."""
@@ -181,20 +178,32 @@ class BufferWriter:
         """Close the open episode with its checked JSON ``data`` and validated ``final`` observation, and
         commit it with its steps.
 
+        All or nothing: when it raises, the episode is still open (nothing of it committed, its steps
+        held), and ``end_episode`` may be called again with the same arguments.
+
         Raises:
             ValueError: data or a final observation but no step appended since the last episode ended.
+            OSError, ...: a write or the commit failed (see the module docstring).
         """
         if (data or final is not None) and not self.episodes.is_open(self.appended.appended):
             given = sorted(data) + (["final_observation"] if final is not None else [])
             raise ValueError(f"end_episode got {given} but there is no episode to end: no step was appended "
                              "since the last end_episode")
         self.drain()  # a failed background write surfaces before the episode is closed
-        if final is not None:
+        if final is not None:  # slot final_count again if a retry: nothing names it until the commit
             self.finals.write(self.episodes.final_count, final, layout_of=self.storage, lock=self._lock)
+        if not flush:
+            self.episodes.end_episode(self.appended.appended, data=data, with_final=final is not None,
+                                      interrupted=interrupted)
+            return
+        before = self.episodes.snapshot()
         self.episodes.end_episode(self.appended.appended, data=data, with_final=final is not None,
                                   interrupted=interrupted)
-        if flush:
-            self.flush()
+        try:
+            self.commit(flush_storage=True)
+        except BaseException:
+            self.episodes = before  # still open: a retry closes it again (the log rewrites what was not named)
+            raise
 
     def discard_episode(self) -> int:
         """Drop the open episode's steps (committed at once); returns how many."""

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Optional
 
 from trajstore.errors import RoutingWarning, UnsupportedSpaceError
 from trajstore.spaces import DictSpace, Space, tree
+from trajstore.storages._options import config_from
 from trajstore.storages.base import SpaceStorage
 
 StorageMap = Mapping[str, Optional[type[SpaceStorage]]]
@@ -90,8 +91,12 @@ def dict_storage_kwargs_from_space(
 
     Raises:
         TypeError: ``space`` is not a ``DictSpace``.
-        ValueError: ``key_storage_cls`` routes a leaf twice. (Bad storage options are refused by
-            ``DictStorage.create``, naming the key, before any folder is made.)
+        ValueError: ``key_storage_cls`` routes a leaf twice, or an option for a leaf's storage has a value
+            that storage refuses (naming the leaf and the option). Options that conflict with each
+            other are refused by ``DictStorage.create``, naming the key, before any folder is made.
+        TypeError: an option for a leaf's storage (``kind_kwargs[kind]``, ``key_kwargs[key]``) that the
+            storage does not declare, naming the leaf and the option. Whether a storage takes a leaf
+            never depends on such an option.
         KeyError: a ``key_storage_cls`` / ``key_kwargs`` key is not a leaf or sub-dict of ``space``.
         UnsupportedSpaceError: ``key_storage_cls`` forces a leaf onto a storage that cannot take it.
     """
@@ -125,7 +130,7 @@ def dict_storage_kwargs_from_space(
         if cls is None:
             continue
         kwargs = _leaf_kwargs(cls, sub, kind_map, kind_kwargs, key_kwargs.get(key))
-        reason = _refusal(cls, sub, kwargs)
+        reason = _refusal(cls, sub, kwargs, key)
         if reason is not None:
             raise UnsupportedSpaceError(f"key_storage_cls routes {key!r} to {cls.__name__}, which cannot "
                                         f"take it: {reason}")
@@ -143,7 +148,7 @@ def dict_storage_kwargs_from_space(
         if cls is None:
             continue
         kwargs = _leaf_kwargs(cls, leaf, kind_map, kind_kwargs, key_kwargs.get(name))
-        reason = _refusal(cls, leaf, kwargs)
+        reason = _refusal(cls, leaf, kwargs, name)
         if reason is None:
             destination[path] = name
             storage_cls_map[name] = cls
@@ -169,18 +174,29 @@ def dict_storage_kwargs_from_space(
     }
 
 
-def _refusal(cls: type[SpaceStorage], space: Space, kwargs: Mapping[str, Any]) -> str | None:
-    """Why ``cls`` cannot take ``space`` with ``kwargs``, or ``None``.
+def _refusal(cls: type[SpaceStorage], space: Space, kwargs: Mapping[str, Any], name: str) -> str | None:
+    """Why ``cls`` cannot take the leaf (or sub-dict) ``name`` of space ``space`` with ``kwargs``, or ``None``.
 
-    Bad options do not change the route (the layout stays UniEnv's): ``DictStorage.create`` refuses
-    them, naming the key, before any folder is made.
+    The answer comes from the leaf and the options ``cls`` declares, never from a bad option: an
+    option ``cls`` does not declare, or a value its check refuses, raises here (naming the leaf and
+    the option) instead of sending the leaf elsewhere. Options that conflict with each other (JPEG
+    ``quality`` with ``format="PNG"``) do not change the route either: ``DictStorage.create``
+    refuses them, naming the key, before any folder is made.
+
+    Raises:
+        TypeError: ``kwargs`` names an option ``cls`` does not declare.
+        ValueError: an option's value is refused by its check.
     """
+    try:
+        config_from(cls.__name__, cls.options, kwargs)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"leaf {name!r} goes to {cls.__name__} by its kind or key: {exc}") from None
     try:
         cls.check_space_with(space, kwargs)
     except UnsupportedSpaceError as exc:
         return str(exc)
     except (TypeError, ValueError):
-        return None  # check_space passed; the options are create's to refuse
+        return None  # the leaf passed; the options conflict with each other: create's to refuse
     return None
 
 
