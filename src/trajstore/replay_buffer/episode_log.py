@@ -116,7 +116,7 @@ def decode(raw: bytes, path: Path) -> tuple[np.ndarray, list[dict[str, Any] | No
         return np.zeros((5, 0), np.int64), []
     if not raw.endswith(b"\n"):
         raise FormatError(f"{path}: damaged episode log (the committed part does not end with a whole line)")
-    records = loads_bounded(b"[" + raw[:-1].replace(b"\n", b",") + b"]", source=f"{path} (damaged episode log)")
+    records = loads_bounded(b"[" + raw[:-1].replace(b"\n", b",") + b"]", source=str(path))
     try:
         rows = np.array([[r[k] for k in _FIELDS] for r in records], np.int64).reshape(-1, 5).T
         data = [r["data"] or None for r in records]
