@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -9,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from trajstore.cli._output import console, fail, progress_bar
-from trajstore.errors import TrajstoreError
+from trajstore.errors import SelectionWarning, TrajstoreError
 
 
 def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
@@ -18,16 +19,27 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
                                                            "data ('success == true', 'task == \"push the T\" and not "
                                                            "interrupted'); default: every held episode."),
          capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the copy (default: unbounded)."),
-         progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+         progress: bool = typer.Option(True, help="Show a progress bar."),
+         allow_empty: bool = typer.Option(False, "--allow-empty",
+                                          help="Write the copy even if --episodes selects no episode.")) -> None:
     """Copy episodes into a new folder with the same layout and options, keeping episode data, final
     observations and interrupted flags; a ring is compacted. JPEG/video frames are re-encoded."""
     from trajstore.ops.copy import copy_episodes, held_steps
 
     try:
-        with progress_bar(total=None if episodes else held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
-            summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SelectionWarning)
+            with progress_bar(total=None if episodes else held_steps([src]), desc="copying", unit="step",
+                              enabled=progress) as bar:
+                summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update,
+                                        allow_empty=allow_empty)
     except (TrajstoreError, OSError, ValueError) as exc:
-        raise fail(exc)
+        raise fail(exc)  # one line: a refused empty selection names the keys the warnings would
+    for w in caught:
+        if issubclass(w.category, SelectionWarning):
+            console.print(f"[yellow]warning:[/yellow] {escape(' '.join(str(w.message).split()))}", soft_wrap=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     console.print(escape(f"copied {summary.line()}"), soft_wrap=True)
 
 

@@ -94,7 +94,8 @@ def held_steps(paths: Iterable[str | os.PathLike]) -> int:
 
 
 def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: Iterable[int] | str | None = None,
-                  capacity: int | None = None, progress: Progress | None = None) -> CopySummary:
+                  capacity: int | None = None, progress: Progress | None = None,
+                  allow_empty: bool = False) -> CopySummary:
     """Copy episodes of the buffer at ``src`` into a new buffer folder ``dst``.
 
     Args:
@@ -104,18 +105,21 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
             :mod:`~trajstore.replay_buffer.episode_query`), or ``None`` for every held episode.
         capacity: ring capacity of the copy in steps, or ``None`` (unbounded).
         progress: called with the number of steps after each batch written.
+        allow_empty: write the copy even when ``episodes`` selects no episode (an empty buffer).
 
     Returns:
         A :class:`CopySummary`.
 
     Raises:
         FormatError: ``src`` is not a buffer folder (or is damaged).
-        ValueError: a malformed selection, an id that is not held, a bad capacity.
+        ValueError: a malformed selection, an id that is not held, a bad capacity; a selection that
+            selects no episode unless ``allow_empty`` (:class:`~trajstore.errors.InvalidValueError`,
+            naming the data keys of the selection that no held episode has).
         StorageExistsError: ``dst`` exists and is not an empty folder.
         Nothing is written when one of these is raised; an error while copying removes ``dst``.
     """
     with ReplayBuffer.load_from(src, read_only=True) as rb:
-        ids = _selected_ids(rb, episodes)
+        ids = _selected_ids(rb, episodes, allow_empty=allow_empty)
         return _write(dst, [(rb, ids)], template=rb, capacity=capacity, progress=progress)
 
 
@@ -149,20 +153,29 @@ def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, 
             rb.close()
 
 
-def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None) -> list[int]:
+def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None, *, allow_empty: bool = False) -> list[int]:
     from trajstore.replay_buffer.episode_query import parse_selection
 
     held = rb.episodes
     if episodes is None:
         return [e.id for e in held]
     if isinstance(episodes, str):
-        return parse_selection(episodes).select(held)
-    wanted = sorted({int(i) for i in episodes})
-    known = {e.id for e in held}
-    missing = [i for i in wanted if i not in known]
-    if missing:
-        raise ValueError(f"episodes {missing[:5]} are not held in {rb.cache_path}")
-    return wanted
+        selection = parse_selection(episodes)
+        ids = selection.select(held)
+        why = "; ".join(selection.missing_keys(held))
+    else:
+        ids = sorted({int(i) for i in episodes})
+        known = {e.id for e in held}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise ValueError(f"episodes {missing[:5]} are not held in {rb.cache_path}")
+        why = ""
+    if not ids and not allow_empty:
+        what = repr(episodes) if isinstance(episodes, str) else "the episode list given"
+        raise InvalidValueError(f"{what} selects no episode of the {len(held)} held in {rb.cache_path}"
+                                f"{' (' + why + ')' if why else ''}; nothing was written (to write an empty "
+                                "buffer: allow_empty=True, on the command line --allow-empty)")
+    return ids
 
 
 def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]], *, template: ReplayBuffer,
