@@ -162,16 +162,15 @@ def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None, *, all
     if isinstance(episodes, str):
         selection = parse_selection(episodes)
         ids = selection.select(held)
-        why = "; ".join(selection.missing_keys(held))
+        what, why = selection.quoted, "; ".join(selection.missing_keys(held))
     else:
         ids = sorted({int(i) for i in episodes})
         known = {e.id for e in held}
         missing = [i for i in ids if i not in known]
         if missing:
             raise ValueError(f"episodes {missing[:5]} are not held in {rb.cache_path}")
-        why = ""
+        what, why = "the episode list given", ""
     if not ids and not allow_empty:
-        what = repr(episodes) if isinstance(episodes, str) else "the episode list given"
         raise InvalidValueError(f"{what} selects no episode of the {len(held)} held in {rb.cache_path}"
                                 f"{' (' + why + ')' if why else ''}; nothing was written (to write an empty "
                                 "buffer: allow_empty=True, on the command line --allow-empty)")

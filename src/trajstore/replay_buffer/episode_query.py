@@ -85,6 +85,11 @@ class EpisodeSelection:
     predicate: Predicate | None = None
     keys: tuple[str, ...] = ()
 
+    @property
+    def quoted(self) -> str:
+        """:attr:`text` quoted for a message, cut to its first 60 characters when longer."""
+        return _quoted(self.text)
+
     def select(self, episodes: list[Episode]) -> list[int]:
         """Ids of the ``episodes`` selected, oldest first (``episodes`` in id order, as a buffer lists
         them). Warns (:class:`~trajstore.errors.SelectionWarning`) for each data key that no one of
