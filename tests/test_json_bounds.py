@@ -99,14 +99,14 @@ def test_a_deep_storage_option_value_is_kept_as_text():
 
 
 # -- a buffer folder -------------------------------------------------------------------------
-def _deepen_last_episode_data(folder):
-    """Replace the last committed episode record's data by a list nested DEEP levels (bytes only)."""
+def _deepen_last_episode_data(folder, n=DEEP):
+    """Replace the last committed episode record's data by a list nested ``n`` levels (bytes only)."""
     meta = json.loads((folder / "trajstore.json").read_text())
     entry = meta["episodes"]["log"]
     log = folder / entry["file"]
     lines = log.read_bytes()[:entry["bytes"]].decode().splitlines()
     head, _, _ = lines[-1].partition('"data":')
-    lines[-1] = head + '"data":{"k":' + deep() + "}}"
+    lines[-1] = head + '"data":{"k":' + deep(n) + "}}"
     raw = ("\n".join(lines) + "\n").encode()
     log.write_bytes(raw)
     entry["bytes"] = len(raw)
@@ -118,13 +118,25 @@ def test_a_deep_episode_record_is_damage_naming_the_log(tmp_path):
     folder = make_buffer(tmp_path / "rb")
     log = _deepen_last_episode_data(folder)
     for read_only in (True, False):
-        with pytest.raises(FormatError, match=rf"{log} is not valid JSON \(nested deeper than 256"):
+        with pytest.raises(FormatError, match=rf"{log} is not valid JSON \(nested deeper than 72"):
             ReplayBuffer.load_from(folder, read_only=read_only)
     report = verify_buffer(folder)
     assert not report.ok and any(str(log) in p.what and "nested deeper" in p.what for p in report.problems)
     result = runner.invoke(app, ["info", str(folder)])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and f"{log} is not valid JSON" in result.output
+
+
+def test_the_log_reads_no_deeper_than_episode_data_is_written(tmp_path):
+    deepest = []
+    for _ in range(64):
+        deepest = [deepest]
+    folder = make_buffer(tmp_path / "rb", lengths=[2, 3], data=[{"k": deepest}, {}])
+    with ReplayBuffer.load_from(folder) as rb:
+        assert rb.episodes[0].data == {"k": deepest}  # the deepest value end_episode takes reads back
+    log = _deepen_last_episode_data(folder, 100)
+    with pytest.raises(FormatError, match=rf"{log} is not valid JSON \(nested deeper than 72 levels"):
+        ReplayBuffer.load_from(folder)
 
 
 @pytest.mark.parametrize("name", ["stats.json", "storage/storage.json", "storage/@rest/storage.json"])

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from trajstore._fs import fsync_dir
-from trajstore._json import loads_bounded
+from trajstore._json import MAX_STORED_DEPTH, loads_bounded
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
@@ -60,6 +60,9 @@ HEADER = json.dumps({"format": LOG_FORMAT, "version": LOG_VERSION}, separators=(
 MIN_DEAD = 64
 _NAME = re.compile(r"episodes\.(\d{6})\.log")
 _FIELDS = ("id", "start", "stop", "final", "interrupted")
+#: Deepest nesting read in the log: the list of records, a record, its data, and a stored value
+#: (:data:`~trajstore._json.MAX_STORED_DEPTH` levels and one more for its innermost value), with room.
+MAX_LOG_DEPTH = MAX_STORED_DEPTH + 8
 
 
 def log_name(generation: int) -> str:
@@ -116,7 +119,7 @@ def decode(raw: bytes, path: Path) -> tuple[np.ndarray, list[dict[str, Any] | No
         return np.zeros((5, 0), np.int64), []
     if not raw.endswith(b"\n"):
         raise FormatError(f"{path}: damaged episode log (the committed part does not end with a whole line)")
-    records = loads_bounded(b"[" + raw[:-1].replace(b"\n", b",") + b"]", source=str(path))
+    records = loads_bounded(b"[" + raw[:-1].replace(b"\n", b",") + b"]", source=str(path), max_depth=MAX_LOG_DEPTH)
     try:
         rows = np.array([[r[k] for k in _FIELDS] for r in records], np.int64).reshape(-1, 5).T
         data = [r["data"] or None for r in records]
