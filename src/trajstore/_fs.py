@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -11,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from trajstore._json import dumps_checked, loads_bounded
 from trajstore.errors import FormatError, StorageExistsError
 
 
@@ -63,10 +63,15 @@ def write_json_atomic(path: str | os.PathLike, data: Any, *, indent: int | None 
     A reader sees the old file or the new one, never a torn one; a crash leaves one of the two.
     ``sync_folder=False`` leaves the rename's durability to a later fsync of the same folder (a file
     that another file, renamed after it in that folder, names).
+
+    Raises:
+        InvalidValueError: ``data`` is not JSON that :func:`read_json` reads back (NaN, an integer
+            Python cannot write, too deep; see :func:`trajstore._json.dumps_checked`); nothing is written.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = json.dumps(data, indent=indent, allow_nan=False, separators=None if indent else (",", ":")).encode()
+    payload = dumps_checked(data, what=str(path), indent=indent,
+                            separators=None if indent else (",", ":")).encode()
     with open(tmp, "wb") as f:
         f.write(payload)
         f.flush()
@@ -77,14 +82,18 @@ def write_json_atomic(path: str | os.PathLike, data: Any, *, indent: int | None 
 
 
 def read_json(path: str | os.PathLike, what: str) -> Any:
-    """Load a JSON file, turning a missing or corrupt file into :class:`FormatError`."""
+    """Load a JSON file, turning a missing or corrupt file into :class:`FormatError`.
+
+    Raises:
+        FormatError: ``path`` does not exist, or is not valid JSON, nested too deep or holding too long
+            a number (:func:`trajstore._json.loads_bounded`); the message names ``what`` and ``path``.
+    """
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read())
+            raw = f.read()
     except FileNotFoundError:
         raise FormatError(f"{what}: {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FormatError(f"{what}: {path} is not valid JSON ({exc})") from None
+    return loads_bounded(raw, source=f"{what}: {path}" if what else str(path))
 
 
 def make_fresh_dir(path: str | os.PathLike) -> Path:

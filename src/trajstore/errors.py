@@ -88,3 +88,8 @@ class RoutingWarning(UserWarning):
 
     The message names the leaf, where it went and why.
     """
+
+
+class SelectionWarning(UserWarning):
+    """An episode selection names a data key that no held episode has (a typo selects nothing
+    silently otherwise); the message names the key and the closest key held."""

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from tests.cli.buffers import DATA, LENGTHS, make_buffer, step_space
 from trajstore.cli.main import app
-from trajstore.errors import InvalidValueError, StorageExistsError
+from trajstore.errors import InvalidValueError, SelectionWarning, StorageExistsError
 from trajstore.ops import copy_episodes, merge_buffers
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.ops.copy import first_difference
@@ -179,3 +179,38 @@ def test_cli_copy_and_merge(tmp_path):
     result = runner.invoke(app, ["merge", str(src), str(tmp_path / "nope"), str(tmp_path / "m2")])
     assert result.exit_code == 2 and str(tmp_path / "nope") in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_selection_that_selects_nothing_is_refused_unless_asked(tmp_path):
+    src = make_buffer(tmp_path / "src")
+    with pytest.warns(SelectionWarning, match="'sucess'"):
+        with pytest.raises(InvalidValueError, match=r"'sucess == true' selects no episode of the 4 held in .*no held "
+                                                    r"episode has the data key 'sucess' \(did you mean 'success'\?\).*"
+                                                    r"allow_empty=True"):
+            copy_episodes(src, tmp_path / "dst", episodes="sucess == true")
+    with pytest.raises(InvalidValueError, match="the episode list given selects no episode"):
+        copy_episodes(src, tmp_path / "dst", episodes=[])
+    assert not (tmp_path / "dst").exists()
+    with pytest.warns(SelectionWarning, match="did you mean 'success'"):
+        summary = copy_episodes(src, tmp_path / "dst", episodes="sucess == true", allow_empty=True)
+    assert (summary.episodes, summary.steps) == (0, 0) and episodes_of(tmp_path / "dst") == []
+
+
+def test_cli_copy_refuses_hostile_and_empty_selections_in_one_line(tmp_path):
+    runner = CliRunner()
+    src = make_buffer(tmp_path / "src")
+    for text, message in [("(" * 5000 + "success" + ")" * 5000, "nest deeper than 64 levels"),
+                          ("not " * 5000 + "success", "nest deeper than 64 levels"),
+                          ("0-1000000000000", r"episodes [4, 5, 6, 7, 8] and 999999999992 more are not held"),
+                          ("sucess == true", "did you mean 'success'?)"),
+                          ("99999999999999999999999", "below 2**63")]:
+        result = runner.invoke(app, ["copy", str(src), str(tmp_path / "dst"), "--episodes", text, "--no-progress"])
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1 and message in " ".join(result.output.split())
+        assert "Traceback" not in result.output and not (tmp_path / "dst").exists()
+    result = runner.invoke(app, ["copy", str(src), str(tmp_path / "dst"), "--episodes", "sucess == true",
+                                 "--allow-empty", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("warning:") and "did you mean 'success'?" in lines[0]
+    assert "0 episodes" in lines[1] and episodes_of(tmp_path / "dst") == []

@@ -92,3 +92,14 @@ def test_a_manifest_naming_absent_objects(pushed, storage_options, s3):
     s3.pipe_file(f"{root}/{MANIFEST}", json.dumps(manifest).encode())
     with pytest.raises(FormatError, match="1" * 32):
         ReplayBuffer.load_from(url, storage_options=storage_options)
+
+
+def test_a_deep_manifest_is_a_damaged_manifest_not_a_store_error(tmp_path, pushed, storage_options, s3):
+    url, root, _ = pushed
+    s3.pipe_file(f"{root}/{MANIFEST}", b'{"format": "trajstore.remote", "files": ' + b"[" * 100_000 + b"]" * 100_000
+                 + b"}")
+    for read in (lambda: ReplayBuffer.load_from(url, storage_options=storage_options),
+                 lambda: pull(url, tmp_path / "copy", storage_options)):
+        with pytest.raises(FormatError, match=f"{MANIFEST} is not valid JSON \\(nested deeper than 256 levels"):
+            read()
+    assert not (tmp_path / "copy").exists()

@@ -80,3 +80,22 @@ def test_every_anchor_is_numbered_once_in_step_order(pad, episodes):
     assert is_pad["action"].shape == (n, 3)
     with pytest.raises(IndexError):
         rb.windows_at([n], delta, pad=pad, episodes=episodes)
+
+
+def test_text_selections_of_a_ring_check_ranges_against_the_held_ids():
+    import warnings
+
+    from trajstore.errors import InvalidValueError, SelectionWarning
+    from trajstore.replay_buffer.episode_query import parse_selection
+
+    rb = build([3, 4, 5, 6], capacity=12)  # episode 0 is dropped, 1 partly overwritten
+    assert [e.id for e in rb.episodes] == [1, 2, 3]
+    assert parse_selection("1-3").select(rb.episodes) == [1, 2, 3]
+    with pytest.raises(InvalidValueError, match=r"episodes \[0, 4, 5, 6, 7\] and 999999999993 more are not held "
+                                                r"\(held ids: 1\.\.3\)"):
+        parse_selection("0-1000000000000").select(rb.episodes)
+    with pytest.warns(SelectionWarning, match=r"'succes' \(did you mean 'success'\?\)"):
+        assert parse_selection("succes").select(rb.episodes) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse_selection("success").select(rb.episodes) == [2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -10,7 +11,7 @@ from rich.markup import escape
 
 from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
 from trajstore.damage import DamagedDataError
-from trajstore.errors import TrajstoreError
+from trajstore.errors import SelectionWarning, TrajstoreError
 
 
 def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
@@ -22,20 +23,30 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
          progress: bool = typer.Option(True, help="Show a progress bar."),
          skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Leave out the episodes that cannot be "
                                                                          "read (a missing or damaged payload file) "
-                                                                         "and copy the others.")) -> None:
+                                                                         "and copy the others."),
+         allow_empty: bool = typer.Option(False, "--allow-empty",
+                                          help="Write the copy even if --episodes selects no episode.")) -> None:
     """Copy episodes into a new folder with the same layout and options, keeping episode data, final
     observations and interrupted flags; a ring is compacted. JPEG/video frames are re-encoded. A damaged
     source is refused unless --skip-damaged."""
     from trajstore.ops.copy import copy_episodes, held_steps
 
     try:
-        with progress_bar(total=None if episodes else held_steps([src]), desc="copying", unit="step", enabled=progress) as bar:
-            summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update,
-                                    skip_damaged=skip_damaged)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SelectionWarning)
+            with progress_bar(total=None if episodes else held_steps([src]), desc="copying", unit="step",
+                              enabled=progress) as bar:
+                summary = copy_episodes(src, dst, episodes=episodes, capacity=capacity, progress=bar.update,
+                                        skip_damaged=skip_damaged, allow_empty=allow_empty)
     except DamagedDataError as exc:  # damage, not bad input
         raise fail(exc, EXIT_DAMAGE)
     except (TrajstoreError, OSError, ValueError) as exc:
-        raise fail(exc)
+        raise fail(exc)  # one line: a refused empty selection names the keys the warnings would
+    for w in caught:
+        if issubclass(w.category, SelectionWarning):
+            console.print(f"[yellow]warning:[/yellow] {escape(' '.join(str(w.message).split()))}", soft_wrap=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     skipped = [i for _, i in summary.skipped]
     note = f"; skipped {len(skipped)} damaged episode(s): {skipped[:20]}" if skipped else ""
     console.print(escape(f"copied {summary.line()}{note}"), soft_wrap=True)

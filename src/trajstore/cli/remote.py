@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
 from rich.markup import escape
 
+from trajstore._json import loads_bounded
 from trajstore.cli._output import console, fail, progress_bar
 from trajstore.errors import TrajstoreError
 
+#: Deepest JSON value read from one ``--storage-option`` (fsspec's options nest a few levels).
+MAX_OPTION_DEPTH = 16
 STORAGE_OPTION_HELP = ("fsspec storage option KEY=VALUE (repeatable); a dotted KEY nests "
                        "(client_kwargs.endpoint_url=http://127.0.0.1:9000); VALUE is JSON if it parses, else text. "
                        "Credentials may also come from the usual environment variables (AWS_ACCESS_KEY_ID, ...).")
@@ -31,8 +33,8 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
         if not sep or not key or any(not part for part in key.split(".")):
             raise ValueError(f"--storage-option expects KEY=VALUE, got {pair!r}")
         try:
-            value = json.loads(text)
-        except ValueError:
+            value = loads_bounded(text, source=f"--storage-option {key}", max_depth=MAX_OPTION_DEPTH)
+        except ValueError:  # not JSON (or nested deeper than any option is): the text itself
             value = text
         *parents, last = key.split(".")
         node = out

@@ -99,7 +99,7 @@ def held_steps(paths: Iterable[str | os.PathLike]) -> int:
 
 def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: Iterable[int] | str | None = None,
                   capacity: int | None = None, progress: Progress | None = None,
-                  skip_damaged: bool = False) -> CopySummary:
+                  skip_damaged: bool = False, allow_empty: bool = False) -> CopySummary:
     """Copy episodes of the buffer at ``src`` into a new buffer folder ``dst``.
 
     Args:
@@ -112,6 +112,7 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
         skip_damaged: leave out the episodes that cannot be read (a payload file holding some of their
             steps is missing, ``ReplayBuffer.damaged``, or fails to decode while copying: that
             episode's copied steps are discarded); they are listed in ``CopySummary.skipped``.
+        allow_empty: write the copy even when ``episodes`` selects no episode (an empty buffer).
 
     Returns:
         A :class:`CopySummary`.
@@ -119,7 +120,9 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
     Raises:
         FormatError: ``src`` is not a buffer folder, or is damaged (:class:`~trajstore.damage.DamagedDataError`:
             without ``skip_damaged``, a selected episode is; names the damage, before anything is written).
-        ValueError: a malformed selection, an id that is not held, a bad capacity.
+        ValueError: a malformed selection, an id that is not held, a bad capacity; a selection that
+            selects no episode unless ``allow_empty`` (:class:`~trajstore.errors.InvalidValueError`,
+            naming the data keys of the selection that no held episode has).
         StorageExistsError: ``dst`` exists and is not an empty folder.
         Nothing is written when one of these is raised; an error while copying removes ``dst``.
     """
@@ -127,7 +130,7 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
         warnings.simplefilter("ignore", DamagedBufferWarning)
         rb = ReplayBuffer.load_from(src, read_only=True)
     with rb:
-        ids = _selected_ids(rb, episodes)
+        ids = _selected_ids(rb, episodes, allow_empty=allow_empty)
         damaged = [i for i in ids if i in set(rb.damaged.episodes)]
         if damaged and not skip_damaged:
             raise DamagedDataError(f"{src}: {rb.damaged.summary()}; pass skip_damaged=True (--skip-damaged) to copy "
@@ -168,20 +171,28 @@ def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, 
             rb.close()
 
 
-def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None) -> list[int]:
+def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None, *, allow_empty: bool = False) -> list[int]:
     from trajstore.replay_buffer.episode_query import parse_selection
 
     held = rb.episodes
     if episodes is None:
         return [e.id for e in held]
     if isinstance(episodes, str):
-        return parse_selection(episodes).select(held)
-    wanted = sorted({int(i) for i in episodes})
-    known = {e.id for e in held}
-    missing = [i for i in wanted if i not in known]
-    if missing:
-        raise ValueError(f"episodes {missing[:5]} are not held in {rb.cache_path}")
-    return wanted
+        selection = parse_selection(episodes)
+        ids = selection.select(held)
+        what, why = selection.quoted, "; ".join(selection.missing_keys(held))
+    else:
+        ids = sorted({int(i) for i in episodes})
+        known = {e.id for e in held}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise ValueError(f"episodes {missing[:5]} are not held in {rb.cache_path}")
+        what, why = "the episode list given", ""
+    if not ids and not allow_empty:
+        raise InvalidValueError(f"{what} selects no episode of the {len(held)} held in {rb.cache_path}"
+                                f"{' (' + why + ')' if why else ''}; nothing was written (to write an empty "
+                                "buffer: allow_empty=True, on the command line --allow-empty)")
+    return ids
 
 
 def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]], *, template: ReplayBuffer,

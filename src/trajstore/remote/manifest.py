@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from trajstore._json import loads_bounded
 from trajstore.errors import FormatError
 from trajstore.remote.layout import OBJECTS, PAYLOAD, SMALL, check_relpath
 
@@ -69,12 +70,10 @@ class Manifest:
         """Parse and check a manifest.
 
         Raises:
-            FormatError: not JSON, not a trajstore manifest, a newer version, or a bad entry (names ``where``).
+            FormatError: not JSON (or nested too deep, see :func:`trajstore._json.loads_bounded`), not a
+                trajstore manifest, a newer version, or a bad entry (names ``where``).
         """
-        try:
-            doc = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise FormatError(f"{where} is not valid JSON ({exc})") from None
+        doc = loads_bounded(data, source=where)
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise FormatError(f"{where} is not a trajstore remote manifest")
         if not isinstance(doc.get("version"), int) or doc["version"] > VERSION:

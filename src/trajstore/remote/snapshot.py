@@ -29,12 +29,12 @@ every compressed chunk goes through its filter); if that fails, the copy is take
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from trajstore._json import loads_bounded
 from trajstore.errors import FormatError, RetriesExhaustedError
 from trajstore.remote.layout import PAYLOAD, folder_files
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
@@ -83,14 +83,14 @@ def take_snapshot(folder: Path, staged: Path) -> Snapshot:
                                 "after it closes")
 
 
-def _view(meta_bytes: bytes) -> tuple[RingState, object]:
-    meta = json.loads(meta_bytes)
+def _view(meta_bytes: bytes, folder: Path) -> tuple[RingState, object]:
+    meta = loads_bounded(meta_bytes, source=str(folder / META_FILE))
     return RingState.from_json(meta["ring"]), meta.get("episodes", {}).get("discards")
 
 
 def _copy_once(folder: Path, staged: Path) -> Snapshot:
     first = (folder / META_FILE).read_bytes()
-    ring, discards = _view(first)
+    ring, discards = _view(first, folder)
     (staged / META_FILE).write_bytes(first)
     small = [META_FILE]
     for rel, kind in folder_files(folder).items():
@@ -107,10 +107,10 @@ def _copy_once(folder: Path, staged: Path) -> Snapshot:
     if any(rel not in payload for rel in referenced_payload(staged)):
         raise Retry()  # an index names a payload file that was deleted (and maybe replaced) meanwhile
     _check_hdf5(staged, small)
-    log = (json.loads(first).get("episodes") or {}).get("log")
+    log = (loads_bounded(first, source=str(folder / META_FILE)).get("episodes") or {}).get("log")
     if isinstance(log, dict) and log.get("file") not in small:  # compacted into the next generation meanwhile
         raise Retry()
-    now_ring, now_discards = _view((folder / META_FILE).read_bytes())
+    now_ring, now_discards = _view((folder / META_FILE).read_bytes(), folder)
     if now_ring.first_step > ring.first_step or now_discards != discards:
         raise Retry()
     return Snapshot(folder, staged, small, payload, ring.count, ring.appended)

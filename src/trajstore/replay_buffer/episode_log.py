@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from trajstore._fs import fsync_dir
+from trajstore._json import MAX_STORED_DEPTH, loads_bounded
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
@@ -59,6 +60,9 @@ HEADER = json.dumps({"format": LOG_FORMAT, "version": LOG_VERSION}, separators=(
 MIN_DEAD = 64
 _NAME = re.compile(r"episodes\.(\d{6})\.log")
 _FIELDS = ("id", "start", "stop", "final", "interrupted")
+#: Deepest nesting read in the log: the list of records, a record, its data, and a stored value
+#: (:data:`~trajstore._json.MAX_STORED_DEPTH` levels and one more for its innermost value), with room.
+MAX_LOG_DEPTH = MAX_STORED_DEPTH + 8
 
 
 def log_name(generation: int) -> str:
@@ -109,14 +113,14 @@ def decode(raw: bytes, path: Path) -> tuple[np.ndarray, list[dict[str, Any] | No
     """Columns ``(5, E)`` and data of the log lines in ``raw`` (whole lines only).
 
     Raises:
-        FormatError: a line that is not a record (names the file).
+        FormatError: a line that is not a record, nested too deep, a number too long (names the file).
     """
     if not raw:
         return np.zeros((5, 0), np.int64), []
+    if not raw.endswith(b"\n"):
+        raise FormatError(f"{path}: damaged episode log (the committed part does not end with a whole line)")
+    records = loads_bounded(b"[" + raw[:-1].replace(b"\n", b",") + b"]", source=str(path), max_depth=MAX_LOG_DEPTH)
     try:
-        if not raw.endswith(b"\n"):
-            raise ValueError("the committed part does not end with a whole line")
-        records = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
         rows = np.array([[r[k] for k in _FIELDS] for r in records], np.int64).reshape(-1, 5).T
         data = [r["data"] or None for r in records]
         if any(type(r[k]) is not int for r in records for k in _FIELDS[:4]):
@@ -187,9 +191,9 @@ class EpisodeLog:
             raw = os.pread(fd, position.bytes, 0)
             head = raw[:len(HEADER)]
             try:
-                header = json.loads(head)
+                header = loads_bounded(head, source=str(path))
                 ok = header.get("format") == LOG_FORMAT and isinstance(header.get("version"), int)
-            except (ValueError, AttributeError):
+            except (FormatError, AttributeError):
                 ok = False
             if not ok:
                 raise FormatError(f"{path} is not a trajstore episode log")

@@ -18,14 +18,24 @@ Two forms:
   ``data.<key>`` always, is a key of its data. A key the episode's data lacks equals nothing
   (``==`` false, ``!=`` true) and orders against nothing; values of different kinds (a string and
   a number) are unequal and never ordered; ``true`` does not equal ``1``.
+
+Bounds: parentheses and ``not`` nest at most :data:`MAX_NESTING` levels; ids are below ``2**63``
+and ranges are kept as intervals (``0-1000000000000`` is checked against the held ids without
+being expanded). Parsing is linear in the length of the text (one regular-expression scan).
+A data key that no held episode has makes :meth:`EpisodeSelection.select` warn
+(:class:`~trajstore.errors.SelectionWarning`, with the closest key held).
 """
 
 from __future__ import annotations
 
+import bisect
+import difflib
 import re
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
+from trajstore.errors import InvalidValueError, SelectionWarning
 from trajstore.replay_buffer.episodes import Episode
 
 Predicate = Callable[[Episode], bool]
@@ -38,96 +48,190 @@ EPISODE_FIELDS = {
     "done": lambda e: e.done,
     "overwritten": lambda e: e.overwritten,
 }
+#: Deepest nesting of parentheses and ``not`` in an expression.
+MAX_NESTING = 64
+#: Ids are int64 episode numbers.
+MAX_ID = 2 ** 63 - 1
+#: Longest number literal (characters) in an expression.
+MAX_NUMBER_CHARS = 64
 
-_IDS = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*,?\s*$")
+_ID_CHARS = re.compile(r"[\d\s,\-]++")
+_ID_PART = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
+# One scan over the text: each match is optional blanks and one token; ``bad`` takes any other
+# character, so the matches are contiguous. Possessive quantifiers: no backtracking.
 _TOKEN = re.compile(r"""
-    \s*(?:
-      (?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
-    | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    \s*+(?:
+      (?P<num>-?\d++(?:\.\d*+)?+(?:[eE][-+]?\d++)?+)
+    | (?P<str>"(?:[^"\\]++|\\.)*+"|'(?:[^'\\]++|\\.)*+')
     | (?P<op>==|!=|<=|>=|<|>|&&|\|\||!|\(|\))
-    | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
-    )""", re.X)
+    | (?P<name>[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)*+)
+    | (?P<bad>.)
+    )""", re.X | re.S)
 _MISSING = object()
+
+
+def _quoted(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
 class EpisodeSelection:
-    """A parsed selection: explicit ``ids`` (sorted, unique) or a ``predicate`` over episodes."""
+    """A parsed selection: id ``ranges`` (sorted, disjoint, inclusive ``(first, last)`` pairs) or a
+    ``predicate`` over episodes, and the data ``keys`` (dotted paths) the predicate reads."""
 
     text: str
-    ids: tuple[int, ...] | None = None
+    ranges: tuple[tuple[int, int], ...] | None = None
     predicate: Predicate | None = None
+    keys: tuple[str, ...] = ()
+
+    @property
+    def quoted(self) -> str:
+        """:attr:`text` quoted for a message, cut to its first 60 characters when longer."""
+        return _quoted(self.text)
 
     def select(self, episodes: list[Episode]) -> list[int]:
-        """Ids of the ``episodes`` selected, oldest first.
+        """Ids of the ``episodes`` selected, oldest first (``episodes`` in id order, as a buffer lists
+        them). Warns (:class:`~trajstore.errors.SelectionWarning`) for each data key that no one of
+        ``episodes`` has, naming the closest one they have.
 
         Raises:
-            ValueError: an id of :attr:`ids` is not among ``episodes`` (names the first few).
+            InvalidValueError: an id of :attr:`ranges` is not among ``episodes`` (names the first few).
         """
-        if self.ids is not None:
-            held = {e.id for e in episodes}
-            missing = [i for i in self.ids if i not in held]
-            if missing:
-                span = f"{min(held)}..{max(held)}" if held else "none"
-                raise ValueError(f"episodes {missing[:5]} are not held (held ids: {span})")
-            return list(self.ids)
+        if self.ranges is not None:
+            return self._select_ranges(episodes)
         assert self.predicate is not None
+        for problem in self.missing_keys(episodes):
+            warnings.warn(SelectionWarning(f"episode selection {_quoted(self.text)}: {problem}"), stacklevel=2)
         return [e.id for e in episodes if self.predicate(e)]
+
+    def _select_ranges(self, episodes: list[Episode]) -> list[int]:
+        held = sorted(e.id for e in episodes)
+        out: list[int] = []
+        missing: list[int] = []
+        absent = 0
+        for first, last in self.ranges or ():
+            lo, hi = bisect.bisect_left(held, first), bisect.bisect_right(held, last)
+            out.extend(held[lo:hi])
+            gap = (last - first + 1) - (hi - lo)
+            absent += gap
+            if gap and len(missing) < 5:  # the first few absent ids: at most hi - lo + 5 steps
+                want, at = first, lo
+                while want <= last and len(missing) < 5:
+                    if at < hi and held[at] == want:
+                        at += 1
+                    else:
+                        missing.append(want)
+                    want += 1
+        if absent:
+            span = f"{held[0]}..{held[-1]}" if held else "none"
+            more = f" and {absent - len(missing)} more" if absent > len(missing) else ""
+            raise InvalidValueError(f"episodes {missing}{more} are not held (held ids: {span})")
+        return out
+
+    def missing_keys(self, episodes: list[Episode]) -> list[str]:
+        """For each data key of the expression that no one of ``episodes`` has: ``"no held episode has
+        the data key 'sucess' (did you mean 'success'?)"``; empty for ids, or when ``episodes`` is empty."""
+        if not self.keys or not episodes:
+            return []
+        out = []
+        for key in self.keys:
+            path = key.split(".")
+            if any(_lookup(e, path) is not _MISSING for e in episodes):
+                continue
+            held = sorted({k for e in episodes for k in _paths(e, len(path))})
+            close = difflib.get_close_matches(key, held, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else (f" (keys held: {', '.join(held[:8])})"
+                                                                   if held else " (no episode has data)")
+            out.append(f"no held episode has the data key {key!r}{hint}")
+        return out
 
 
 def parse_selection(text: str) -> EpisodeSelection:
-    """Parse ``text`` (see the module docstring).
+    """Parse ``text`` (see the module docstring). Linear in ``len(text)``.
 
     Raises:
-        ValueError: a malformed selection; the message quotes it and says where and what was expected.
+        InvalidValueError: a malformed selection; the message quotes it (cut when long) and says where
+            and what was expected; a range that runs backwards, an id of ``2**63`` or more, nesting
+            deeper than :data:`MAX_NESTING`.
     """
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("empty episode selection: give ids like '0,3,5-9' or an expression like 'success == true'")
-    if _IDS.match(text):
-        return EpisodeSelection(text, ids=_parse_ids(text))
-    return EpisodeSelection(text, predicate=_Parser(text).parse())
+        raise InvalidValueError("empty episode selection: give ids like '0,3,5-9' or an expression like "
+                                "'success == true'")
+    if _ID_CHARS.fullmatch(text) and any(c.isdigit() for c in text):
+        return EpisodeSelection(text, ranges=_parse_ranges(text))
+    parser = _Parser(text)
+    predicate = parser.parse()
+    return EpisodeSelection(text, predicate=predicate, keys=tuple(dict.fromkeys(parser.keys)))
 
 
-def _parse_ids(text: str) -> tuple[int, ...]:
-    ids: set[int] = set()
+def _parse_ranges(text: str) -> tuple[tuple[int, int], ...]:
+    """Sorted, merged inclusive intervals of an id list; linear in ``len(text)`` (plus sorting)."""
+    parts: list[tuple[int, int]] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
-        if "-" in part:
-            a, b = (int(x) for x in part.split("-"))
-            if b < a:
-                raise ValueError(f"episode selection {text!r}: range {part!r} runs backwards")
-            ids.update(range(a, b + 1))
+        m = _ID_PART.fullmatch(part)
+        if m is None:
+            raise InvalidValueError(f"episode selection {_quoted(text)}: {_quoted(part)} is not an id or a "
+                                    "range 'A-B'")
+        if any(len(g) > 19 or int(g) > MAX_ID for g in m.groups() if g is not None):
+            raise InvalidValueError(f"episode selection {_quoted(text)}: {_quoted(part)}: episode ids are below "
+                                    f"2**63")
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) is not None else a
+        if b < a:
+            raise InvalidValueError(f"episode selection {_quoted(text)}: range {part!r} runs backwards")
+        parts.append((a, b))
+    if not parts:
+        raise InvalidValueError(f"episode selection {_quoted(text)}: no ids")
+    parts.sort()
+    merged = [parts[0]]
+    for a, b in parts[1:]:
+        if a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
         else:
-            ids.add(int(part))
-    return tuple(sorted(ids))
+            merged.append((a, b))
+    return tuple(merged)
+
+
+def tokenize(text: str) -> list[tuple[str, str, int]]:
+    """The tokens of an expression, ``(kind, text, position)``, kind one of ``num``, ``str``, ``op``,
+    ``name``, ``literal``: one pass of one regular expression over ``text``.
+
+    Raises:
+        InvalidValueError: a character that starts no token (names its position).
+    """
+    tokens = []
+    for m in _TOKEN.finditer(text, 0, len(text.rstrip())):
+        kind = m.lastgroup
+        assert kind is not None
+        value, start = m.group(kind), m.start(kind)
+        if kind == "bad":
+            raise InvalidValueError(f"episode selection {_quoted(text)}: unexpected character {value!r} at "
+                                    f"position {start}")
+        if kind == "name" and value in ("and", "or", "not", "true", "false", "null"):
+            kind = "op" if value in ("and", "or", "not") else "literal"
+        elif kind == "num" and len(value) > MAX_NUMBER_CHARS:
+            raise InvalidValueError(f"episode selection {_quoted(text)}: the number at position {start} has "
+                                    f"more than {MAX_NUMBER_CHARS} characters")
+        tokens.append((kind, value, start))
+    return tokens
 
 
 class _Parser:
-    """Recursive descent over the tokens: or_expr -> and_expr -> not_expr -> atom."""
+    """Recursive descent over the tokens: or_expr -> and_expr -> not_expr -> atom, at most
+    :data:`MAX_NESTING` levels of parentheses and ``not`` deep."""
 
     def __init__(self, text: str):
         self.text = text
-        self.tokens: list[tuple[str, str, int]] = []  # (kind, text, position)
-        pos = 0
-        while pos < len(text):
-            if text[pos:].strip() == "":
-                break
-            m = _TOKEN.match(text, pos)
-            if m is None or m.end() == pos:
-                at = len(text) - len(text[pos:].lstrip())
-                self._error(at, f"unexpected character {text[at]!r}")
-            kind = m.lastgroup
-            assert kind is not None
-            value, start = m.group(kind), m.start(kind)
-            if kind == "name" and value in ("and", "or", "not", "true", "false", "null"):
-                kind = "op" if value in ("and", "or", "not") else "literal"
-            self.tokens.append((kind, value, start))
-            pos = m.end()
+        self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0
+        self.keys: list[str] = []
 
     def _error(self, pos: int, found: str, expected: str = "") -> None:
         where = f" at position {pos}" if pos < len(self.text) else " at the end"
         hint = f", expected {expected}" if expected else ""
-        raise ValueError(f"episode selection {self.text!r}: {found}{where}{hint}")
+        raise InvalidValueError(f"episode selection {_quoted(self.text)}: {found}{where}{hint}")
 
     def _peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -139,11 +243,18 @@ class _Parser:
             return True
         return False
 
+    def _deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            tok = self.tokens[self.i - 1]
+            raise InvalidValueError(f"episode selection {_quoted(self.text)}: parentheses and 'not' nest deeper "
+                                    f"than {MAX_NESTING} levels (at position {tok[2]})")
+
     def parse(self) -> Predicate:
         pred = self._or()
         tok = self._peek()
         if tok is not None:
-            self._error(tok[2], f"unexpected {tok[1]!r}", "'and', 'or' or the end")
+            self._error(tok[2], f"unexpected {_quoted(tok[1])}", "'and', 'or' or the end")
         return pred
 
     def _or(self) -> Predicate:
@@ -160,7 +271,9 @@ class _Parser:
 
     def _not(self) -> Predicate:
         if self._take("not", "!"):
+            self._deeper()
             inner = self._not()
+            self.depth -= 1
             return lambda e: not inner(e)
         return self._atom()
 
@@ -170,28 +283,49 @@ class _Parser:
             self._error(len(self.text), "nothing more", "a name or '('")
         assert tok is not None
         if self._take("("):
+            self._deeper()
             inner = self._or()
+            self.depth -= 1
             if not self._take(")"):
                 nxt = self._peek()
-                self._error(nxt[2] if nxt else len(self.text), f"{nxt[1]!r}" if nxt else "nothing more",
+                self._error(nxt[2] if nxt else len(self.text), _quoted(nxt[1]) if nxt else "nothing more",
                             "')'")
             return inner
         if tok[0] != "name":
-            self._error(tok[2], f"{tok[1]!r}", "a name (a key of the episode data, or id/steps/interrupted/...)")
+            self._error(tok[2], _quoted(tok[1]), "a name (a key of the episode data, or id/steps/interrupted/...)")
         self.i += 1
         getter = _getter(tok[1])
+        if tok[1] not in EPISODE_FIELDS:
+            self.keys.append(tok[1].removeprefix("data."))
         op_tok = self._peek()
         if op_tok is None or op_tok[0] != "op" or op_tok[1] not in _COMPARE:
             return lambda e: _truthy(getter(e))
         self.i += 1
         lit = self._peek()
         if lit is None or lit[0] not in ("num", "str", "literal"):
-            self._error(lit[2] if lit else len(self.text), f"{lit[1]!r}" if lit else "nothing more",
+            self._error(lit[2] if lit else len(self.text), _quoted(lit[1]) if lit else "nothing more",
                         "a value (a number, a quoted string, true, false or null)")
         assert lit is not None
         self.i += 1
         value, compare = _literal(lit), _COMPARE[op_tok[1]]
         return lambda e: compare(getter(e), value)
+
+
+def _lookup(e: Episode, keys: list[str]) -> Any:
+    value: Any = e._data or {}  # read-only use: no copy per episode
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            return _MISSING
+        value = value[key]
+    return value
+
+
+def _paths(e: Episode, depth: int) -> Iterable[str]:
+    """Dotted key paths of ``e``'s data ``depth`` keys long (the candidates for a close match)."""
+    level: list[tuple[str, Any]] = [("", e._data or {})]
+    for _ in range(depth):
+        level = [(f"{p}.{k}" if p else k, v) for p, d in level if isinstance(d, dict) for k, v in d.items()]
+    return (p for p, _ in level)
 
 
 def _getter(name: str) -> Callable[[Episode], Any]:
@@ -201,16 +335,7 @@ def _getter(name: str) -> Callable[[Episode], Any]:
         return EPISODE_FIELDS[name]
     else:
         keys = name.split(".")
-
-    def get(e: Episode) -> Any:
-        value: Any = e._data or {}  # read-only use: no copy per episode
-        for key in keys:
-            if not isinstance(value, dict) or key not in value:
-                return _MISSING
-            value = value[key]
-        return value
-
-    return get
+    return lambda e: _lookup(e, keys)
 
 
 def _literal(tok: tuple[str, str, int]) -> Any:
@@ -219,7 +344,7 @@ def _literal(tok: tuple[str, str, int]) -> Any:
         return {"true": True, "false": False, "null": None}[text]
     if kind == "num":
         return float(text) if any(c in text for c in ".eE") else int(text)
-    return re.sub(r"\\(.)", r"\1", text[1:-1])
+    return re.sub(r"\\(.)", r"\1", text[1:-1], flags=re.S)
 
 
 def _kind(value: Any) -> str:

@@ -19,13 +19,12 @@ opens from this and knows no storage's file names.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from trajstore.errors import FormatError
+from trajstore._json import loads_bounded
 from trajstore.storages._opening import STORAGE_FILE, storage_type
 
 PAYLOAD = "payload"
@@ -76,10 +75,7 @@ def classify(relpaths: Iterable[str], read: Callable[[str], bytes], where: str) 
     relpaths = list(relpaths)
     patterns: dict[str, tuple[str, ...]] = {}
     for folder, desc_path in _descriptor_paths(relpaths).items():
-        try:
-            desc = json.loads(read(desc_path))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise FormatError(f"{where}/{desc_path} is not a storage descriptor ({exc})") from None
+        desc = loads_bounded(read(desc_path), source=f"{where}/{desc_path} is not a storage descriptor: it")
         patterns[folder] = tuple(storage_type(desc, f"{where}/{desc_path}").payload_files)
     out = []
     for rel in relpaths:
@@ -124,10 +120,8 @@ def referenced_payload(folder: str | os.PathLike) -> list[str]:
     folder = Path(folder)
     out = []
     for sub, desc_path in sorted(_descriptor_paths(walk(folder)).items()):
-        try:
-            desc = json.loads((folder / desc_path).read_bytes())
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise FormatError(f"{folder / desc_path} is not a storage descriptor ({exc})") from None
+        desc = loads_bounded((folder / desc_path).read_bytes(),
+                             source=f"{folder / desc_path} is not a storage descriptor: it")
         prefix = f"{sub}/" if sub else ""
         out.extend(prefix + rel for rel in storage_type(desc, folder / desc_path).referenced_payload(folder / sub))
     return out
