@@ -17,11 +17,11 @@ still open in the source (a live or crashed writer) is copied as interrupted.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from trajstore._fs import staged_folder
 from trajstore.errors import InvalidValueError
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import Space, tree
@@ -112,7 +112,8 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
         FormatError: ``src`` is not a buffer folder (or is damaged).
         ValueError: a malformed selection, an id that is not held, a bad capacity.
         StorageExistsError: ``dst`` exists and is not an empty folder.
-        Nothing is written when one of these is raised; an error while copying removes ``dst``.
+        Nothing is written when one of these is raised. ``dst`` appears only whole: the copy is built in a
+        hidden sibling folder and renamed at the end (an error, or a kill, leaves ``dst`` as it was).
     """
     with ReplayBuffer.load_from(src, read_only=True) as rb:
         ids = _selected_ids(rb, episodes)
@@ -128,7 +129,7 @@ def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, 
         ValueError: no source, or two sources whose step spaces differ (names the sources and the first
             differing leaf).
         FormatError, StorageExistsError: as :func:`copy_episodes`. Nothing is written when one of these
-            is raised; an error while copying removes ``dst``.
+            is raised; ``dst`` appears only whole, as in :func:`copy_episodes`.
     """
     if not srcs:
         raise ValueError("merge_buffers needs at least one source buffer")
@@ -167,24 +168,22 @@ def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None) -> lis
 
 def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]], *, template: ReplayBuffer,
            capacity: int | None, progress: Progress | None) -> CopySummary:
+    """Build the new buffer in a hidden sibling of ``dst`` (:func:`~trajstore._fs.staged_folder`) and rename
+    it to ``dst`` once every episode is committed and the buffer closed: ``dst`` is absent or whole, even
+    after a kill; a failed or killed run's staging folder is removed (by the next run, after a kill)."""
     dst = Path(dst)
-    made = not dst.exists()
     storage_cls, kwargs = storage_kwargs_of(template.storage)
-    out = ReplayBuffer.create(storage_cls, template.space, cache_path=dst, capacity=capacity,
-                              check_bounds=template.check_bounds, **kwargs)
     written: list[tuple[str, int]] = []
     steps = 0
-    try:
-        with out:
+    with staged_folder(dst) as staging:
+        with ReplayBuffer.create(storage_cls, template.space, cache_path=staging, capacity=capacity,
+                                 check_bounds=template.check_bounds, **kwargs) as out:
             for rb, ids in sources:
                 wanted = set(ids)
                 for k, ep in enumerate(rb.episodes):
                     if ep.id in wanted:
                         steps += _copy_episode(rb, k, out, progress)
                         written.append((str(rb.cache_path), ep.id))
-    except BaseException:
-        _remove(dst, made)
-        raise
     return CopySummary(str(dst), len(written), steps, written)
 
 
@@ -208,14 +207,3 @@ def _step_bytes(space: Space) -> int:
             n *= int(d)
         total += n * getattr(getattr(leaf, "dtype", None), "itemsize", 8)
     return total
-
-
-def _remove(dst: Path, made: bool) -> None:
-    """Remove what a failed copy wrote into ``dst`` (the folder too, if the copy made it)."""
-    if not dst.exists():
-        return
-    if made:
-        shutil.rmtree(dst, ignore_errors=True)
-    else:
-        for child in dst.iterdir():
-            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
