@@ -151,8 +151,25 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _owner_record() -> dict[str, Any]:
+def owner_record() -> dict[str, Any]:
+    """Who this process is, for a file that marks something it is building or holds: ``{"host": host
+    name, "pid": process id, "start": its start time (see :func:`owner_is_gone`), or None}``."""
     return {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid())}
+
+
+def owner_is_gone(owner: Any) -> bool:
+    """True when ``owner`` (an :func:`owner_record`) names a process of this host that is gone: no
+    process has its id (``os.kill(pid, 0)``), or the one that has it started at another time (the id was
+    reused). False when unsure: another host's process (not visible here), a record that is not one."""
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
+        return False
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if not _pid_alive(pid):
+        return True
+    start = _process_start(pid)
+    return start is not None and owner.get("start") is not None and start != owner["start"]
 
 
 def _is_stale(folder: Path, pid: int, owner_file: Path) -> bool:
@@ -160,17 +177,10 @@ def _is_stale(folder: Path, pid: int, owner_file: Path) -> bool:
     :func:`staged_folder` for the rule). Unsure means no: a live run's folder is never removed."""
     try:
         owner = json.loads(owner_file.read_bytes())
-    except FileNotFoundError:
-        owner = None
-    except (OSError, ValueError):  # cut short by the kill: vouches for nothing
+    except (OSError, ValueError):  # none, or cut short by the kill: vouches for nothing
         owner = None
     if isinstance(owner, dict):
-        if owner.get("host") != socket.gethostname() or owner.get("pid") != pid:
-            return False  # another machine's run (a shared file system): its processes are not visible here
-        if not _pid_alive(pid):
-            return True
-        start = _process_start(pid)
-        return start is not None and owner.get("start") is not None and start != owner["start"]  # pid reused
+        return owner.get("pid") == pid and owner_is_gone(owner)
     try:
         age = time.time() - folder.lstat().st_mtime
     except FileNotFoundError:
@@ -225,7 +235,7 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     owner = tmp.with_name(tmp.name + ".owner")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier run of this process id that died
     try:
-        owner.write_text(json.dumps(_owner_record()))
+        owner.write_text(json.dumps(owner_record()))
         yield tmp
         os.replace(tmp, out)  # an empty folder at out is replaced (POSIX rename)
         owner.unlink(missing_ok=True)
