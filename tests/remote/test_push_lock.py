@@ -13,7 +13,6 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -118,14 +117,10 @@ def test_retention_keeps_objects_written_after_the_lock_was_taken(tmp_path, targ
     assert stray in _objects(fs, root) and stray not in named
 
 
-def test_a_stale_lock_is_taken_over_and_a_live_one_of_another_host_is_not(tmp_path, target):
-    url, options, fs, root = target
+def test_a_stale_lock_is_taken_over_and_a_live_one_of_another_host_is_not(tmp_path, bucket_url, storage_options,
+                                                                          s3):
+    url, options, fs, root = bucket_url, storage_options, s3, bucket_url.removeprefix("s3://")
     folder = _buffer(tmp_path)
-    fs.makedirs(root, exist_ok=True)
-    if url.startswith("file:"):  # a lock file no process holds: whatever it says, it is free
-        Path(root, LOCK_NAME).write_text(json.dumps({"host": "elsewhere", "pid": 1, "expires": time.time() + 600}))
-        assert push(folder, url, options).generation == 1
-        return
     live = {"host": "elsewhere", "pid": 1, "token": "t", "acquired": time.time(), "expires": time.time() + 600}
     fs.pipe_file(f"{root}/{LOCK_NAME}", json.dumps(live).encode())
     with pytest.raises(PushConflictError, match="pid 1 on elsewhere"):
@@ -213,5 +208,24 @@ def test_two_pushers_and_a_reader_on_one_url(tmp_path, bucket_url, storage_optio
     present = {p.rsplit("/", 1)[-1] for p in s3.find(f"{bucket_url}/{OBJECTS}")}
     assert [e.key for e in final.files.values() if e.key.rsplit("/", 1)[-1] not in present] == []
     assert not s3.exists(f"{bucket_url}/{LOCK_NAME}")
+    print(f"two pushers: {len(generations)} pushes, {len(conflicts)} refused, reader: {opens} opens")
     if not conflicts:
         pytest.skip(f"the two pushes of each round never overlapped ({len(generations)} pushes, {opens} opens)")
+
+
+def test_a_held_lock_is_refreshed_while_the_push_runs_and_removed_at_the_end(bucket_url, s3):
+    from trajstore.remote.push_lock import PushLock
+
+    root = bucket_url.removeprefix("s3://")
+    path = f"{root}/{LOCK_NAME}"
+    with PushLock(s3, root, bucket_url, local=False, s3=True, seconds=0.6) as lock:
+        first = json.loads(s3.cat_file(path))
+        assert (first["host"], first["pid"]) == (socket.gethostname(), os.getpid())
+        deadline = time.monotonic() + 120
+        while json.loads(s3.cat_file(path))["expires"] == first["expires"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        again = json.loads(s3.cat_file(path))
+        assert again["expires"] > first["expires"] and again["token"] == first["token"]
+        lock.confirm()  # still ours
+    s3.invalidate_cache()
+    assert not s3.exists(path)

@@ -177,9 +177,9 @@ class PushLock:
                 continue  # another push took it over (or released it) first: look again
         else:
             raise self._conflict(None, "the push lock kept changing hands")
-        _HELD.add(self.token)
         info = self.fs.info(self.path)
         self.acquired_at = modified_time(info) or time.time()
+        _HELD.add(self.token)  # only now: a lock this process made but could not date is taken over next time
 
     def _release_object(self) -> None:
         with self._mutex:
