@@ -124,6 +124,9 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
         ImportError: fsspec, or the URL protocol's package (s3fs), is missing.
         InvalidValueError: ``storage_options`` is not a dict, the URL's scheme is unknown, or the URL is
             a local path inside ``folder``.
+        PushConflictError: another push to ``url`` is under way (the message names its host and process
+            id), took this push's lock over, or wrote a manifest meanwhile; this push wrote no manifest
+            and deleted nothing (a ``RemoteStoreError``, so an ``OSError``).
         OSError: the store refused a request (credentials, missing bucket; ``RemoteStoreError`` for an
             unreachable endpoint or options the client does not take); the previous snapshot stays.
     """

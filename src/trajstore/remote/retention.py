@@ -7,7 +7,10 @@ buffer stays open (a training run: hours). So a push keeps every object named by
 * the manifest it replaces (always, whatever the retention),
 * every older manifest that was replaced less than ``retain_seconds`` ago (by the pushers' clocks),
 
-and deletes the other objects. Each pushed manifest is also kept as ``manifests/<generation>.json``
+and deletes the other objects, except those it cannot rule out that another push needs: the objects
+the URL's manifest names when retention runs, those of kept manifests of later generations, and every
+object written at or after this push took the push lock (:mod:`~trajstore.remote.push_lock`), so a
+push that took over a lock this one lost, or uploaded meanwhile, keeps what it uploaded. Each pushed manifest is also kept as ``manifests/<generation>.json``
 (written before the manifest itself) until it falls out of retention, so the next push knows what
 older snapshots still name. A reader that keeps a buffer open longer than the retention after the
 next-but-one push may find an object gone: its read raises ``FormatError`` (open it again).
