@@ -229,3 +229,23 @@ def test_a_held_lock_is_refreshed_while_the_push_runs_and_removed_at_the_end(buc
         lock.confirm()  # still ours
     s3.invalidate_cache()
     assert not s3.exists(path)
+
+
+def test_trajstore_push_while_another_push_holds_the_url_is_one_line_naming_it(tmp_path, bucket_url,
+                                                                              storage_options, s3):
+    from typer.testing import CliRunner
+
+    from trajstore.cli.main import app
+
+    root = bucket_url.removeprefix("s3://")
+    s3.pipe_file(f"{root}/{LOCK_NAME}", json.dumps({"host": "robot-3", "pid": 4711, "token": "t",
+                                                    "acquired": time.time(), "expires": time.time() + 600}).encode())
+    endpoint = storage_options["client_kwargs"]["endpoint_url"]
+    out = CliRunner().invoke(app, ["push", str(_buffer(tmp_path)), bucket_url, "--no-progress", "-o", "key=test",
+                                   "-o", "secret=test", "-o", f"client_kwargs.endpoint_url={endpoint}",
+                                   "-o", "client_kwargs.region_name=eu-west-1"])
+    assert out.exit_code == 2, out.output
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "another push to this URL is under way" in lines[0]
+    assert "pid 4711 on robot-3" in lines[0] and bucket_url in lines[0]
+    assert not s3.exists(f"{root}/{MANIFEST}")
