@@ -249,3 +249,27 @@ def test_trajstore_push_while_another_push_holds_the_url_is_one_line_naming_it(t
     assert len(lines) == 1 and lines[0].startswith("error: ") and "another push to this URL is under way" in lines[0]
     assert "pid 4711 on robot-3" in lines[0] and bucket_url in lines[0]
     assert not s3.exists(f"{root}/{MANIFEST}")
+
+
+def test_a_manifest_slipped_in_after_the_check_makes_the_conditional_write_fail(tmp_path, bucket_url,
+                                                                                storage_options, s3, monkeypatch):
+    """On S3 the manifest is written with If-Match on the version checked: a push that does not take the
+    lock (an older trajstore) writing one in between is noticed, and nothing is deleted."""
+    from trajstore.remote import publish
+
+    root = bucket_url.removeprefix("s3://")
+    push(_buffer(tmp_path, "a"), bucket_url, storage_options, retain_seconds=0)
+    before_objects, before = _objects(s3, root), _manifest(s3, root)
+    other = Manifest(before.generation + 1, before.files, time.time())
+    checked = publish._check_unmoved
+
+    def check_then_meddle(*args):
+        tag = checked(*args)
+        s3.pipe_file(f"{root}/{MANIFEST}", other.to_bytes())
+        return tag
+
+    monkeypatch.setattr(publish, "_check_unmoved", check_then_meddle)
+    with pytest.raises(PushConflictError, match="replaced the manifest just before"):
+        push(_buffer(tmp_path, "b", episodes=3), bucket_url, storage_options, retain_seconds=0)
+    assert _manifest(s3, root).to_bytes() == other.to_bytes()
+    assert _objects(s3, root) >= before_objects

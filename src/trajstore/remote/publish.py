@@ -36,7 +36,7 @@ from trajstore.remote.layout import MANIFEST, OBJECTS, PAYLOAD, SMALL, object_ke
 from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of, store_errors
 from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.mirror import manifest_or_none
-from trajstore.remote.push_lock import S3_PROTOCOLS, PushLock
+from trajstore.remote.push_lock import S3_PROTOCOLS, PushLock, precondition_failed
 from trajstore.remote.retention import HISTORY, RETAIN_SECONDS, collect, history_name
 from trajstore.remote.snapshot import Snapshot, take_snapshot
 from trajstore.replay_buffer.metadata import read_meta
@@ -179,9 +179,9 @@ def _push_locked(fs: Any, root: str, folder: Path, url: str, local: bool, lock: 
     manifest = Manifest((previous.generation + 1) if previous else 1, files, time.time())
     data = manifest.to_bytes()
     lock.confirm()
-    _check_unmoved(fs, root, url, previous)
+    tag = _check_unmoved(fs, root, url, previous, lock.s3)
     _write_small(fs, root, history_name(manifest.generation), data, local)  # before the manifest names it
-    _write_small(fs, root, MANIFEST, data, local)
+    _write_manifest(fs, root, url, data, local, lock.s3, tag)
     stale, old_history = collect(fs, root, url, manifest, previous, manifest.created, retain_seconds,
                                  written_before=lock.acquired_at)
     if stale or old_history:
@@ -191,15 +191,54 @@ def _push_locked(fs: Any, root: str, folder: Path, url: str, local: bool, lock: 
                       len(skipped), sum(e.size for e in skipped), len(stale))
 
 
-def _check_unmoved(fs: Any, root: str, url: str, previous: Manifest | None) -> None:
-    """Raise PushConflictError if the URL's manifest is no longer ``previous`` (another push wrote one)."""
+def _check_unmoved(fs: Any, root: str, url: str, previous: Manifest | None, s3: bool) -> Any:
+    """Raise PushConflictError if the URL's manifest is no longer ``previous`` (another push wrote one).
+
+    Returns the manifest's ETag on S3 (read before its bytes, so it is the version checked or an older
+    one) for :func:`_write_manifest`'s conditional PUT, else ``None``."""
+    tag = None
+    if s3:
+        fs.invalidate_cache(f"{root}/{MANIFEST}")
+        try:
+            tag = fs.info(f"{root}/{MANIFEST}")["ETag"]
+        except FileNotFoundError:
+            pass
     found = manifest_or_none(fs, root, url)
     now = found[0].generation if found else None
     was = previous.generation if previous else None
     if now != was:
-        raise PushConflictError(f"{url}: another push wrote generation {now} while this push ran (it started from "
-                                f"{was}); this push stopped before writing its manifest and deleted nothing: "
-                                "one push per URL at a time")
+        raise _moved(url, now, was)
+    return tag
+
+
+def _moved(url: str, now: Any, was: Any) -> PushConflictError:
+    return PushConflictError(f"{url}: another push wrote generation {now} while this push ran (it started from "
+                             f"{was}); this push stopped before writing its manifest and deleted nothing: "
+                             "one push per URL at a time")
+
+
+def _write_manifest(fs: Any, root: str, url: str, data: bytes, local: bool, s3: bool, tag: Any) -> None:
+    """Write the manifest; on S3 only if it is still the version :func:`_check_unmoved` checked (``If-Match``
+    on its ETag, or ``If-None-Match: *`` when there was none), so a push that does not take the lock (an
+    older trajstore) cannot slip a manifest in between unnoticed.
+
+    Raises:
+        PushConflictError: the manifest changed since it was checked (nothing was deleted).
+    """
+    if not s3:
+        _write_small(fs, root, MANIFEST, data, local)
+        return
+    try:
+        if tag is None:
+            fs.pipe_file(f"{root}/{MANIFEST}", data, mode="create")
+        else:
+            fs.pipe_file(f"{root}/{MANIFEST}", data, IfMatch=tag)
+    except OSError as exc:
+        if isinstance(exc, (FileExistsError, FileNotFoundError)) or precondition_failed(exc):
+            raise PushConflictError(f"{url}: another push replaced the manifest just before this push wrote its "
+                                    "own; this push stopped there and deleted nothing: one push per URL at a "
+                                    "time") from None
+        raise
 
 
 def _remove_temporaries(root: Path) -> None:

@@ -235,7 +235,7 @@ class PushLock:
             except FileExistsError:
                 raise
             except OSError as exc:
-                if _precondition_failed(exc):  # a create racing another one
+                if precondition_failed(exc):  # a create racing another one
                     raise FileExistsError(self.path) from None
                 raise
         self.fs.pipe_file(self.path, data, mode="create")
@@ -249,7 +249,7 @@ class PushLock:
             except FileNotFoundError:
                 raise
             except OSError as exc:
-                if _precondition_failed(exc):
+                if precondition_failed(exc):
                     raise _Moved() from None
                 raise
         current = self.fs.cat_file(self.path)
@@ -283,7 +283,7 @@ def _left_by_this_process(owner: Any) -> bool:
             and owner.get("token") not in _HELD)
 
 
-def _precondition_failed(exc: BaseException) -> bool:
+def precondition_failed(exc: BaseException) -> bool:
     """Whether an S3 error is a failed condition (412 PreconditionFailed, 409 ConditionalRequestConflict)."""
     cause = getattr(exc, "__cause__", None)
     code = str(getattr(cause, "response", {}).get("Error", {}).get("Code", "")) if cause is not None else ""
