@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,13 +130,108 @@ def check_new_folder(out: str | os.PathLike) -> None:
         raise StorageExistsError(f"{out} already exists and is not an empty folder; pick a new path")
 
 
+#: A staging folder that no owner file vouches for (made by an older trajstore) is removed as stale only
+#: when its process id is gone and it was last changed longer ago than this (seconds): one hour.
+STALE_UNOWNED_SECONDS = 3600.0
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (``/proc/<pid>/stat``'s start time, clock ticks since boot, with the
+    boot id), or ``None`` when that is not known here (no ``/proc``, or no such process)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = stat.rsplit(")", 1)[1].split()[19]  # field 22; the command name may hold spaces
+    except (OSError, IndexError):
+        return None
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    return f"{boot}:{ticks}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by another user
+        return True
+    return True
+
+
+def owner_record() -> dict[str, Any]:
+    """Who this process is, for a file that marks something it is building or holds: ``{"host": host
+    name, "pid": process id, "start": its start time (see :func:`owner_is_gone`), or None}``."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid())}
+
+
+def owner_is_gone(owner: Any) -> bool:
+    """True when ``owner`` (an :func:`owner_record`) names a process of this host that is gone: no
+    process has its id (``os.kill(pid, 0)``), or the one that has it started at another time (the id was
+    reused). False when unsure: another host's process (not visible here), a record that is not one."""
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
+        return False
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if not _pid_alive(pid):
+        return True
+    start = _process_start(pid)
+    return start is not None and owner.get("start") is not None and start != owner["start"]
+
+
+def _is_stale(folder: Path, pid: int, owner_file: Path) -> bool:
+    """Whether the staging folder ``folder`` of process ``pid`` was left by a run that died (see
+    :func:`staged_folder` for the rule). Unsure means no: a live run's folder is never removed."""
+    try:
+        owner = json.loads(owner_file.read_bytes())
+    except (OSError, ValueError):  # none, or cut short by the kill: vouches for nothing
+        owner = None
+    if isinstance(owner, dict):
+        return owner.get("pid") == pid and owner_is_gone(owner)
+    try:
+        age = time.time() - folder.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    return not _pid_alive(pid) and age > STALE_UNOWNED_SECONDS
+
+
+def remove_stale_staging(out: str | os.PathLike) -> list[Path]:
+    """Remove the staging folders ``.{name}.{pid}.partial`` beside ``out`` (and their owner files) that
+    runs which died left behind; returns the folders removed. See :func:`staged_folder` for the rule."""
+    out = Path(out)
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(\d+)\.partial(\.owner)?$")
+    removed = []
+    try:
+        pids = {int(m.group(1)) for m in map(pattern.match, (p.name for p in out.parent.iterdir())) if m}
+    except FileNotFoundError:
+        return removed
+    for pid in sorted(pids - {os.getpid()}):
+        path = out.with_name(f".{out.name}.{pid}.partial")
+        owner_file = path.with_name(path.name + ".owner")
+        if _is_stale(path, pid, owner_file):
+            shutil.rmtree(path, ignore_errors=True)
+            owner_file.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 @contextmanager
 def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     """Build a folder under a temporary name beside ``out`` and rename it to ``out`` when the body
     returns, so ``out`` appears whole or not at all; if the body raises, the temporary folder is
     removed and ``out`` is as it was.
 
-    Yields the temporary path (it does not exist yet: the body makes it).
+    Yields the temporary path ``.{name}.{pid}.partial`` beside ``out`` (it does not exist yet: the body
+    makes it). Beside it, ``.{name}.{pid}.partial.owner`` (JSON: host name, process id, the process's
+    start time) says whose it is, until the folder is renamed or removed.
+
+    Staging folders of the same ``out`` that a killed run left behind are removed first. One is taken
+    as left behind when its owner file names this host and its process id, and that process is gone
+    (``os.kill(pid, 0)`` finds none) or is another process that reused the id (its start time differs);
+    one without an owner file (an older trajstore's) when its process id is gone and it has not changed
+    for :data:`STALE_UNOWNED_SECONDS`. Another host's staging folder (a shared file system) is kept.
 
     Raises:
         StorageExistsError: ``out`` is a file or a non-empty folder (checked first; nothing is made).
@@ -141,12 +239,17 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     out = Path(out)
     check_new_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    owner = tmp.with_name(tmp.name + ".owner")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier run of this process id that died
     try:
+        owner.write_text(json.dumps(owner_record()))
         yield tmp
         os.replace(tmp, out)  # an empty folder at out is replaced (POSIX rename)
+        owner.unlink(missing_ok=True)
         fsync_dir(out.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        owner.unlink(missing_ok=True)
         raise

@@ -60,6 +60,14 @@ class RemoteStoreError(TrajstoreError, OSError):
     """
 
 
+class PushConflictError(RemoteStoreError):
+    """Another push to the same URL holds its push lock (the message names that push's host, process id
+    and when its lock expires), took the lock over from this push, or replaced the manifest while this
+    push ran. Nothing this push would delete was deleted and the URL's snapshot is the other push's (or
+    the previous one): push again when the other push has ended.
+    """
+
+
 class StaleReadError(TrajstoreError, IndexError):
     """A reader asked for steps whose slots the writer reused while they were read (a ring
     overwriting its oldest steps, or a discarded episode's slots written again).

@@ -1,6 +1,7 @@
 """kill -9 of `trajstore push` and `trajstore pull` in subprocesses, at moments the test sees happen
 (the first new object in the bucket, the staging folder of a pull): the URL then reads as the
-previous snapshot or the new one, whole; a push again completes; a pulled folder is absent or whole."""
+previous snapshot or the new one, whole; a push again completes; a pulled folder is absent or whole,
+and the pull again removes the staging folder the killed one left."""
 
 from __future__ import annotations
 
@@ -89,9 +90,12 @@ def test_a_killed_pull_leaves_no_folder_and_a_pull_again_is_whole(tmp_path, buck
     staging = lambda: any(p.name.startswith(".copy.") for p in tmp_path.iterdir())  # noqa: E731
     assert _kill_when(proc, staging), "the pull ended before it made its staging folder"
     assert not target.exists()
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".copy.")]
+    assert left  # the killed pull's staging folder, which no one else will remove
     proc = _start(["pull", bucket_url, str(target), *_options(storage_options)])
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-2000:]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".copy.")] == []  # removed by the pull again
     assert verify_buffer(target).steps == 72
     with ReplayBuffer.load_from(tmp_path / "rb") as a, ReplayBuffer.load_from(target) as b:
         assert_same(a[:], b[:])

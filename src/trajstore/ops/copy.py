@@ -17,12 +17,12 @@ still open in the source (a live or crashed writer) is copied as interrupted.
 from __future__ import annotations
 
 import os
-import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from trajstore._fs import staged_folder
 from trajstore.damage import DamagedBufferWarning, DamagedDataError
 from trajstore.errors import FormatError, InvalidValueError
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
@@ -124,7 +124,8 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
             selects no episode unless ``allow_empty`` (:class:`~trajstore.errors.InvalidValueError`,
             naming the data keys of the selection that no held episode has).
         StorageExistsError: ``dst`` exists and is not an empty folder.
-        Nothing is written when one of these is raised; an error while copying removes ``dst``.
+        Nothing is written when one of these is raised. ``dst`` appears only whole: the copy is built in a
+        hidden sibling folder and renamed at the end (an error, or a kill, leaves ``dst`` as it was).
     """
     with warnings.catch_warnings():  # the damage is reported below, or skipped as asked
         warnings.simplefilter("ignore", DamagedBufferWarning)
@@ -150,7 +151,7 @@ def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, 
         ValueError: no source, or two sources whose step spaces differ (names the sources and the first
             differing leaf).
         FormatError, StorageExistsError: as :func:`copy_episodes`. Nothing is written when one of these
-            is raised; an error while copying removes ``dst``.
+            is raised; ``dst`` appears only whole, as in :func:`copy_episodes`.
     """
     if not srcs:
         raise ValueError("merge_buffers needs at least one source buffer")
@@ -197,16 +198,17 @@ def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None, *, all
 
 def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]], *, template: ReplayBuffer,
            capacity: int | None, progress: Progress | None, skip_damaged: bool = False) -> CopySummary:
+    """Build the new buffer in a hidden sibling of ``dst`` (:func:`~trajstore._fs.staged_folder`) and rename
+    it to ``dst`` once every episode is committed and the buffer closed: ``dst`` is absent or whole, even
+    after a kill; a failed or killed run's staging folder is removed (by the next run, after a kill)."""
     dst = Path(dst)
-    made = not dst.exists()
     storage_cls, kwargs = storage_kwargs_of(template.storage)
-    out = ReplayBuffer.create(storage_cls, template.space, cache_path=dst, capacity=capacity,
-                              check_bounds=template.check_bounds, **kwargs)
     written: list[tuple[str, int]] = []
     skipped: list[tuple[str, int]] = []
     steps = 0
-    try:
-        with out:
+    with staged_folder(dst) as staging:
+        with ReplayBuffer.create(storage_cls, template.space, cache_path=staging, capacity=capacity,
+                                 check_bounds=template.check_bounds, **kwargs) as out:
             for rb, ids in sources:
                 wanted = set(ids)
                 for k, ep in enumerate(rb.episodes):
@@ -220,9 +222,6 @@ def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]]
                             skipped.append((str(rb.cache_path), ep.id))
                             continue
                         written.append((str(rb.cache_path), ep.id))
-    except BaseException:
-        _remove(dst, made)
-        raise
     return CopySummary(str(dst), len(written), steps, written, skipped)
 
 
@@ -246,14 +245,3 @@ def _step_bytes(space: Space) -> int:
             n *= int(d)
         total += n * getattr(getattr(leaf, "dtype", None), "itemsize", 8)
     return total
-
-
-def _remove(dst: Path, made: bool) -> None:
-    """Remove what a failed copy wrote into ``dst`` (the folder too, if the copy made it)."""
-    if not dst.exists():
-        return
-    if made:
-        shutil.rmtree(dst, ignore_errors=True)
-    else:
-        for child in dst.iterdir():
-            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)

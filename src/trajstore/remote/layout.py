@@ -4,6 +4,8 @@ A published buffer (``trajstore push``) is, under its URL::
 
     trajstore-manifest.json      the one mutable object: maps every file of the folder to its object
     objects/<sha256, 32 hex>     the files' bytes, named by their content (immutable)
+    manifests/<generation>.json  copies of recent manifests (:mod:`~trajstore.remote.retention`)
+    push.lock                    held by the push under way (:mod:`~trajstore.remote.push_lock`)
 
 Which files are *payload* (big, append-only or written once, read remotely by byte range or whole:
 image chunks, video segments) and which are *small* (metadata, indexes, HDF5, memmap data: a reader

@@ -14,7 +14,11 @@ Order (see :mod:`~trajstore.remote.layout` for the layout in the bucket):
    replaced snapshot and those replaced less than an hour ago are kept), so a reader that opened
    an older snapshot keeps working.
 
-One pusher per URL at a time (two concurrent pushes may delete each other's new objects).
+One push per URL at a time, enforced: a push holds the URL's push lock (:mod:`~trajstore.remote.push_lock`)
+from before it reads the manifest until its deletions are done; a second push fails at once with
+:class:`~trajstore.errors.PushConflictError` naming the first. Before writing the manifest a push
+checks that it still holds the lock and that the manifest's generation is still the one it started
+from; if not, it stops without writing or deleting anything.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from trajstore.errors import FormatError, InvalidValueError
+from trajstore.errors import FormatError, InvalidValueError, PushConflictError
 from trajstore.remote.layout import MANIFEST, OBJECTS, PAYLOAD, SMALL, object_key
 from trajstore.remote.location import LOCAL_PROTOCOLS, filesystem, protocol_of, store_errors
 from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.mirror import manifest_or_none
-from trajstore.remote.retention import RETAIN_SECONDS, collect, history_name
+from trajstore.remote.push_lock import S3_PROTOCOLS, PushLock, precondition_failed
+from trajstore.remote.retention import HISTORY, RETAIN_SECONDS, collect, history_name
 from trajstore.remote.snapshot import Snapshot, take_snapshot
 from trajstore.replay_buffer.metadata import read_meta
 
@@ -119,6 +124,9 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
         ImportError: fsspec, or the URL protocol's package (s3fs), is missing.
         InvalidValueError: ``storage_options`` is not a dict, the URL's scheme is unknown, or the URL is
             a local path inside ``folder``.
+        PushConflictError: another push to ``url`` is under way (the message names its host and process
+            id), took this push's lock over, or wrote a manifest meanwhile; this push wrote no manifest
+            and deleted nothing (a ``RemoteStoreError``, so an ``OSError``).
         OSError: the store refused a request (credentials, missing bucket; ``RemoteStoreError`` for an
             unreachable endpoint or options the client does not take); the previous snapshot stays.
     """
@@ -131,22 +139,37 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
 def _push(folder: Path, url: str, storage_options: dict[str, Any] | None, retain_seconds: float,
           progress: Callable[[int, int], None] | None) -> PushReport:
     fs, root = filesystem(url if protocol_of(url) else Path(url).resolve().as_uri(), storage_options)
-    found = manifest_or_none(fs, root, url)
-    previous = found[0] if found else None
     local = protocol_of(url) in (None, *LOCAL_PROTOCOLS)
     if local and Path(root).resolve().is_relative_to(folder.resolve()):
         # The objects would land among the files being published, and each push would publish the last.
         raise InvalidValueError(f"{url}: cannot publish {folder} into itself; pick a URL outside the folder")
     if local:
         os.makedirs(Path(root) / OBJECTS, exist_ok=True)
+    with PushLock(fs, root, url, local=local, s3=protocol_of(url) in S3_PROTOCOLS) as lock:
+        return _push_locked(fs, root, folder, url, local, lock, retain_seconds, progress)
+
+
+def _push_locked(fs: Any, root: str, folder: Path, url: str, local: bool, lock: PushLock, retain_seconds: float,
+                 progress: Callable[[int, int], None] | None) -> PushReport:
+    """The push, once this process holds the URL's push lock: everything it reads of the URL is read now."""
+    if local:
+        _remove_temporaries(Path(root))
+    found = manifest_or_none(fs, root, url)
+    previous = found[0] if found else None
     existing = {p.rsplit("/", 1)[-1] for p in (fs.find(f"{root}/{OBJECTS}") if fs.exists(f"{root}/{OBJECTS}")
                                                else [])}
+
+    def report(sent: int, total: int) -> None:  # between batches of uploads: stop if the lock was lost
+        lock.raise_if_lost()
+        if progress is not None:
+            progress(sent, total)
+
     with tempfile.TemporaryDirectory(prefix="trajstore-push-") as tmp:
         for _ in range(3):  # a payload file the writer deleted before it was read: take the snapshot again
             snap = take_snapshot(folder, Path(tmp) / "snapshot")
             try:
                 files, uploads = _entries(snap, previous, existing)
-                sent_files, sent_bytes = _upload(fs, root, uploads, local, progress)
+                sent_files, sent_bytes = _upload(fs, root, uploads, local, report)
                 break
             except PayloadGone:
                 continue
@@ -155,14 +178,76 @@ def _push(folder: Path, url: str, storage_options: dict[str, Any] | None, retain
                               "push again when it records more slowly, or after it closes")
     manifest = Manifest((previous.generation + 1) if previous else 1, files, time.time())
     data = manifest.to_bytes()
+    lock.confirm()
+    tag = _check_unmoved(fs, root, url, previous, lock.s3)
     _write_small(fs, root, history_name(manifest.generation), data, local)  # before the manifest names it
-    _write_small(fs, root, MANIFEST, data, local)
-    stale, old_history = collect(fs, root, url, manifest, previous, manifest.created, retain_seconds)
+    _write_manifest(fs, root, url, data, local, lock.s3, tag)
+    stale, old_history = collect(fs, root, url, manifest, previous, manifest.created, retain_seconds,
+                                 written_before=lock.acquired_at)
     if stale or old_history:
         fs.rm([*stale, *old_history])
     skipped = [e for e in files.values() if e.key.rsplit("/", 1)[-1] in existing]
     return PushReport(url, manifest.generation, snap.steps, len(files), sent_files, sent_bytes,
                       len(skipped), sum(e.size for e in skipped), len(stale))
+
+
+def _check_unmoved(fs: Any, root: str, url: str, previous: Manifest | None, s3: bool) -> Any:
+    """Raise PushConflictError if the URL's manifest is no longer ``previous`` (another push wrote one).
+
+    Returns the manifest's ETag on S3 (read before its bytes, so it is the version checked or an older
+    one) for :func:`_write_manifest`'s conditional PUT, else ``None``."""
+    tag = None
+    if s3:
+        fs.invalidate_cache(f"{root}/{MANIFEST}")
+        try:
+            tag = fs.info(f"{root}/{MANIFEST}")["ETag"]
+        except FileNotFoundError:
+            pass
+    found = manifest_or_none(fs, root, url)
+    now = found[0].generation if found else None
+    was = previous.generation if previous else None
+    if now != was:
+        raise _moved(url, now, was)
+    return tag
+
+
+def _moved(url: str, now: Any, was: Any) -> PushConflictError:
+    return PushConflictError(f"{url}: another push wrote generation {now} while this push ran (it started from "
+                             f"{was}); this push stopped before writing its manifest and deleted nothing: "
+                             "one push per URL at a time")
+
+
+def _write_manifest(fs: Any, root: str, url: str, data: bytes, local: bool, s3: bool, tag: Any) -> None:
+    """Write the manifest; on S3 only if it is still the version :func:`_check_unmoved` checked (``If-Match``
+    on its ETag, or ``If-None-Match: *`` when there was none), so a push that does not take the lock (an
+    older trajstore) cannot slip a manifest in between unnoticed.
+
+    Raises:
+        PushConflictError: the manifest changed since it was checked (nothing was deleted).
+    """
+    if not s3:
+        _write_small(fs, root, MANIFEST, data, local)
+        return
+    try:
+        if tag is None:
+            fs.pipe_file(f"{root}/{MANIFEST}", data, mode="create")
+        else:
+            fs.pipe_file(f"{root}/{MANIFEST}", data, IfMatch=tag)
+    except OSError as exc:
+        if isinstance(exc, (FileExistsError, FileNotFoundError)) or precondition_failed(exc):
+            raise PushConflictError(f"{url}: another push replaced the manifest just before this push wrote its "
+                                    "own; this push stopped there and deleted nothing: one push per URL at a "
+                                    "time") from None
+        raise
+
+
+def _remove_temporaries(root: Path) -> None:
+    """Remove what killed pushes left in a local URL: ``objects/*.partial`` and hidden ``*.tmp`` files of the
+    manifests (the push lock is held: no other push is writing them)."""
+    for folder, pattern in ((root / OBJECTS, "*.partial"), (root, ".*.tmp"), (root / HISTORY, ".*.tmp")):
+        if folder.is_dir():
+            for path in folder.glob(pattern):
+                path.unlink(missing_ok=True)
 
 
 def _entries(snap: Snapshot, previous: Manifest | None,
