@@ -141,3 +141,36 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def path_inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
+    """``root / rel`` after checking that it stays inside the folder ``root``: for a path that a file
+    read from ``root`` names (a dataset's path template, an image's ``path``), so that hostile content
+    cannot make a reader open a file elsewhere.
+
+    ``rel`` must be relative, without ``..`` parts or NUL bytes, and ``root / rel`` with every symlink
+    followed (those of ``rel``'s parts and of the file itself) must lie inside ``root`` with its own
+    symlinks followed: a symlink from one file of ``root`` to another is fine, one that leaves it is
+    refused. Whether the file exists is not checked (a missing file is the caller's error to word).
+
+    Returns:
+        ``Path(root) / rel`` (not resolved, so that messages name the path as the dataset gives it).
+
+    Raises:
+        FormatError: ``rel`` is empty, absolute, has a ``..`` part or a NUL byte, or leads outside ``root``
+            through a symlink; the message starts with ``what`` and names ``rel``.
+    """
+    text = os.fspath(rel)
+    rel_path = Path(text)
+    if not text or "\0" in text or rel_path.is_absolute() or rel_path.drive or ".." in rel_path.parts:
+        raise FormatError(f"{what}: the path {text!r} leads outside {root} (a path inside it, relative, "
+                          "without '..', is expected)")
+    path = Path(root) / rel_path
+    try:
+        real_root = Path(os.path.realpath(root))
+        real = Path(os.path.realpath(path))
+    except (OSError, ValueError) as exc:  # a symlink loop, a path too long
+        raise FormatError(f"{what}: the path {text!r} cannot be resolved inside {root}: {exc}") from None
+    if real != real_root and real_root not in real.parents:
+        raise FormatError(f"{what}: the path {text!r} leads outside {root} through a symlink (to {real})")
+    return path
