@@ -184,7 +184,8 @@ def read_array(array: Any, index: Any, name: str) -> np.ndarray:
     try:
         return np.asarray(array[index])
     except Exception as exc:  # numcodecs / imagecodecs errors, a truncated chunk, a shape mismatch
-        raise FormatError(f"{name}: cannot read steps {index}: {type(exc).__name__}: {exc}") from None
+        steps = f"{index.start or 0}..{index.stop - 1}" if isinstance(index, slice) and index.stop else "all steps"
+        raise FormatError(f"{name}: cannot read steps {steps}: {type(exc).__name__}: {exc}") from None
 
 
 def check_step_bytes(name: str, array: Any) -> None:
