@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from trajstore._fs import staged_folder
+from trajstore.errors import InvalidValueError
 from trajstore.interop.summary import ImportSummary
 from trajstore.interop.zarr.codecs import register_codecs
 from trajstore.interop.zarr.layout import SourceLayout, open_group, read_array, read_layout
@@ -103,11 +104,13 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
             of strings, an episode's ``interrupted`` not a JSON bool, a data key that is a parameter of
             ``end_episode``: names the attribute and entry), a chunk that cannot be decoded (names the
             array), or a float frame value is not a whole number in 0..255. Raised before ``out`` is
-            touched, except the chunks and frame values, found while copying (``out`` is then not made).
+            touched, except the chunks and frame values, found while copying (``out`` is then not made);
+            a ``data/`` group without arrays.
         KeyError: ``image_keys`` or ``key_map`` name arrays the group does not have.
         StorageExistsError: ``out`` is a file or a non-empty folder.
-        InvalidValueError: a value the buffer refuses (NaN with ``check_bounds=True``: names the leaf).
-        ValueError: an unknown ``camera``, a ``data/`` group without arrays.
+        InvalidValueError: a value the buffer refuses (NaN with ``check_bounds=True``, a value outside the
+            bounds ``trajstore_space`` keeps: names the group, the steps and the leaf).
+        ValueError: an unknown ``camera``.
         ImportError: zarr, numcodecs or imagecodecs is missing (the ``zarr`` extra).
     """
     from tqdm import tqdm
@@ -132,7 +135,10 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
             for k, (start, stop) in enumerate(zip(starts.tolist(), layout.episode_ends.tolist())):
                 for a in range(start, stop, block):
                     b = min(a + block, stop)
-                    rb.extend(_read_block(layout, a, b))
+                    try:
+                        rb.extend(_read_block(layout, a, b))
+                    except InvalidValueError as exc:
+                        raise InvalidValueError(f"{src}: steps {a}..{b - 1}: {exc}") from None
                     bar.update(b - a)
                 kept = layout.episode_data[k] if layout.episode_data else {"data": {}, "interrupted": False}
                 # read_layout refused data keys that are end_episode's own parameters

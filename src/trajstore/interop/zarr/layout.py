@@ -266,12 +266,13 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
     Raises:
         FormatError: the layout is broken (see :func:`read_episode_ends`, :func:`data_arrays`), an
             array's length differs from ``episode_ends[-1]`` (names the array), two arrays map to the
-            same leaf or one leaf lies inside another, ``trajstore_episode_data`` is malformed.
+            same leaf or one leaf lies inside another, ``data/`` holds no array, a trajstore attribute
+            is malformed (see :mod:`trajstore.interop.zarr._attrs`).
         KeyError: ``image_keys`` or ``key_map`` names an array that ``data/`` does not hold.
     """
     arrays = data_arrays(group, src)
     if not arrays:
-        raise ValueError(f"{src}: data/ holds no arrays: nothing to import")
+        raise FormatError(f"{src}: data/ holds no arrays: nothing to import")
     ends = read_episode_ends(group, src, max_episodes=min(int(a.shape[0]) if a.shape else 0 for a in arrays.values()))
     steps = int(ends[-1]) if len(ends) else 0
     image_keys, key_map = set(image_keys), dict(key_map or {})
