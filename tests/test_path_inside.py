@@ -59,3 +59,23 @@ def test_a_symlink_loop_is_not_followed_forever(root):
     except FormatError:
         return
     assert not path.is_file() and os.path.islink(path)
+
+
+def test_check_tree_inside_finds_a_symlink_out_at_any_depth(root, tmp_path):
+    from trajstore._fs import check_tree_inside
+
+    (root / "sub" / "deeper").mkdir()
+    (root / "sub" / "deeper" / "ok").symlink_to("../a.bin")
+    check_tree_inside(root, "store")  # a symlink that stays inside is fine
+    (root / "sub" / "deeper" / "out").symlink_to(tmp_path / "secret.bin")
+    with pytest.raises(FormatError, match=r"^store: the path 'sub/deeper/out' leads outside .* through a symlink"):
+        check_tree_inside(root, "store")
+
+
+def test_check_tree_inside_does_not_follow_a_symlinked_folder(root, tmp_path):
+    from trajstore._fs import check_tree_inside
+
+    (tmp_path / "other").mkdir()
+    (root / "dir-out").symlink_to(tmp_path / "other")
+    with pytest.raises(FormatError, match=r"'dir-out' leads outside"):
+        check_tree_inside(root, "store")

@@ -174,3 +174,29 @@ def path_inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> P
     if real != real_root and real_root not in real.parents:
         raise FormatError(f"{what}: the path {text!r} leads outside {root} through a symlink (to {real})")
     return path
+
+
+def check_tree_inside(root: str | os.PathLike, what: str) -> None:
+    """Refuse a folder ``root`` holding a symlink (at any depth) that leads outside it: for a folder
+    that a library then reads by walking it (a zarr store), where no single path can be checked.
+
+    Symlinks are not followed while walking; each one found is checked with :func:`path_inside`.
+
+    Raises:
+        FormatError: a symlink leads outside ``root`` (names it), or ``root`` cannot be listed.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return
+    try:
+        for folder, dirs, files in os.walk(root, followlinks=False, onerror=_raise):
+            for name in (*dirs, *files):
+                path = Path(folder) / name
+                if path.is_symlink():
+                    path_inside(root, path.relative_to(root), what)
+    except OSError as exc:
+        raise FormatError(f"{what}: {root} cannot be listed: {exc}") from None
+
+
+def _raise(exc: OSError) -> None:
+    raise exc

@@ -94,7 +94,8 @@ def test_image_cell_path_inside_the_dataset_is_read(tmp_path, src):
         assert (rb.get_episode(1)["observation"]["images"]["wrist"] == 77).all()
 
 
-@pytest.mark.parametrize("which", [DATA, EPISODES, "meta/tasks.parquet", "meta/info.json"])
+@pytest.mark.parametrize("which", [DATA, EPISODES, "meta/tasks.parquet", "meta/info.json",
+                                   "videos/observation.images.front/chunk-000/file-000.mp4"])
 def test_symlinked_file_outside_the_dataset_is_refused(tmp_path, src, which):
     outside = tmp_path / Path(which).name
     shutil.move(src / which, outside)

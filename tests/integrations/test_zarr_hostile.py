@@ -187,3 +187,26 @@ def test_cli_prints_one_line_and_exits_2(tmp_path, group, edit):
     assert result.output.startswith("error: ") and result.output.count("\n") == 1
     assert "Traceback" not in result.output and "attribute trajstore_" in result.output
     nothing_made(tmp_path)
+
+
+@pytest.mark.parametrize("what", ["chunk", "array", "attrs"])
+def test_symlinks_out_of_the_group_are_refused(tmp_path, group, what):
+    """zarr would follow them: a chunk, an array folder or an attribute file read from elsewhere."""
+    import shutil
+
+    target = {"chunk": "data/action/0.0", "array": "data/action", "attrs": ".zattrs"}[what]
+    shutil.move(group / target, tmp_path / "elsewhere")
+    (group / target).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FormatError, match=rf"zarr group .*z: the path '{target}' leads outside .*z through a symlink"):
+        run(group, tmp_path)
+    nothing_made(tmp_path)
+
+
+def test_symlinks_inside_the_group_are_followed(tmp_path, group):
+    import shutil
+
+    shutil.move(group / "data/action/0.0", group / "data/action/real-chunk")
+    (group / "data/action/0.0").symlink_to("real-chunk")
+    run(group, tmp_path)
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        assert len(rb) == 18

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from trajstore._fs import check_tree_inside
 from trajstore.errors import FormatError
 from trajstore.interop.zarr._attrs import (ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE, episode_data,
                                            key_order, leaf_path_attr, read_attrs)
@@ -97,11 +98,13 @@ def open_group(src: str | os.PathLike, zarr_module: Any) -> Any:
     """The zarr group at ``src`` (a folder, or a ``.zip`` of one), read-only, format 2 or 3.
 
     Raises:
-        FormatError: ``src`` does not exist or is not a zarr group.
+        FormatError: ``src`` does not exist or is not a zarr group, or a symlink in the folder leads
+            outside it (nothing outside ``src`` is read).
     """
     src = Path(src)
     if not src.exists():
         raise FormatError(f"{src}: no such file or folder")
+    check_tree_inside(src, f"zarr group {src}")  # zarr follows symlinks: none may lead out of the group
     try:
         store: Any = str(src)
         if src.is_file() and src.suffix == ".zip":
