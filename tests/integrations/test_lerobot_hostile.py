@@ -191,3 +191,14 @@ def test_hostile_files_do_not_change_the_real_import(tmp_path):
     """Control: the untouched fixture imports all 36 frames (the cases above fail for their edit only)."""
     assert run(FIXTURE, tmp_path / "rb").steps == 36
     assert not os.path.islink(FIXTURE / DATA)
+
+
+def test_a_footer_declaring_more_rows_than_the_file_can_hold_is_refused(tmp_path, src, monkeypatch):
+    """The data file's footer is trusted only as far as its size allows (MAX_ROWS_PER_BYTE rows a byte)."""
+    from trajstore.interop.lerobot import _bounds
+
+    size = (src / DATA).stat().st_size
+    monkeypatch.setattr(_bounds, "MAX_ROWS_PER_BYTE", 35 / size)  # as if the file were too small for 36 rows
+    with pytest.raises(FormatError, match=rf"file-000.parquet declares 36 rows in {size} bytes"):
+        run(src, tmp_path / "rb")
+    nothing_made(tmp_path)

@@ -23,6 +23,10 @@ from trajstore.errors import FormatError
 MAX_FRAME_VALUES = 1 << 26
 #: Widest field a path template may ask for (``{file_index:03d}`` asks for 3).
 MAX_TEMPLATE_WIDTH = 32
+#: Most rows a data file may declare per byte it holds. Each LeRobot frame has its own ``index`` and
+#: ``timestamp``, a few bytes however the file is encoded; a footer declaring more rows than this is
+#: damaged or crafted to make the reader allocate them.
+MAX_ROWS_PER_BYTE = 16
 
 
 def check_template(template: str, fields: Iterable[str], info_path: Path, name: str) -> None:
@@ -81,7 +85,8 @@ class DataFileSizes:
         left out.
 
         Raises:
-            FormatError: the footer cannot be read (names the file).
+            FormatError: the footer cannot be read, or declares more than :data:`MAX_ROWS_PER_BYTE` rows per
+                byte of the file (names the file).
         """
         if path not in self._known:
             import pyarrow.parquet as pq
@@ -97,6 +102,10 @@ class DataFileSizes:
                         values[field.name] = sum(meta.row_group(g).column(leaf).num_values
                                                  for g in range(meta.num_row_groups))
                     leaf += n
+                size = path.stat().st_size
+                if meta.num_rows > MAX_ROWS_PER_BYTE * size:
+                    raise FormatError(f"LeRobot data: {path} declares {meta.num_rows} rows in {size} bytes; at most "
+                                      f"{MAX_ROWS_PER_BYTE} rows per byte are read")
                 self._known[path] = (int(meta.num_rows), values)
             except FormatError:
                 raise

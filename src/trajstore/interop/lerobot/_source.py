@@ -99,10 +99,19 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) 
     Args:
         episodes: LeRobot episode indices to import (any order; imported in that order), or None for all.
 
+    Nothing outside ``root`` is read: every path the dataset names (``data_path`` / ``video_path`` filled
+    in, the ``meta`` files) goes through :func:`trajstore._fs.path_inside`. Declared sizes are checked
+    before anything is allocated (:mod:`~trajstore.interop.lerobot._bounds`): template widths, values per
+    frame, each episode's ``length`` and each numeric column against the data file's footer.
+
     Raises:
         FormatError: ``root`` or a file is missing (names it), ``codebase_version`` is not v3.0 (names
             ``meta/info.json`` and the version), a feature of an unsupported dtype or shape, keys that
-            clash as paths, a column missing from ``meta/episodes``, or an episode that is not there.
+            clash as paths, a column missing from ``meta/episodes`` or holding a null or a value of the
+            wrong type, an episode that is not there, a path that leads outside ``root`` (absolute,
+            ``..``, a symlink), a path template with other fields or a width above 32, a shape of more
+            than ``MAX_FRAME_VALUES`` values per frame, or an episode ``length`` / numeric feature shape
+            its data file does not hold (names the file).
         ImportError: pyarrow is not installed (``pip install 'trajstore[lerobot]'``).
     """
     root = Path(root)

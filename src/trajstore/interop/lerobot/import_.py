@@ -69,8 +69,11 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
 
     Raises:
         FormatError: the dataset is not LeRobot v3.0 (v2.x: names ``meta/info.json`` and its version), a
-            file it needs is missing (names it), or its content does not match ``info.json`` (a video frame
-            missing near its timestamp, a column of the wrong size, an undecodable image).
+            file it needs is missing (names it), a path it names leads outside ``src`` (``..``, absolute,
+            a symlink out of it: nothing outside is read), a declared size its files do not hold or that
+            is beyond the import's bounds (checked before anything is allocated), or its content does not
+            match ``info.json`` (a video frame missing near its timestamp, a column of the wrong size, an
+            undecodable image); see :func:`~trajstore.interop.lerobot._source.read_source`.
         StorageExistsError: ``out`` is a file or a non-empty folder.
         ValueError: an unknown ``camera``, an episode listed twice.
         ImportError: pyarrow or PyAV is not installed: ``pip install 'trajstore[lerobot]'``.
