@@ -108,7 +108,8 @@ def test_symlinked_file_outside_the_dataset_is_refused(tmp_path, src, which):
 def test_symlinked_folder_outside_the_dataset_is_refused(tmp_path, src):
     shutil.move(src / "data", tmp_path / "data")
     (src / "data").symlink_to(tmp_path / "data")
-    with pytest.raises(FormatError, match=r"info.json: the path template .*: the path 'data/chunk-000/file-000.parquet' leads outside"):
+    with pytest.raises(FormatError, match=r"info.json: the path template .*: the path "
+                                          r"'data/chunk-000/file-000.parquet' leads outside"):
         run(src, tmp_path / "rb")
     nothing_made(tmp_path)
 

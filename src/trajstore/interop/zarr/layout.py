@@ -12,6 +12,11 @@ What trajstore adds in attributes (any reader that does not know them ignores th
     <group>.attrs["trajstore_keys"]        the data keys in the step space's leaf order
     <group>.attrs["trajstore_episode_data"]  one {"data": {...}, "interrupted": bool} per episode
 
+Those attributes are read as data and type-checked (:mod:`trajstore.interop.zarr._attrs`), never
+passed on as keywords. A hostile group is refused before anything is allocated: a symlink out of its
+folder, ``meta/episode_ends`` declaring more episodes than the data has steps, an array of more than
+:data:`MAX_STEP_BYTES` per step; unreadable metadata and chunks are FormatErrors naming the array.
+
 This module only reads and checks (no trajstore buffer, no writing); see
 :mod:`trajstore.interop.zarr` for the import and export built on it.
 """
@@ -28,8 +33,8 @@ import numpy as np
 
 from trajstore._fs import check_tree_inside
 from trajstore.errors import FormatError
-from trajstore.interop.zarr._attrs import (ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE, episode_data,
-                                           key_order, leaf_path_attr, read_attrs)
+from trajstore.interop.zarr._attrs import (ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE,  # noqa: F401
+                                           episode_data, key_order, leaf_path_attr, read_attrs)  # (export.py)
 from trajstore.spaces import BinarySpace, BoxSpace, Space, space_from_json, tree
 
 #: Most bytes one step of one array may hold once decoded (256 MiB: a 4K RGB uint8 frame is 25 MB).
