@@ -210,3 +210,16 @@ def test_symlinks_inside_the_group_are_followed(tmp_path, group):
     run(group, tmp_path)
     with ReplayBuffer.load_from(tmp_path / "rb") as rb:
         assert len(rb) == 18
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"shape": [100000, 100000]}, r"data/action: attribute trajstore_space says shape \[100000, 100000\] per step, "
+                                  r"the array is \(18, 2\)"),
+    ({"low": None}, r"data/action: attribute trajstore_space is not a trajstore space \(Out of range float values"),
+    ({"high": float("nan")}, r"data/action: attribute trajstore_space is not a trajstore space"),
+])
+def test_a_kept_space_is_checked_before_it_is_built(tmp_path, group, edit, message):
+    edit_json(group / "data/action/.zattrs", lambda a: a["trajstore_space"].update(edit))
+    with pytest.raises(FormatError, match=message):
+        run(group, tmp_path)
+    nothing_made(tmp_path)

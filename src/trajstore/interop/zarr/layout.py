@@ -23,6 +23,7 @@ This module only reads and checks (no trajstore buffer, no writing); see
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -248,8 +249,14 @@ def _attr_space(name: str, array: Any, attrs: Mapping[str, Any]) -> Space | None
     """The leaf space kept by an export, checked against the array; None when there is none."""
     if ATTR_SPACE not in attrs:
         return None
+    kept = attrs[ATTR_SPACE]
+    declared = kept.get("shape") if isinstance(kept, dict) else None
+    if declared is not None and declared != list(array.shape[1:]):  # before the space allocates its bounds
+        raise FormatError(f"data/{name}: attribute {ATTR_SPACE} says shape {declared!r:.100} per step, the array "
+                          f"is {tuple(array.shape)}")
     try:
-        space = space_from_json(attrs[ATTR_SPACE])
+        space = space_from_json(kept)
+        json.dumps(space.to_json(), allow_nan=False)  # what the buffer will write: NaN bounds are not JSON
     except (FormatError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise FormatError(f"data/{name}: attribute {ATTR_SPACE} is not a trajstore space ({exc})") from None
     shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
