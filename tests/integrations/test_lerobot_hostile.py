@@ -203,3 +203,33 @@ def test_a_footer_declaring_more_rows_than_the_file_can_hold_is_refused(tmp_path
     with pytest.raises(FormatError, match=rf"file-000.parquet declares 36 rows in {size} bytes"):
         run(src, tmp_path / "rb")
     nothing_made(tmp_path)
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header says ``width`` x ``height`` RGB, holding far fewer pixels."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def test_an_embedded_image_of_another_size_is_refused_before_decoding(tmp_path, src, monkeypatch):
+    """A PNG whose header says 9000 x 9000 (a 243 MB frame): refused from its header, never decoded."""
+    import PIL.PngImagePlugin
+
+    decoded = []
+    real_load = PIL.PngImagePlugin.PngImageFile.load
+    monkeypatch.setattr(PIL.PngImagePlugin.PngImageFile, "load", lambda im: decoded.append(im) or real_load(im))
+    table = pq.read_table(src / DATA)
+    i = table.column_names.index("observation.images.wrist")
+    cells = pa.array([{"bytes": png_claiming(9000, 9000), "path": None}] * table.num_rows, table.schema.field(i).type)
+    pq.write_table(table.set_column(i, table.schema.field(i), cells), src / DATA)
+    with pytest.raises(FormatError, match=r"file-000.parquet\) frame 0: image 'observation.images.wrist' is "
+                                          r"9000 x 9000, info.json says \(32, 32, 3\)"):
+        run(src, tmp_path / "rb")
+    assert decoded == []
+    nothing_made(tmp_path)

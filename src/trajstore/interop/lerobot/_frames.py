@@ -79,9 +79,14 @@ def decode_image(cell: Any, feature: Feature, root: Path, where: str) -> np.ndar
     if not isinstance(data, bytes):
         raise FormatError(f"{where}: image {feature.key!r} bytes are a {type(data).__name__}, not bytes")
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with Image.open(io.BytesIO(data)) as im:  # reads the header only
+            if (im.height, im.width) != feature.shape[:2]:  # checked before the pixels are decoded
+                raise FormatError(f"{where}: image {feature.key!r} is {im.height} x {im.width}, info.json says "
+                                  f"{feature.shape}")
             frame = np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
-    except Exception as exc:  # PIL raises UnidentifiedImageError, OSError, ValueError
+    except FormatError:
+        raise
+    except Exception as exc:  # PIL raises UnidentifiedImageError, OSError, ValueError, DecompressionBombError
         raise FormatError(f"{where}: image {feature.key!r} cannot be decoded: {exc}") from None
     if frame.shape != feature.shape:
         raise FormatError(f"{where}: image {feature.key!r} is {frame.shape}, info.json says {feature.shape}")
