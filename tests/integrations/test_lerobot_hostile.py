@@ -233,3 +233,17 @@ def test_an_embedded_image_of_another_size_is_refused_before_decoding(tmp_path, 
         run(src, tmp_path / "rb")
     assert decoded == []
     nothing_made(tmp_path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda info: info["features"]["observation.images.wrist"].update(names=float("nan")),
+     r"feature 'observation.images.wrist': names must be JSON without NaN or infinity"),
+    (lambda info: info.update(fps=float("nan")), r"info.json: fps must be a positive finite number, got nan"),
+    (lambda info: info.update(fps=float("inf")), r"info.json: fps must be a positive finite number, got inf"),
+])
+def test_info_json_numbers_that_json_has_not(tmp_path, src, edit, message):
+    """Python's json reads NaN and Infinity; info.json values holding them are refused."""
+    edit_info(src, edit)
+    with pytest.raises(FormatError, match=message):
+        run(src, tmp_path / "rb")
+    nothing_made(tmp_path)

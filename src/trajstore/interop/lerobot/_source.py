@@ -17,6 +17,7 @@ selected episodes need exists, and returns a :class:`LeRobotSource`; every probl
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -125,8 +126,8 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) 
                           f"{', '.join(SUPPORTED_VERSIONS)} datasets (convert v2.x ones with LeRobot's "
                           "v2.1 -> v3.0 conversion script first)")
     fps = info.get("fps")
-    if not isinstance(fps, (int, float)) or isinstance(fps, bool) or fps <= 0:
-        raise FormatError(f"{info_path}: fps must be a positive number, got {fps!r}")
+    if not isinstance(fps, (int, float)) or isinstance(fps, bool) or not math.isfinite(fps) or fps <= 0:
+        raise FormatError(f"{info_path}: fps must be a positive finite number, got {fps!r}")
     if not isinstance(info.get("data_path"), str):
         raise FormatError(f"{info_path}: data_path is missing")
     check_template(info["data_path"], ("chunk_index", "file_index"), info_path, "data_path")
@@ -160,6 +161,10 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
         if any(not part or part == "*" or "/" in part for part in path):
             raise FormatError(f"{where}: each dot-separated part must be non-empty, not '*', without '/'")
         dtype, names = spec["dtype"], spec.get("names")
+        try:  # kept as leaf metadata: JSON without NaN or infinity
+            json.dumps(names, allow_nan=False)
+        except (ValueError, TypeError) as exc:
+            raise FormatError(f"{where}: names must be JSON without NaN or infinity ({exc})") from None
         if dtype in CAMERA_DTYPES:
             shape, names = _camera_shape(shape, names, where)
         elif not _is_numeric(dtype):
