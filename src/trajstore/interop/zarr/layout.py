@@ -288,7 +288,9 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
     arrays = data_arrays(group, src)
     if not arrays:
         raise FormatError(f"{src}: data/ holds no arrays: nothing to import")
-    ends = read_episode_ends(group, src, max_episodes=min(int(a.shape[0]) if a.shape else 0 for a in arrays.values()))
+    # every episode has a step at least: the shortest array bounds how many episode_ends may declare
+    ends = read_episode_ends(group, src, max_episodes=min((int(a.shape[0]) for a in arrays.values() if a.shape),
+                                                          default=0))
     steps = int(ends[-1]) if len(ends) else 0
     image_keys, key_map = set(image_keys), dict(key_map or {})
     for what, names in (("image_keys", image_keys), ("key_map", set(key_map))):
