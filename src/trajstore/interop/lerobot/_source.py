@@ -97,13 +97,13 @@ class LeRobotSource:
 def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) -> LeRobotSource:
     """Check the dataset folder ``root`` and describe it.
 
-    Args:
-        episodes: LeRobot episode indices to import (any order; imported in that order), or None for all.
-
     Nothing outside ``root`` is read: every path the dataset names (``data_path`` / ``video_path`` filled
     in, the ``meta`` files) goes through :func:`trajstore._fs.path_inside`. Declared sizes are checked
     before anything is allocated (:mod:`~trajstore.interop.lerobot._bounds`): template widths, values per
     frame, each episode's ``length`` and each numeric column against the data file's footer.
+
+    Args:
+        episodes: LeRobot episode indices to import (any order; imported in that order), or None for all.
 
     Raises:
         FormatError: ``root`` or a file is missing (names it), ``codebase_version`` is not v3.0 (names

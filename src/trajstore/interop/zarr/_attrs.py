@@ -70,7 +70,7 @@ def _is(value: Any, types: tuple[type, ...]) -> bool:
 
 
 def _checked_entry(entry: Any, k: int, src: Any) -> dict[str, Any]:
-    from trajstore.replay_buffer.episode_data import episode_data
+    from trajstore.replay_buffer.episode_data import episode_data as json_only
 
     where = f"{src}: attribute {ATTR_EPISODE_DATA}[{k}]"
     if not isinstance(entry, dict):
@@ -88,7 +88,7 @@ def _checked_entry(entry: Any, k: int, src: Any) -> dict[str, Any]:
         raise FormatError(f"{where}: data key(s) {reserved} are parameters of end_episode, not episode data "
                           "(no trajstore buffer holds them)")
     try:
-        data = episode_data(data)
+        data = json_only(data)
     except InvalidValueError as exc:
         raise InvalidValueError(f"{where}: {exc}") from None
     return {"data": data, "interrupted": entry.get("interrupted", False)}
