@@ -253,3 +253,62 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         owner.unlink(missing_ok=True)
         raise
+
+
+def path_inside(root: str | os.PathLike, rel: str | os.PathLike, what: str) -> Path:
+    """``root / rel`` after checking that it stays inside the folder ``root``: for a path that a file
+    read from ``root`` names (a dataset's path template, an image's ``path``), so that hostile content
+    cannot make a reader open a file elsewhere.
+
+    ``rel`` must be relative, without ``..`` parts or NUL bytes, and ``root / rel`` with every symlink
+    followed (those of ``rel``'s parts and of the file itself) must lie inside ``root`` with its own
+    symlinks followed: a symlink from one file of ``root`` to another is fine, one that leaves it is
+    refused. Whether the file exists is not checked (a missing file is the caller's error to word).
+
+    Returns:
+        ``Path(root) / rel`` (not resolved, so that messages name the path as the dataset gives it).
+
+    Raises:
+        FormatError: ``rel`` is empty, absolute, has a ``..`` part or a NUL byte, or leads outside ``root``
+            through a symlink; the message starts with ``what`` and names ``rel``.
+    """
+    text = os.fspath(rel)
+    rel_path = Path(text)
+    if not text or "\0" in text or rel_path.is_absolute() or rel_path.drive or ".." in rel_path.parts:
+        raise FormatError(f"{what}: the path {text!r} leads outside {root} (a path inside it, relative, "
+                          "without '..', is expected)")
+    path = Path(root) / rel_path
+    try:
+        real_root = Path(os.path.realpath(root))
+        real = Path(os.path.realpath(path))
+    except (OSError, ValueError) as exc:  # a symlink loop, a path too long
+        raise FormatError(f"{what}: the path {text!r} cannot be resolved inside {root}: {exc}") from None
+    if real != real_root and real_root not in real.parents:
+        raise FormatError(f"{what}: the path {text!r} leads outside {root} through a symlink (to {real})")
+    return path
+
+
+def check_tree_inside(root: str | os.PathLike, what: str) -> None:
+    """Refuse a folder ``root`` holding a symlink (at any depth) that leads outside it: for a folder
+    that a library then reads by walking it (a zarr store), where no single path can be checked.
+
+    Symlinks are not followed while walking; each one found is checked with :func:`path_inside`.
+
+    Raises:
+        FormatError: a symlink leads outside ``root`` (names it), or ``root`` cannot be listed.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return
+    try:
+        for folder, dirs, files in os.walk(root, followlinks=False, onerror=_raise):
+            for name in (*dirs, *files):
+                path = Path(folder) / name
+                if path.is_symlink():
+                    path_inside(root, path.relative_to(root), what)
+    except OSError as exc:
+        raise FormatError(f"{what}: {root} cannot be listed: {exc}") from None
+
+
+def _raise(exc: OSError) -> None:
+    raise exc

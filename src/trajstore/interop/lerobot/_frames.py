@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from trajstore._fs import path_inside
 from trajstore.errors import FormatError
 from trajstore.interop.lerobot._source import Feature, VideoSpan
 
@@ -59,24 +60,33 @@ def _is_list(arrow_type: Any) -> bool:
 def decode_image(cell: Any, feature: Feature, root: Path, where: str) -> np.ndarray:
     """One embedded image (``{"bytes": PNG/JPEG bytes, "path": ...}``) as ``(H, W, 3)`` uint8.
 
-    An image without bytes is read from ``path`` (relative to the dataset folder).
+    An image without bytes is read from ``path``, relative to the dataset folder and inside it (see
+    :func:`trajstore._fs.path_inside`).
 
     Raises:
-        FormatError: no bytes and no file, undecodable bytes, or another size than the feature's.
+        FormatError: no bytes and no file, a ``path`` that leads outside the dataset folder (absolute,
+            ``..``, a symlink out of it), undecodable bytes, or another size than the feature's.
     """
     from PIL import Image
 
     data = cell.get("bytes") if isinstance(cell, dict) else None
     if data is None:
         rel = cell.get("path") if isinstance(cell, dict) else None
-        file = root / rel if rel else None
+        file = path_inside(root, rel, f"{where}: image {feature.key!r}") if isinstance(rel, str) and rel else None
         if file is None or not file.is_file():
             raise FormatError(f"{where}: image {feature.key!r} has no bytes and no file ({rel!r})")
         data = file.read_bytes()
+    if not isinstance(data, bytes):
+        raise FormatError(f"{where}: image {feature.key!r} bytes are a {type(data).__name__}, not bytes")
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with Image.open(io.BytesIO(data)) as im:  # reads the header only
+            if (im.height, im.width) != feature.shape[:2]:  # checked before the pixels are decoded
+                raise FormatError(f"{where}: image {feature.key!r} is {im.height} x {im.width}, info.json says "
+                                  f"{feature.shape}")
             frame = np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
-    except Exception as exc:  # PIL raises UnidentifiedImageError, OSError, ValueError
+    except FormatError:
+        raise
+    except Exception as exc:  # PIL raises UnidentifiedImageError, OSError, ValueError, DecompressionBombError
         raise FormatError(f"{where}: image {feature.key!r} cannot be decoded: {exc}") from None
     if frame.shape != feature.shape:
         raise FormatError(f"{where}: image {feature.key!r} is {frame.shape}, info.json says {feature.shape}")

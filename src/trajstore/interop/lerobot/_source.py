@@ -17,6 +17,8 @@ selected episodes need exists, and returns a :class:`LeRobotSource`; every probl
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +26,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from trajstore._fs import read_json
+from trajstore._fs import path_inside, read_json
 from trajstore.errors import FormatError
+from trajstore.interop.lerobot._bounds import DataFileSizes, check_frame_values, check_sizes, check_template
 
 #: Versions of the LeRobot format this importer reads.
 SUPPORTED_VERSIONS = ("v3.0",)
@@ -69,13 +72,14 @@ class VideoSpan:
 
 @dataclass(frozen=True)
 class EpisodeEntry:
-    """One row of ``meta/episodes``: LeRobot's episode ``index``, its ``length`` in frames, its data file
-    and, per video feature key, its :class:`VideoSpan`."""
+    """One row of ``meta/episodes``: LeRobot's episode ``index``, its ``length`` in frames, its data file,
+    per video feature key its :class:`VideoSpan`, and the ``meta/episodes`` file that lists it."""
 
     index: int
     length: int
     data_file: Path
     videos: dict[str, VideoSpan] = field(default_factory=dict)
+    listed_in: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -93,19 +97,28 @@ class LeRobotSource:
 def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) -> LeRobotSource:
     """Check the dataset folder ``root`` and describe it.
 
+    Nothing outside ``root`` is read: every path the dataset names (``data_path`` / ``video_path`` filled
+    in, the ``meta`` files) goes through :func:`trajstore._fs.path_inside`. Declared sizes are checked
+    before anything is allocated (:mod:`~trajstore.interop.lerobot._bounds`): template widths, values per
+    frame, each episode's ``length`` and each numeric column against the data file's footer.
+
     Args:
         episodes: LeRobot episode indices to import (any order; imported in that order), or None for all.
 
     Raises:
         FormatError: ``root`` or a file is missing (names it), ``codebase_version`` is not v3.0 (names
             ``meta/info.json`` and the version), a feature of an unsupported dtype or shape, keys that
-            clash as paths, a column missing from ``meta/episodes``, or an episode that is not there.
+            clash as paths, a column missing from ``meta/episodes`` or holding a null or a value of the
+            wrong type, an episode that is not there, a path that leads outside ``root`` (absolute,
+            ``..``, a symlink), a path template with other fields or a width above 32, a shape of more
+            than ``MAX_FRAME_VALUES`` values per frame, or an episode ``length`` / numeric feature shape
+            its data file does not hold (names the file).
         ImportError: pyarrow is not installed (``pip install 'trajstore[lerobot]'``).
     """
     root = Path(root)
     if not root.is_dir():
         raise FormatError(f"{root}: no LeRobot dataset folder there")
-    info_path = root / "meta" / "info.json"
+    info_path = path_inside(root, "meta/info.json", "LeRobot dataset info")
     info = read_json(info_path, "LeRobot dataset info")
     version = info.get("codebase_version") if isinstance(info, dict) else None
     if version not in SUPPORTED_VERSIONS:
@@ -113,14 +126,18 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) 
                           f"{', '.join(SUPPORTED_VERSIONS)} datasets (convert v2.x ones with LeRobot's "
                           "v2.1 -> v3.0 conversion script first)")
     fps = info.get("fps")
-    if not isinstance(fps, (int, float)) or isinstance(fps, bool) or fps <= 0:
-        raise FormatError(f"{info_path}: fps must be a positive number, got {fps!r}")
+    if not isinstance(fps, (int, float)) or isinstance(fps, bool) or not math.isfinite(fps) or fps <= 0:
+        raise FormatError(f"{info_path}: fps must be a positive finite number, got {fps!r}")
     if not isinstance(info.get("data_path"), str):
         raise FormatError(f"{info_path}: data_path is missing")
+    check_template(info["data_path"], ("chunk_index", "file_index"), info_path, "data_path")
+    if isinstance(info.get("video_path"), str):
+        check_template(info["video_path"], ("video_key", "chunk_index", "file_index"), info_path, "video_path")
     features = _features(info, info_path)
-    tasks = _tasks(root / "meta" / "tasks.parquet")
+    tasks = _tasks(path_inside(root, "meta/tasks.parquet", "LeRobot tasks"))
     table = _episode_table(root, features)
     entries = _entries(root, info, info_path, features, table, episodes)
+    check_sizes(entries, [f for f in features if not f.is_camera], DataFileSizes())
     return LeRobotSource(root=root, version=version, fps=float(fps), features=features, episodes=entries, tasks=tasks)
 
 
@@ -136,12 +153,18 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
         if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str):
             raise FormatError(f"{where} has no dtype")
         shape = spec.get("shape")
-        if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                  for s in shape):
             raise FormatError(f"{where}: shape must be a list of sizes, got {shape!r}")
+        check_frame_values(tuple(shape), where)
         path = tuple(key.split("."))
         if any(not part or part == "*" or "/" in part for part in path):
             raise FormatError(f"{where}: each dot-separated part must be non-empty, not '*', without '/'")
         dtype, names = spec["dtype"], spec.get("names")
+        try:  # kept as leaf metadata: JSON without NaN or infinity
+            json.dumps(names, allow_nan=False)
+        except (ValueError, TypeError) as exc:
+            raise FormatError(f"{where}: names must be JSON without NaN or infinity ({exc})") from None
         if dtype in CAMERA_DTYPES:
             shape, names = _camera_shape(shape, names, where)
         elif not _is_numeric(dtype):
@@ -155,7 +178,7 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
 def _is_numeric(dtype: str) -> bool:
     try:
         return np.dtype(dtype).kind in "biuf"
-    except TypeError:
+    except (TypeError, ValueError):
         return False
 
 
@@ -207,10 +230,28 @@ def _tasks(path: Path) -> dict[int, str]:
     text_col = "task" if "task" in names else next((n for n in names if n.startswith("__index_level_")), None)
     if "task_index" not in names or text_col is None:
         raise FormatError(f"LeRobot tasks: {path} needs task_index and the task text (columns: {names})")
-    return {int(i): str(t) for i, t in zip(table.column("task_index").to_pylist(), table.column(text_col).to_pylist())}
+    indices = table.column("task_index").to_pylist()
+    if not all(_is_int(i) for i in indices):
+        raise FormatError(f"LeRobot tasks: {path} column task_index holds a value that is not an integer")
+    return {int(i): str(t) for i, t in zip(indices, table.column(text_col).to_pylist())}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Columns of meta/episodes read as integers; the others (timestamps) as finite numbers.
+_INT_COLUMNS = ("episode_index", "length", "chunk_index", "file_index")
 
 
 def _episode_table(root: Path, features: tuple[Feature, ...]) -> dict[str, list[Any]]:
+    """The needed columns of every meta/episodes file, one list per column, plus ``"file"``: the file of
+    each row. Integer columns hold ints, timestamp columns finite floats.
+
+    Raises:
+        FormatError: no file, a file outside the dataset (a symlink), a column missing or with a null or
+            a value of the wrong type (names the file and column).
+    """
     folder = root / "meta" / "episodes"
     files = sorted(folder.glob("chunk-*/file-*.parquet"))
     if not files:
@@ -219,20 +260,29 @@ def _episode_table(root: Path, features: tuple[Feature, ...]) -> dict[str, list[
     for f in features:
         if f.dtype == "video":
             needed += [f"videos/{f.key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
-    columns: dict[str, list[Any]] = {c: [] for c in needed}
+    columns: dict[str, list[Any]] = {c: [] for c in [*needed, "file"]}
     for file in files:
+        file = path_inside(root, file.relative_to(root), "LeRobot episodes")
         table = read_parquet(file, "LeRobot episodes")
         missing = [c for c in needed if c not in table.column_names]
         if missing:
             raise FormatError(f"LeRobot episodes: {file} has no column {', '.join(missing)}")
         for c in needed:
-            columns[c] += table.column(c).to_pylist()
+            values = table.column(c).to_pylist()
+            integer = c.rsplit("/", 1)[-1] in _INT_COLUMNS
+            ok = (_is_int if integer else
+                  lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+            if not all(ok(v) for v in values):
+                raise FormatError(f"LeRobot episodes: {file} column {c!r} holds a value that is not "
+                                  f"{'an integer' if integer else 'a finite number'}")
+            columns[c] += values
+        columns["file"] += [file] * table.num_rows
     return columns
 
 
 def _entries(root: Path, info: dict, info_path: Path, features: tuple[Feature, ...], table: dict[str, list[Any]],
              wanted: Iterable[int] | None) -> tuple[EpisodeEntry, ...]:
-    rows = {int(e): r for r, e in enumerate(table["episode_index"])}
+    rows = {e: r for r, e in enumerate(table["episode_index"])}
     order = sorted(rows) if wanted is None else [int(e) for e in wanted]
     missing = [e for e in order if e not in rows]
     if missing:
@@ -254,21 +304,21 @@ def _entries(root: Path, info: dict, info_path: Path, features: tuple[Feature, .
             spans[f.key] = VideoSpan(_file(root, info["video_path"], info_path, video_key=f.key,
                                            chunk_index=col("chunk_index"), file_index=col("file_index")),
                                      float(col("from_timestamp")), float(col("to_timestamp")))
-        if int(table["length"][r]) < 1:
-            raise FormatError(f"{root}: episode {e} has length {table['length'][r]} in meta/episodes")
-        out.append(EpisodeEntry(index=e, length=int(table["length"][r]), data_file=data_file, videos=spans))
+        if table["length"][r] < 1:
+            raise FormatError(f"{table['file'][r]}: episode {e} has length {table['length'][r]} in meta/episodes")
+        out.append(EpisodeEntry(index=e, length=table["length"][r], data_file=data_file, videos=spans,
+                               listed_in=table["file"][r]))
     return tuple(out)
 
 
 def _file(root: Path, template: str, info_path: Path, **fields: Any) -> Path:
-    """The file a path template of info.json names, inside ``root``, checked to exist."""
+    """The file a path template of info.json (checked by ``check_template``) names, inside ``root``,
+    checked to exist."""
     try:
-        rel = template.format(**{k: int(v) if k != "video_key" else v for k, v in fields.items()})
+        rel = template.format(**fields)
     except (KeyError, IndexError, ValueError, TypeError) as exc:
         raise FormatError(f"{info_path}: cannot fill the path template {template!r} with {fields}: {exc}") from None
-    path = root / rel
-    if Path(rel).is_absolute() or ".." in Path(rel).parts:
-        raise FormatError(f"{info_path}: the path template {template!r} leads outside the dataset ({rel})")
+    path = path_inside(root, rel, f"{info_path}: the path template {template!r}")
     if not path.is_file():
         raise FormatError(f"LeRobot dataset {root}: {path} does not exist")
     return path

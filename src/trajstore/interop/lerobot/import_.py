@@ -69,8 +69,11 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
 
     Raises:
         FormatError: the dataset is not LeRobot v3.0 (v2.x: names ``meta/info.json`` and its version), a
-            file it needs is missing (names it), or its content does not match ``info.json`` (a video frame
-            missing near its timestamp, a column of the wrong size, an undecodable image).
+            file it needs is missing (names it), a path it names leads outside ``src`` (``..``, absolute,
+            a symlink out of it: nothing outside is read), a declared size its files do not hold or that
+            is beyond the import's bounds (checked before anything is allocated), or its content does not
+            match ``info.json`` (a video frame missing near its timestamp, a column of the wrong size, an
+            undecodable image); see :func:`~trajstore.interop.lerobot._source.read_source`.
         StorageExistsError: ``out`` is a file or a non-empty folder.
         ValueError: an unknown ``camera``, an episode listed twice.
         ImportError: pyarrow or PyAV is not installed: ``pip install 'trajstore[lerobot]'``.
@@ -183,9 +186,8 @@ def _span(values: np.ndarray) -> str:
 def _episode_blocks(source: LeRobotSource, entry: EpisodeEntry, rows: Any,
                     videos: VideoFrames) -> Iterator[tuple[dict[str, Any], int]]:
     """The episode as nested step batches of at most :data:`BLOCK_FRAMES` steps, with their sizes."""
-    where = f"LeRobot episode {entry.index}"
-    arrays = {f.key: array_values(rows, f, f"{where} ({entry.data_file})")
-              for f in source.features if not f.is_camera}
+    where = f"LeRobot episode {entry.index} ({entry.data_file})"
+    arrays = {f.key: array_values(rows, f, where) for f in source.features if not f.is_camera}
     images = {f.key: rows.column(f.key).to_pylist() for f in source.features if f.dtype == "image"}
     streams = {f.key: videos.episode(entry.videos[f.key], entry.length, source.fps, f, where)
                for f in source.features if f.dtype == "video"}
@@ -215,11 +217,15 @@ def _nest(features: tuple[Feature, ...], leaves: dict[str, np.ndarray]) -> dict[
 
 def _task_of(source: LeRobotSource, entry: EpisodeEntry, rows: Any) -> str | list[str]:
     """The episode's task text (a list in order of first use when it has several)."""
-    indices = rows.column("task_index").to_numpy()
+    indices = rows.column("task_index").to_numpy(zero_copy_only=False)
+    if indices.dtype.kind not in "iu":
+        raise _episode_error(entry, f"has task_index values of type {rows.column('task_index').type} in "
+                                    f"{entry.data_file}, not integers")
     first_use = [int(t) for t in dict.fromkeys(indices.tolist())]
     unknown = [t for t in first_use if t not in source.tasks]
     if unknown:
-        raise _episode_error(entry, f"uses task_index {unknown}, which meta/tasks.parquet does not list")
+        raise _episode_error(entry, f"uses task_index {unknown} in {entry.data_file}, which meta/tasks.parquet "
+                                    "does not list")
     texts = [source.tasks[t] for t in first_use]
     return texts[0] if len(texts) == 1 else texts
 

@@ -12,9 +12,10 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from trajstore._fs import staged_folder
+from trajstore.errors import InvalidValueError
 from trajstore.interop.summary import ImportSummary
 from trajstore.interop.zarr.codecs import register_codecs
-from trajstore.interop.zarr.layout import SourceLayout, open_group, read_layout
+from trajstore.interop.zarr.layout import SourceLayout, open_group, read_array, read_layout
 from trajstore.spaces import DictSpace
 
 #: Bytes of source data read (decoded) per block of steps: bounds the memory an import needs.
@@ -61,7 +62,7 @@ def _read_block(layout: SourceLayout, start: int, stop: int) -> dict[str, Any]:
         node = batch
         for key in a.path[:-1]:
             node = node.setdefault(key, {})
-        node[a.path[-1]] = a.to_leaf(np.asarray(a.array[start:stop]), start)
+        node[a.path[-1]] = a.to_leaf(read_array(a.array, slice(start, stop), a.name), start)
     return batch
 
 
@@ -97,12 +98,18 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
 
     Raises:
         FormatError: the group is not in the layout (``meta/episode_ends`` missing, not strictly
-            increasing, an array whose length is not ``episode_ends[-1]``: the message names it), or
-            a float frame value is not a whole number in 0..255. Raised before ``out`` is touched,
-            except the frame values, found while copying (``out`` is then not made).
+            increasing or longer than the data, an array whose length is not ``episode_ends[-1]``, an
+            array of more than :data:`~trajstore.interop.zarr.layout.MAX_STEP_BYTES` per step: the
+            message names it), a trajstore attribute of the wrong type (``trajstore_keys`` not a list
+            of strings, an episode's ``interrupted`` not a JSON bool, a data key that is a parameter of
+            ``end_episode``: names the attribute and entry), a chunk that cannot be decoded (names the
+            array), or a float frame value is not a whole number in 0..255. Raised before ``out`` is
+            touched, except the chunks and frame values, found while copying (``out`` is then not made);
+            a ``data/`` group without arrays.
         KeyError: ``image_keys`` or ``key_map`` name arrays the group does not have.
         StorageExistsError: ``out`` is a file or a non-empty folder.
-        InvalidValueError: a value the buffer refuses (NaN with ``check_bounds=True``: names the leaf).
+        InvalidValueError: a value the buffer refuses (NaN with ``check_bounds=True``, a value outside the
+            bounds ``trajstore_space`` keeps: names the group, the steps and the leaf).
         ValueError: an unknown ``camera``.
         ImportError: zarr, numcodecs or imagecodecs is missing (the ``zarr`` extra).
     """
@@ -117,8 +124,6 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
     routing = camera_routing(camera)
     group = open_group(src, zarr)
     layout = read_layout(group, src, image_keys=image_keys or (), fps=fps, key_map=key_map)
-    if not layout.arrays:
-        raise ValueError(f"{src}: data/ holds no arrays: nothing to import")
     space = nested_space(layout)
     block = _block_steps(layout)
     starts = np.concatenate([[0], layout.episode_ends[:-1]])
@@ -130,10 +135,14 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
             for k, (start, stop) in enumerate(zip(starts.tolist(), layout.episode_ends.tolist())):
                 for a in range(start, stop, block):
                     b = min(a + block, stop)
-                    rb.extend(_read_block(layout, a, b))
+                    try:
+                        rb.extend(_read_block(layout, a, b))
+                    except InvalidValueError as exc:
+                        raise InvalidValueError(f"{src}: steps {a}..{b - 1}: {exc}") from None
                     bar.update(b - a)
-                kept = layout.episode_data[k] if layout.episode_data else {}
-                rb.end_episode(interrupted=bool(kept.get("interrupted", False)), **kept.get("data", {}))
+                kept = layout.episode_data[k] if layout.episode_data else {"data": {}, "interrupted": False}
+                # read_layout refused data keys that are end_episode's own parameters
+                rb.end_episode(interrupted=kept["interrupted"], **kept["data"])
     return ImportSummary(Path(out), len(layout.episode_ends), layout.steps,
                              {a.name: "/".join(a.path) for a in layout.arrays})
 

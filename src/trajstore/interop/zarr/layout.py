@@ -12,12 +12,18 @@ What trajstore adds in attributes (any reader that does not know them ignores th
     <group>.attrs["trajstore_keys"]        the data keys in the step space's leaf order
     <group>.attrs["trajstore_episode_data"]  one {"data": {...}, "interrupted": bool} per episode
 
+Those attributes are read as data and type-checked (:mod:`trajstore.interop.zarr._attrs`), never
+passed on as keywords. A hostile group is refused before anything is allocated: a symlink out of its
+folder, ``meta/episode_ends`` declaring more episodes than the data has steps, an array of more than
+:data:`MAX_STEP_BYTES` per step; unreadable metadata and chunks are FormatErrors naming the array.
+
 This module only reads and checks (no trajstore buffer, no writing); see
 :mod:`trajstore.interop.zarr` for the import and export built on it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -26,13 +32,15 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from trajstore._fs import check_tree_inside
 from trajstore.errors import FormatError
+from trajstore.interop.zarr._attrs import (ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE,  # noqa: F401
+                                           episode_data, key_order, leaf_path_attr, read_attrs)  # (export.py)
 from trajstore.spaces import BinarySpace, BoxSpace, Space, space_from_json, tree
 
-ATTR_PATH = "trajstore_path"
-ATTR_SPACE = "trajstore_space"
-ATTR_KEYS = "trajstore_keys"
-ATTR_EPISODE_DATA = "trajstore_episode_data"
+#: Most bytes one step of one array may hold once decoded (256 MiB: a 4K RGB uint8 frame is 25 MB).
+#: A block of at least one step of every array is read at once, so a declared shape is checked first.
+MAX_STEP_BYTES = 256 << 20
 
 #: Frames per second given to imported camera leaves when neither ``fps=`` nor the array's
 #: attributes say: Diffusion Policy's PushT (``control_hz``) and real-world UR5 setups run at 10 Hz.
@@ -96,11 +104,13 @@ def open_group(src: str | os.PathLike, zarr_module: Any) -> Any:
     """The zarr group at ``src`` (a folder, or a ``.zip`` of one), read-only, format 2 or 3.
 
     Raises:
-        FormatError: ``src`` does not exist or is not a zarr group.
+        FormatError: ``src`` does not exist or is not a zarr group, or a symlink in the folder leads
+            outside it (nothing outside ``src`` is read).
     """
     src = Path(src)
     if not src.exists():
         raise FormatError(f"{src}: no such file or folder")
+    check_tree_inside(src, f"zarr group {src}")  # zarr follows symlinks: none may lead out of the group
     try:
         store: Any = str(src)
         if src.is_file() and src.suffix == ".zip":
@@ -110,11 +120,16 @@ def open_group(src: str | os.PathLike, zarr_module: Any) -> Any:
         raise FormatError(f"{src}: not a zarr group ({type(exc).__name__}: {exc})") from None
 
 
-def read_episode_ends(group: Any, src: Any) -> np.ndarray:
+def read_episode_ends(group: Any, src: Any, max_episodes: int | None = None) -> np.ndarray:
     """``meta/episode_ends`` as int64 ``(E,)``, checked: integer, positive, strictly increasing.
 
+    Args:
+        max_episodes: most episodes the data can hold (its steps: an episode has one at least); a longer
+            declared shape is refused before it is read.
+
     Raises:
-        FormatError: missing, not 1-D integer, or not strictly increasing (names the first bad index).
+        FormatError: missing, not 1-D integer, longer than ``max_episodes``, unreadable, or not strictly
+            increasing (names the first bad index).
     """
     try:
         meta = group["meta"]
@@ -122,9 +137,15 @@ def read_episode_ends(group: Any, src: Any) -> np.ndarray:
     except (KeyError, TypeError, IndexError):
         raise FormatError(f"{src}: meta/episode_ends is missing (Diffusion Policy's layout: data/<key> arrays "
                           "and meta/episode_ends)") from None
-    ends = np.asarray(ends_array[...])
-    if ends.ndim != 1 or ends.dtype.kind not in "iu":
-        raise FormatError(f"{src}: meta/episode_ends must be a 1-D integer array, got shape {ends.shape} {ends.dtype}")
+    except Exception as exc:  # a damaged .zarray / zarr.json
+        raise FormatError(f"{src}: meta/episode_ends cannot be opened ({type(exc).__name__}: {exc})") from None
+    shape, dtype = tuple(getattr(ends_array, "shape", ())), np.dtype(getattr(ends_array, "dtype", "V1"))
+    if len(shape) != 1 or dtype.kind not in "iu":
+        raise FormatError(f"{src}: meta/episode_ends must be a 1-D integer array, got shape {shape} {dtype}")
+    if max_episodes is not None and shape[0] > max_episodes:
+        raise FormatError(f"{src}: meta/episode_ends lists {shape[0]} episodes, more than the {max_episodes} "
+                          "steps of the data/ arrays")
+    ends = read_array(ends_array, slice(None), f"{src}: meta/episode_ends")
     ends = ends.astype(np.int64)
     starts = np.concatenate([[0], ends[:-1]])
     bad = np.flatnonzero(ends <= starts)
@@ -146,10 +167,16 @@ def data_arrays(group: Any, src: Any) -> dict[str, Any]:
     except KeyError:
         raise FormatError(f"{src}: the data group is missing (Diffusion Policy's layout: data/<key> arrays "
                           "and meta/episode_ends)") from None
+    except Exception as exc:  # a damaged .zgroup / zarr.json
+        raise FormatError(f"{src}: the data group cannot be opened ({type(exc).__name__}: {exc})") from None
     out: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
-        for name, member in node.members():
+        try:
+            members = list(node.members())
+        except Exception as exc:  # a member's damaged metadata
+            raise FormatError(f"{src}: data/{prefix} cannot be listed ({type(exc).__name__}: {exc})") from None
+        for name, member in members:
             key = f"{prefix}{name}"
             if hasattr(member, "shape"):
                 out[key] = member
@@ -158,6 +185,28 @@ def data_arrays(group: Any, src: Any) -> dict[str, Any]:
 
     walk(data, "")
     return out
+
+
+def read_array(array: Any, index: Any, name: str) -> np.ndarray:
+    """``array[index]`` as NumPy, a chunk that cannot be read or decoded being a :class:`FormatError`
+    naming ``name``."""
+    try:
+        return np.asarray(array[index])
+    except Exception as exc:  # numcodecs / imagecodecs errors, a truncated chunk, a shape mismatch
+        steps = f"{index.start or 0}..{index.stop - 1}" if isinstance(index, slice) and index.stop else "all steps"
+        raise FormatError(f"{name}: cannot read steps {steps}: {type(exc).__name__}: {exc}") from None
+
+
+def check_step_bytes(name: str, array: Any) -> None:
+    """Refuse an array whose one step holds more than :data:`MAX_STEP_BYTES` once decoded.
+
+    Raises:
+        FormatError: names the array, its declared shape and dtype.
+    """
+    step = int(np.prod(array.shape[1:], dtype=object)) * np.dtype(array.dtype).itemsize
+    if step > MAX_STEP_BYTES:
+        raise FormatError(f"{name}: shape {tuple(array.shape)} {array.dtype} is {step} bytes per step; at most "
+                          f"{MAX_STEP_BYTES} are imported")
 
 
 def inferred_space(name: str, array: Any, *, image: bool, fps: float) -> tuple[Space, bool]:
@@ -200,9 +249,15 @@ def _attr_space(name: str, array: Any, attrs: Mapping[str, Any]) -> Space | None
     """The leaf space kept by an export, checked against the array; None when there is none."""
     if ATTR_SPACE not in attrs:
         return None
+    kept = attrs[ATTR_SPACE]
+    declared = kept.get("shape") if isinstance(kept, dict) else None
+    if declared is not None and declared != list(array.shape[1:]):  # before the space allocates its bounds
+        raise FormatError(f"data/{name}: attribute {ATTR_SPACE} says shape {declared!r:.100} per step, the array "
+                          f"is {tuple(array.shape)}")
     try:
-        space = space_from_json(attrs[ATTR_SPACE])
-    except (FormatError, KeyError, TypeError, ValueError) as exc:
+        space = space_from_json(kept)
+        json.dumps(space.to_json(), allow_nan=False)  # what the buffer will write: NaN bounds are not JSON
+    except (FormatError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise FormatError(f"data/{name}: attribute {ATTR_SPACE} is not a trajstore space ({exc})") from None
     shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
     zarr_dtype = space.metadata.get("zarr_dtype")
@@ -226,27 +281,33 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
     Raises:
         FormatError: the layout is broken (see :func:`read_episode_ends`, :func:`data_arrays`), an
             array's length differs from ``episode_ends[-1]`` (names the array), two arrays map to the
-            same leaf or one leaf lies inside another, ``trajstore_episode_data`` is malformed.
+            same leaf or one leaf lies inside another, ``data/`` holds no array, a trajstore attribute
+            is malformed (see :mod:`trajstore.interop.zarr._attrs`).
         KeyError: ``image_keys`` or ``key_map`` names an array that ``data/`` does not hold.
     """
-    ends = read_episode_ends(group, src)
     arrays = data_arrays(group, src)
+    if not arrays:
+        raise FormatError(f"{src}: data/ holds no arrays: nothing to import")
+    # every episode has a step at least: the shortest array bounds how many episode_ends may declare
+    ends = read_episode_ends(group, src, max_episodes=min((int(a.shape[0]) for a in arrays.values() if a.shape),
+                                                          default=0))
     steps = int(ends[-1]) if len(ends) else 0
     image_keys, key_map = set(image_keys), dict(key_map or {})
     for what, names in (("image_keys", image_keys), ("key_map", set(key_map))):
         unknown = sorted(names - set(arrays))
         if unknown:
             raise KeyError(f"{src}: {what} names {unknown}, not arrays of data/ (it holds {sorted(arrays)})")
-    attrs = dict(group.attrs)
-    order = {k: i for i, k in enumerate(attrs.get(ATTR_KEYS) or [])}
+    attrs = read_attrs(group, str(src))
+    order = key_order(attrs, src)
     out: list[SourceArray] = []
     for key in sorted(arrays, key=lambda k: (order.get(k, len(order)), k)):
         array = arrays[key]
         if len(array.shape) == 0 or array.shape[0] != steps:
             raise FormatError(f"{src}: data/{key} has {array.shape[0] if array.shape else 'no'} steps, "
                               f"meta/episode_ends says {steps}")
-        array_attrs = dict(array.attrs)
-        path = tree.parse_name(key_map.get(key) or array_attrs.get(ATTR_PATH) or key)
+        check_step_bytes(f"{src}: data/{key}", array)
+        array_attrs = read_attrs(array, f"{src}: data/{key}")
+        path = _leaf_path(key_map.get(key) or leaf_path_attr(array_attrs, f"{src}: data/{key}") or key, key, src)
         space, float_frames = _attr_space(key, array, array_attrs), False
         if space is not None and key in image_keys and space.metadata.get("kind") != "image":
             space = None  # the user says it is a camera: infer it as one
@@ -261,7 +322,14 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
             space = space.with_metadata({"zarr_key": key})  # an export names the array as it was
         out.append(SourceArray(key, array, path, space, float_frames))
     _check_paths(out, src)
-    return SourceLayout(tuple(out), ends, _episode_data(attrs, len(ends), src))
+    return SourceLayout(tuple(out), ends, episode_data(attrs, len(ends), src))
+
+
+def _leaf_path(name: str, key: str, src: Any) -> tuple[str, ...]:
+    try:
+        return tree.parse_name(name)
+    except (ValueError, TypeError) as exc:
+        raise FormatError(f"{src}: data/{key} maps to leaf {name!r:.200}, not a valid name ({exc})") from None
 
 
 def _check_paths(arrays: list[SourceArray], src: Any) -> None:
@@ -274,18 +342,3 @@ def _check_paths(arrays: list[SourceArray], src: Any) -> None:
                 raise FormatError(f"{src}: data/{a.key} and data/{other} map to leaves {tree.path_name(a.path)!r} and "
                                   f"{tree.path_name(other_path)!r}, which clash (use key_map)")
         seen[a.path] = a.key
-
-
-def _episode_data(attrs: Mapping[str, Any], episodes: int, src: Any) -> tuple[dict[str, Any], ...] | None:
-    """trajstore's per-episode data, if kept and still matching the episodes (else None, with a warning)."""
-    kept = attrs.get(ATTR_EPISODE_DATA)
-    if kept is None:
-        return None
-    if not isinstance(kept, list) or not all(isinstance(e, dict) and isinstance(e.get("data", {}), dict)
-                                             for e in kept):
-        raise FormatError(f"{src}: attribute {ATTR_EPISODE_DATA} must be a list of objects with a 'data' object")
-    if len(kept) != episodes:
-        warnings.warn(f"{src}: {ATTR_EPISODE_DATA} has {len(kept)} entries for {episodes} episodes (the group was "
-                      "changed after trajstore wrote it); episode data is not imported", stacklevel=3)
-        return None
-    return tuple(kept)
