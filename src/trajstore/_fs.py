@@ -185,7 +185,7 @@ def _is_stale(folder: Path, pid: int, owner_file: Path) -> bool:
     """Whether the staging folder ``folder`` of process ``pid`` was left by a run that died (see
     :func:`staged_folder` for the rule). Unsure means no: a live run's folder is never removed."""
     try:
-        owner = json.loads(owner_file.read_bytes())
+        owner = loads_bounded(owner_file.read_bytes(), source=str(owner_file))
     except (OSError, ValueError):  # none, or cut short by the kill: vouches for nothing
         owner = None
     if isinstance(owner, dict):
@@ -244,7 +244,7 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     owner = tmp.with_name(tmp.name + ".owner")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier run of this process id that died
     try:
-        owner.write_text(json.dumps(owner_record()))
+        owner.write_text(dumps_checked(owner_record(), what=str(owner)))
         yield tmp
         os.replace(tmp, out)  # an empty folder at out is replaced (POSIX rename)
         owner.unlink(missing_ok=True)

@@ -16,7 +16,6 @@ from tests.replay_buffer.log_backdoor import committed_records, meta
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episode_log import MIN_DEAD
 from trajstore.replay_buffer.episodes import EpisodeTable
-from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 
 FIXTURES = Path(__file__).parents[1] / "format_fixtures"

@@ -1,7 +1,6 @@
 """MemmapStorage against the shared conformance suite, with np.fromfile as the back door."""
 
 import numpy as np
-import pytest
 
 from trajstore.spaces import BoxSpace
 from trajstore.storages.memmap import DATA_FILE, MemmapStorage

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trajstore._json import loads_bounded
-from trajstore.errors import FormatError, RetriesExhaustedError
+from trajstore.errors import RetriesExhaustedError
 from trajstore.remote.layout import PAYLOAD, folder_files
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
 from trajstore.replay_buffer.ring import RingState
