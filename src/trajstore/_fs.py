@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -234,7 +235,8 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     for :data:`STALE_UNOWNED_SECONDS`. Another host's staging folder (a shared file system) is kept.
 
     Raises:
-        StorageExistsError: ``out`` is a file or a non-empty folder (checked first; nothing is made).
+        StorageExistsError: ``out`` is a file or a non-empty folder (checked first; nothing is made), or
+            became one while the body ran (another process made it; the temporary folder is removed).
     """
     out = Path(out)
     check_new_folder(out)
@@ -246,7 +248,13 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     try:
         owner.write_text(dumps_checked(owner_record(), what=str(owner)))
         yield tmp
-        os.replace(tmp, out)  # an empty folder at out is replaced (POSIX rename)
+        try:
+            os.replace(tmp, out)  # an empty folder at out is replaced (POSIX rename)
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise
+            raise StorageExistsError(f"{out} appeared while copying (another process wrote it); "
+                                     "nothing was written there") from e
         owner.unlink(missing_ok=True)
         fsync_dir(out.parent)
     except BaseException:

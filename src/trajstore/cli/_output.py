@@ -13,6 +13,7 @@ Exit codes (also in ``trajstore --help`` and the README):
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any, Iterable
 
 import typer
@@ -38,6 +39,33 @@ def fail(exc: BaseException | str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     """Print the error on one unwrapped line (so it can be grepped); returns the ``typer.Exit`` to raise."""
     console.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", soft_wrap=True)
     return typer.Exit(code)
+
+
+def show_own_warnings() -> None:
+    """From now on print trajstore's own warnings (:class:`~trajstore.damage.DamagedBufferWarning`,
+    :class:`~trajstore.errors.SelectionWarning`, :class:`~trajstore.errors.RoutingWarning`) as one line
+    ``warning: <message>`` on stderr, each message once; other warnings keep Python's form."""
+    from trajstore.damage import DamagedBufferWarning
+    from trajstore.errors import RoutingWarning, SelectionWarning
+
+    own = (DamagedBufferWarning, SelectionWarning, RoutingWarning)
+    previous = warnings.showwarning
+    if getattr(previous, "_trajstore_own", False):
+        return
+    shown: set[str] = set()
+
+    def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if not issubclass(category, own):
+            previous(message, category, filename, lineno, file, line)
+            return
+        text = " ".join(str(message).split())
+        if text not in shown:
+            shown.add(text)
+            print(f"warning: {text}", file=sys.stderr if file is None else file, flush=True)
+
+    show._trajstore_own = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str, unit: str,

@@ -11,13 +11,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail
+from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail, show_own_warnings
 from trajstore.cli.interop import export_app, import_app
 from trajstore.cli import remote
 from trajstore.errors import StorageExistsError, TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers. " + EXIT_CODES_HELP, no_args_is_help=True,
                   pretty_exceptions_enable=False)
+
+
+@app.callback()
+def _setup() -> None:
+    show_own_warnings()
+
+
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 

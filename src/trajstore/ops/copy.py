@@ -16,6 +16,7 @@ still open in the source (a live or crashed writer) is copied as interrupted.
 
 from __future__ import annotations
 
+import errno
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from trajstore._fs import staged_folder
 from trajstore.damage import DamagedBufferWarning, DamagedDataError
-from trajstore.errors import FormatError, InvalidValueError
+from trajstore.errors import FormatError, InvalidValueError, TrajstoreError
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import Space, tree
 from trajstore.storages.base import SpaceStorage
@@ -127,6 +128,7 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
         Nothing is written when one of these is raised. ``dst`` appears only whole: the copy is built in a
         hidden sibling folder and renamed at the end (an error, or a kill, leaves ``dst`` as it was).
     """
+    refuse_nested([src], dst)
     with warnings.catch_warnings():  # the damage is reported below, or skipped as asked
         warnings.simplefilter("ignore", DamagedBufferWarning)
         rb = ReplayBuffer.load_from(src, read_only=True)
@@ -136,8 +138,12 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
         if damaged and not skip_damaged:
             raise DamagedDataError(f"{src}: {rb.damaged.summary()}; pass skip_damaged=True (--skip-damaged) to copy "
                               "the other episodes")
+        if ids and len(damaged) == len(ids) and not allow_empty:
+            raise DamagedDataError(f"{src}: every selected episode is damaged ({_id_list(damaged)}): "
+                                   f"{rb.damaged.summary()}; nothing was written (to write an empty buffer: "
+                                   "allow_empty=True, on the command line --allow-empty)")
         summary = _write(dst, [(rb, [i for i in ids if i not in damaged])], template=rb, capacity=capacity,
-                         progress=progress, skip_damaged=skip_damaged)
+                         progress=progress, skip_damaged=skip_damaged, allow_empty=allow_empty or not ids)
         summary.skipped[:0] = [(str(rb.cache_path), i) for i in damaged]
         return summary
 
@@ -155,6 +161,7 @@ def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, 
     """
     if not srcs:
         raise ValueError("merge_buffers needs at least one source buffer")
+    refuse_nested(srcs, dst)
     opened: list[ReplayBuffer] = []
     try:
         for path in srcs:
@@ -170,6 +177,23 @@ def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, 
     finally:
         for rb in opened:
             rb.close()
+
+
+def refuse_nested(srcs: Iterable[str | os.PathLike], dst: str | os.PathLike) -> None:
+    """Raise :class:`~trajstore.errors.InvalidValueError` (naming both) when ``dst`` is one of ``srcs``, lies
+    inside one, or holds one (symlinks followed): a copy written there would land in its own source."""
+    out = Path(dst).resolve()
+    for src in srcs:
+        inp = Path(src).resolve()
+        if out == inp or inp in out.parents or out in inp.parents:
+            where = "is" if out == inp else "lies inside" if inp in out.parents else "holds"
+            raise InvalidValueError(f"the output folder {dst} {where} the source {src}; pick an output "
+                                    "folder outside the source (nothing was written)")
+
+
+def _id_list(ids: list[int], limit: int = 10) -> str:
+    text = ", ".join(str(i) for i in ids[:limit])
+    return f"episode(s) {text}{', ...' if len(ids) > limit else ''}"
 
 
 def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None, *, allow_empty: bool = False) -> list[int]:
@@ -197,7 +221,8 @@ def _selected_ids(rb: ReplayBuffer, episodes: Iterable[int] | str | None, *, all
 
 
 def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]], *, template: ReplayBuffer,
-           capacity: int | None, progress: Progress | None, skip_damaged: bool = False) -> CopySummary:
+           capacity: int | None, progress: Progress | None, skip_damaged: bool = False,
+           allow_empty: bool = True) -> CopySummary:
     """Build the new buffer in a hidden sibling of ``dst`` (:func:`~trajstore._fs.staged_folder`) and rename
     it to ``dst`` once every episode is committed and the buffer closed: ``dst`` is absent or whole, even
     after a kill; a failed or killed run's staging folder is removed (by the next run, after a kill)."""
@@ -205,24 +230,47 @@ def _write(dst: str | os.PathLike, sources: list[tuple[ReplayBuffer, list[int]]]
     storage_cls, kwargs = storage_kwargs_of(template.storage)
     written: list[tuple[str, int]] = []
     skipped: list[tuple[str, int]] = []
-    steps = 0
-    with staged_folder(dst) as staging:
-        with ReplayBuffer.create(storage_cls, template.space, cache_path=staging, capacity=capacity,
-                                 check_bounds=template.check_bounds, **kwargs) as out:
-            for rb, ids in sources:
-                wanted = set(ids)
-                for k, ep in enumerate(rb.episodes):
-                    if ep.id in wanted:
-                        try:
-                            steps += _copy_episode(rb, k, out, progress)
-                        except FormatError:  # a payload that does not decode: the episode is damaged
-                            if not skip_damaged:
-                                raise
-                            out.discard_episode()
-                            skipped.append((str(rb.cache_path), ep.id))
-                            continue
-                        written.append((str(rb.cache_path), ep.id))
+    try:
+        with staged_folder(dst) as staging:
+            out = ReplayBuffer.create(storage_cls, template.space, cache_path=staging, capacity=capacity,
+                                      check_bounds=template.check_bounds, **kwargs)
+            try:
+                steps = _fill(out, sources, progress, skip_damaged, written, skipped)
+                if skipped and not written and not allow_empty:  # raised here: the staging folder is removed
+                    raise DamagedDataError(f"every selected episode is damaged ({_id_list([i for _, i in skipped])}"
+                                           f" of {skipped[0][0]} fail to decode); nothing was written (to write "
+                                           "an empty buffer: allow_empty=True, on the command line --allow-empty)")
+                out.close()
+            except BaseException:
+                out.close(discard=True)  # its folder is removed next
+                raise
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(exc, TrajstoreError):
+            raise
+        raise OSError(exc.errno, f"{dst}: {exc.strerror} while writing the copy; nothing was written") from exc
     return CopySummary(str(dst), len(written), steps, written, skipped)
+
+
+def _fill(out: ReplayBuffer, sources: list[tuple[ReplayBuffer, list[int]]], progress: Progress | None,
+          skip_damaged: bool, written: list[tuple[str, int]], skipped: list[tuple[str, int]]) -> int:
+    """Copy the episodes of ``sources`` into ``out``, appending to ``written`` and ``skipped``; returns the
+    number of steps copied."""
+    steps = 0
+    for rb, ids in sources:
+        wanted = set(ids)
+        for k, ep in enumerate(rb.episodes):
+            if ep.id not in wanted:
+                continue
+            try:
+                steps += _copy_episode(rb, k, out, progress)
+            except FormatError:  # a payload that does not decode: the episode is damaged
+                if not skip_damaged:
+                    raise
+                out.discard_episode()
+                skipped.append((str(rb.cache_path), ep.id))
+                continue
+            written.append((str(rb.cache_path), ep.id))
+    return steps
 
 
 def _copy_episode(rb: ReplayBuffer, k: int, out: ReplayBuffer, progress: Progress | None) -> int:

@@ -177,8 +177,12 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         """
         self._writable().flush()
 
-    def close(self) -> None:
+    def close(self, *, discard: bool = False) -> None:
         """Flush (if writable), close the storage and release the writer lock. Idempotent.
+
+        ``discard=True`` (for a buffer whose folder is about to be removed, such as a failed copy's): no
+        flush, the steps since the last commit are given up without a warning, and close errors are not
+        raised; the buffer is closed.
 
         Raises:
             OSError, ValueError, ...: the flush failed (a full disk): the buffer stays open, its steps held,
@@ -186,10 +190,13 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         """
         if self.closed:
             return
-        if self._writer is not None and os.getpid() == self._pid:
+        if self._writer is not None and os.getpid() == self._pid and not discard:
             self._writer.flush()  # raises with the buffer open: nothing is given up
         try:
             close_parts(self._writer, self.storage, self._finals, self._folder_view, self._remote)
+        except Exception:
+            if not discard:
+                raise
         finally:
             self._release_lock()
             self.closed = True
