@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy as np
+
 from trajstore._json import MAX_INT_BITS, MAX_STORED_DEPTH, check_storable
 from trajstore.errors import InvalidValueError
 
 #: Deepest nesting of lists and dicts accepted in one value (a guard against self-referencing values).
 MAX_DEPTH = MAX_STORED_DEPTH
 
-__all__ = ["MAX_DEPTH", "MAX_INT_BITS", "episode_data"]
+__all__ = ["MAX_DEPTH", "MAX_INT_BITS", "episode_data", "flag"]
 
 
 def episode_data(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,3 +39,15 @@ def episode_data(data: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidValueError(f"episode data has the key {key!r}: JSON object keys are str")
         out[key] = check_storable(value, key)
     return out
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` as a ``bool``: a ``bool`` or a NumPy bool scalar (``np.True_``).
+
+    Raises:
+        InvalidValueError: anything else (``"no"``, ``0``, ``None``), naming the argument ``name``: a truthy
+            string would otherwise set the flag.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidValueError(f"{name} must be a bool (True or False), got {value!r} of type {type(value).__name__}")

@@ -24,7 +24,7 @@ from trajstore._urls import local_path, refuse_remote_write
 from trajstore.damage import Damage
 from trajstore.replay_buffer import remote_open
 from trajstore.replay_buffer.damage_report import damage_in
-from trajstore.replay_buffer.episode_data import episode_data
+from trajstore.replay_buffer.episode_data import episode_data, flag
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import check_leaves
 from trajstore.replay_buffer.metadata import read_meta
@@ -271,8 +271,9 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
                 read back as ``episode(k).data``; NumPy scalars become Python values, tuples lists.
 
         Raises:
-            InvalidValueError: a value of ``data`` is not JSON (names the key), or ``final_observation``
-                does not fit the observation space (names the leaf).
+            InvalidValueError: a value of ``data`` is not JSON (names the key), ``final_observation``
+                does not fit the observation space (names the leaf), or ``interrupted`` or ``flush`` is not a
+                ``bool`` (or NumPy bool; names the argument).
             ValueError: ``final_observation`` but no ``observation`` key in the space; data or a final
                 observation but no step appended since the last episode ended.
             ReadOnlyError: the buffer was opened read-only. Nothing is written when one of these is raised.
@@ -280,10 +281,11 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
                 (see :meth:`flush`); calling ``end_episode`` again commits it once the cause is gone.
         """
         writer = self._writable()
+        interrupted, flush = flag("end_episode: interrupted", interrupted), flag("end_episode: flush", flush)
         checked = episode_data(data)
         final = (None if final_observation is None
                  else self._finals.validated(final_observation, check_bounds=self.check_bounds))
-        writer.end_episode(final, checked, bool(interrupted), flush=bool(flush))
+        writer.end_episode(final, checked, interrupted, flush=flush)
 
     def discard_episode(self) -> int:
         """Drop the steps of the episode being recorded; returns how many (0 when none is open).

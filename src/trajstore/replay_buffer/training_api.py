@@ -77,7 +77,7 @@ class TrainingAPI(abc.ABC):
                 ``episodes`` names an id that is not held.
             FormatError: a payload file is damaged (e.g. a video segment holds fewer frames than its
                 index says); names the file and the frame. With ``on_damaged="raise"``: a selected
-                episode is damaged (:attr:`damaged`).
+                episode is damaged (:attr:`damaged`); with ``"skip"``: every selected episode is (named).
         """
         reads = self._reads()
         selected = self._selected(reads, episodes, on_damaged)
@@ -156,7 +156,13 @@ class TrainingAPI(abc.ABC):
         if on_damaged == "raise":
             raise DamagedDataError(f"{damage.summary()}: the draw would include damaged episode(s) {hit[:10].tolist()}; "
                               "pass on_damaged='skip' to leave them out (or episodes= without them)")
-        return np.setdiff1d(domain, hit)
+        kept = np.setdiff1d(domain, hit)
+        if not len(kept):
+            which = "held" if selected is None else "selected"
+            raise DamagedDataError(f"every {which} episode is damaged ({hit[:10].tolist()}"
+                                   f"{', ...' if len(hit) > 10 else ''}): on_damaged='skip' leaves none to draw "
+                                   f"from; {damage.summary()}")
+        return kept
 
     # -- windows ---------------------------------------------------------------------------
     def sample_windows(self, batch_size: int, window: int | None = None, *,
