@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from trajstore._fs import staged_folder
+from trajstore._fs import check_new_folder, staged_folder
 from trajstore.damage import DamagedBufferWarning, DamagedDataError
 from trajstore.errors import FormatError, InvalidValueError, TrajstoreError
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
@@ -120,11 +120,14 @@ def copy_episodes(src: str | os.PathLike, dst: str | os.PathLike, *, episodes: I
 
     Raises:
         FormatError: ``src`` is not a buffer folder, or is damaged (:class:`~trajstore.damage.DamagedDataError`:
-            without ``skip_damaged``, a selected episode is; names the damage, before anything is written).
+            without ``skip_damaged``, a selected episode is; with it, every selected episode is, unless
+            ``allow_empty``; names the damage, before anything is written).
         ValueError: a malformed selection, an id that is not held, a bad capacity; a selection that
             selects no episode unless ``allow_empty`` (:class:`~trajstore.errors.InvalidValueError`,
-            naming the data keys of the selection that no held episode has).
-        StorageExistsError: ``dst`` exists and is not an empty folder.
+            naming the data keys of the selection that no held episode has); ``dst`` inside ``src``
+            (:class:`~trajstore.errors.InvalidValueError`, naming both).
+        StorageExistsError: ``dst`` exists and is not an empty folder, or appeared while copying.
+        OSError: a full disk (``ENOSPC``, ``EDQUOT``): the message names ``dst``.
         Nothing is written when one of these is raised. ``dst`` appears only whole: the copy is built in a
         hidden sibling folder and renamed at the end (an error, or a kill, leaves ``dst`` as it was).
     """
@@ -180,14 +183,14 @@ def merge_buffers(srcs: Sequence[str | os.PathLike], dst: str | os.PathLike, *, 
 
 
 def refuse_nested(srcs: Iterable[str | os.PathLike], dst: str | os.PathLike) -> None:
-    """Raise :class:`~trajstore.errors.InvalidValueError` (naming both) when ``dst`` is one of ``srcs``, lies
-    inside one, or holds one (symlinks followed): a copy written there would land in its own source."""
+    """Raise :class:`~trajstore.errors.StorageExistsError` unless ``dst`` is absent or an empty folder, then
+    :class:`~trajstore.errors.InvalidValueError` (naming both) when ``dst`` lies inside one of ``srcs``
+    (symlinks followed): a copy written there would land in its own source."""
+    check_new_folder(dst)
     out = Path(dst).resolve()
     for src in srcs:
-        inp = Path(src).resolve()
-        if out == inp or inp in out.parents or out in inp.parents:
-            where = "is" if out == inp else "lies inside" if inp in out.parents else "holds"
-            raise InvalidValueError(f"the output folder {dst} {where} the source {src}; pick an output "
+        if Path(src).resolve() in out.parents:
+            raise InvalidValueError(f"the output folder {dst} lies inside the source {src}; pick an output "
                                     "folder outside the source (nothing was written)")
 
 
