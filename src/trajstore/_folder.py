@@ -27,6 +27,7 @@ def fresh_folder(cache_path: str | os.PathLike | None) -> Iterator[tuple[Path | 
 
     Raises:
         StorageExistsError: ``cache_path`` is a file or a non-empty folder (nothing is touched).
+        OSError: the writer lock file cannot be written (a full disk): the folder made is removed again.
     """
     if cache_path is None:
         yield None, None
@@ -37,24 +38,30 @@ def fresh_folder(cache_path: str | os.PathLike | None) -> Iterator[tuple[Path | 
     while not existed and not top.parent.exists():
         top = top.parent
     path = make_fresh_dir(path)
+
+    def undo() -> None:
+        if existed or top == path:
+            remove_made(path, existed)
+        else:
+            remove_made(top, False)
+
     lock = WriterLock(path)
     try:
         lock.acquire()
     except LockedError:  # another create won the race: its folder is not ours to remove
         raise StorageExistsError(f"{path} is being created by another writer") from None
-    try:
-        if any(p.name != LOCK_FILE for p in path.iterdir()):  # made and filled by a writer that has closed
-            raise StorageExistsError(f"{path} already exists and is not an empty folder; load it with load_from")
-        yield path, lock
-    except StorageExistsError:
-        lock.release()
+    except BaseException:  # the lock file could not be written (a full disk): remove what this call made
+        if not any(p.name != LOCK_FILE for p in path.iterdir()):
+            undo()
         raise
-    except BaseException:
+    if any(p.name != LOCK_FILE for p in path.iterdir()):  # made and filled by a writer that has closed
         lock.release()
-        if existed or top == path:
-            remove_made(path, existed)
-        else:
-            remove_made(top, False)
+        raise StorageExistsError(f"{path} already exists and is not an empty folder; load it with load_from")
+    try:
+        yield path, lock
+    except BaseException:  # a failed create (any error, a full disk included) leaves nothing behind
+        lock.release()
+        undo()
         raise
 
 

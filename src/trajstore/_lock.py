@@ -33,6 +33,7 @@ class WriterLock:
         """Raises:
             LockedError: another process (or another open buffer here) is writing this folder or
                 a folder that owns it.
+            OSError: a lock file cannot be made or written (a full disk); no lock is held.
 
         The lock files that exist already are tried first: a folder that is being written makes
         this call fail before it has created any ``writer.lock`` (a refused open leaves no file).
@@ -56,8 +57,13 @@ class WriterLock:
             os.close(fd)
             raise LockedError(f"{self.path.parent} is open for writing elsewhere (another process, or another "
                               "object in this one); open it with read_only=True, or close the writer first") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except BaseException:  # a full disk: not held, nothing left open
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise
         self._fd = fd
         self._pid = os.getpid()
 

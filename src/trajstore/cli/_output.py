@@ -4,7 +4,7 @@ Exit codes (also in ``trajstore --help`` and the README):
 
 * 0 (:data:`EXIT_OK`): done; for ``verify``, no damage found.
 * 1 (:data:`EXIT_DAMAGE`): ``verify`` found damage (or a step that differs from ``--reference``); ``copy``
-  met a damaged episode without ``--skip-damaged``.
+  met a damaged episode without ``--skip-damaged``; ``push`` met a damaged folder.
 * 2 (:data:`EXIT_BAD_INPUT`): the command could not run as asked: a path that is not a buffer
   folder, an unknown episode, a bad option or selection (click's own usage errors are 2 as well).
 * 130 (:data:`EXIT_INTERRUPTED`): Ctrl-C.
@@ -25,7 +25,7 @@ EXIT_DAMAGE = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
-EXIT_CODES_HELP = ("Exit status: 0 ok; 1 damage found (verify; copy without --skip-damaged); 2 bad input (not a buffer folder, unknown "
+EXIT_CODES_HELP = ("Exit status: 0 ok; 1 damage found (verify; copy without --skip-damaged; push); 2 bad input (not a buffer folder, unknown "
                    "episode, bad option); 130 interrupted.")
 
 #: Seconds of work before a progress bar appears (quick commands print no bar).

@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 
 from trajstore._json import loads_bounded
-from trajstore.cli._output import console, fail, progress_bar
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.damage import DamagedDataError
 from trajstore.errors import TrajstoreError
 
 #: Deepest JSON value read from one ``--storage-option`` (fsspec's options nest a few levels).
@@ -83,6 +84,8 @@ def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or bein
         with progress_bar(desc="pushing", unit="B", unit_scale=True, enabled=progress) as bar:
             report = push_folder(folder, url, parse_storage_options(storage_option), retain_seconds=retain_seconds,
                                  progress=_updater(bar))
+    except DamagedDataError as exc:  # damage, not bad input
+        raise fail(exc, EXIT_DAMAGE)
     except (TrajstoreError, OSError, ValueError, ImportError, *backend_errors()) as exc:
         raise remote_failure(url, folder, exc)
     console.print(escape(report.line()), soft_wrap=True)

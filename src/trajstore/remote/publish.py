@@ -38,7 +38,7 @@ from trajstore.remote.manifest import Entry, Manifest
 from trajstore.remote.mirror import manifest_or_none
 from trajstore.remote.push_lock import S3_PROTOCOLS, PushLock, precondition_failed
 from trajstore.remote.retention import HISTORY, RETAIN_SECONDS, collect, history_name
-from trajstore.remote.snapshot import Snapshot, take_snapshot
+from trajstore.remote.snapshot import Snapshot, check_undamaged, take_snapshot
 from trajstore.replay_buffer.metadata import read_meta
 
 #: Bytes uploaded per batch of concurrent PUTs (bounds the push's memory).
@@ -119,8 +119,11 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
     after each batch of concurrent PUTs.
 
     Raises:
-        FormatError: ``folder`` is not a buffer folder, the URL holds a damaged manifest, or a writer
-            kept reusing the slots being copied (:mod:`~trajstore.remote.snapshot`).
+        DamagedDataError: (a ``FormatError``) payload files of ``folder`` are missing (``ReplayBuffer.damaged``
+            of a read-only open, or an index naming them): the message names them; nothing was uploaded.
+        FormatError: ``folder`` is not a buffer folder or a file of it does not read back while nothing
+            changed it, the URL holds a damaged manifest, or a writer kept reusing the slots being copied
+            (:mod:`~trajstore.remote.snapshot`).
         ImportError: fsspec, or the URL protocol's package (s3fs), is missing.
         InvalidValueError: ``storage_options`` is not a dict, the URL's scheme is unknown, or the URL is
             a local path inside ``folder``.
@@ -132,6 +135,7 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
     """
     folder = Path(folder)
     read_meta(folder)  # not a buffer folder: a FormatError before anything is made or sent
+    check_undamaged(folder)  # payload files missing: a DamagedDataError, before anything is made or sent
     with store_errors(url):
         return _push(folder, url, storage_options, retain_seconds, progress)
 
