@@ -234,7 +234,8 @@ class ImageStorage(SpaceStorage):
         return self._format == "PNG"
 
     def damaged_files(self) -> list[DamagedFile]:
-        """The chunk files that were missing at open, with the slots whose frames they held."""
+        """The chunk files that were missing or shorter than the index needs at open, with the slots whose
+        frames they held."""
         return [] if self._index is None else self._files.damaged(self._index)
 
     def unwritten(self, slots: np.ndarray) -> int:
