@@ -56,3 +56,14 @@ def test_the_listing_stops_at_its_cap_and_counts_the_rest(tmp_path, monkeypatch)
     folder = str(path / "storage" / "observation.pixels")
     assert [p.what for p in report.problems if p.where == folder] == ["and 13 more damaged payload file(s)"]
     assert report.damaged_steps == 18 and report.damaged_episodes == [0, 1, 2]
+
+
+def test_a_failed_batch_names_the_steps_that_fail_not_the_batch(tmp_path):
+    path = tmp_path / "rb"
+    build(path, "PNG")
+    target = file_of(path, "PNG", 8)
+    target.write_bytes(bytes(target.stat().st_size))  # long enough: found only when decoded
+    report = verify_buffer(path)
+    (what,) = [p.what for p in report.problems if p.where == str(path / "storage" / "observation.pixels")]
+    assert what.startswith("held step(s) 8 (episode(s) [1]): cannot be read: "), what
+    assert (report.damaged_episodes, report.damaged_steps) == ([1], 1)

@@ -8,8 +8,11 @@
 * **payloads**: every held step of every storage is read back, in batches: every frame of the
   image chunks and video segments decoded, every HDF5 leaf read; every final observation the
   episode table names, too;
-* **episodes**: the slots of a batch that failed to read are read one by one, and the held
-  episodes they belong to are listed (:attr:`VerifyReport.damaged_episodes`);
+* **episodes**: every payload file the open found missing or truncated is listed (up to
+  :data:`MAX_DAMAGED_FILES_LISTED` per storage, then how many more) with the held steps and episodes
+  it held, and not read; the slots of a batch that failed to read are read one by one, and the
+  problem names those that fail; the held episodes of all of them are listed
+  (:attr:`VerifyReport.damaged_episodes`);
 * **counts**: each storage holds at least the steps the metadata commits (a ring: its capacity),
   no held step of an image or video storage is missing from its index (it would read back as
   zeros), and the episode table lies within the appended steps.

@@ -92,9 +92,11 @@ def file_extents(index: SlotIndex) -> dict[int, int]:
 
 
 def damaged_live_files(index: SlotIndex, path_of: Callable[[int], Path],
-                       size_of: Callable[[Path], int | None], *, byte_extents: bool) -> dict[int, tuple[Path, str]]:
-    """The live file ids whose file is missing or shorter than the index needs, with their paths and
-    what is wrong (``"missing"``, ``"truncated: N bytes, index needs M"``): one ``stat`` per live file,
+                       size_of: Callable[[Path], int | None], *,
+                       byte_extents: bool) -> dict[int, tuple[Path, str, int]]:
+    """The live file ids whose file is missing or shorter than the index needs, with their paths, what
+    is wrong (``"missing"``, ``"truncated: N bytes, index needs M"``) and the extent still readable
+    (``N`` for a truncated image chunk: the frames that end by then read; else 0): one ``stat`` per live file,
     at open. ``size_of`` gives a file's size, ``None`` when it does not exist. ``byte_extents``: the
     index records byte ranges (image chunks) and a file must reach the furthest one; otherwise (video
     segments: frame numbers) a file holding frames must not be empty.
@@ -104,22 +106,28 @@ def damaged_live_files(index: SlotIndex, path_of: Callable[[int], Path],
     A reader's index may name a file that a writer has just removed (its slots were overwritten
     since): the index is refreshed once before a damaged file counts.
     """
-    def damaged() -> dict[int, tuple[Path, str]]:
+    def damaged() -> dict[int, tuple[Path, str, int]]:
         found = {}
         for fid, end in file_extents(index).items():
             path = path_of(fid)
             size = size_of(path)
             need = end if byte_extents else 1
             if size is None:
-                found[fid] = (path, "missing")
+                found[fid] = (path, "missing", 0)
             elif size < need:
-                found[fid] = (path, f"truncated: {size} bytes, index needs {need}")
+                found[fid] = (path, f"truncated: {size} bytes, index needs {need}", size if byte_extents else 0)
         return found
 
     found = damaged()
     if found and index.refresh():
         found = damaged()
     return found
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Index into ``ids`` of each of ``wanted`` (all of which are in ``ids``)."""
+    order = np.argsort(ids)
+    return order[np.searchsorted(ids[order], wanted)]
 
 
 def _local_size(path: Path) -> int | None:
@@ -137,9 +145,9 @@ class PayloadFiles:
                  byte_extents: bool = True):
         self.folder, self.naming, self.source = folder, naming, source
         self.byte_extents = byte_extents  # the index records byte ranges (see damaged_live_files)
-        #: Live file ids whose file was missing or truncated at open, with their paths and what is
-        #: wrong (see :meth:`check_live`).
-        self.missing: dict[int, tuple[Path, str]] = {}
+        #: Live file ids whose file was missing or truncated at open, with their paths, what is wrong
+        #: and the extent still readable (see :func:`damaged_live_files`, :meth:`check_live`).
+        self.missing: dict[int, tuple[Path, str, int]] = {}
         self._fds: OrderedDict[int, int] = OrderedDict()  # file id -> O_RDONLY fd (local only)
 
     def path(self, file_id: int) -> Path:
@@ -178,18 +186,20 @@ class PayloadFiles:
         self.missing = damaged_live_files(index, self.path, size_of, byte_extents=self.byte_extents)
 
     def damaged(self, index: SlotIndex) -> list[DamagedFile]:
-        """The damaged (missing or truncated) files some slot of ``index`` still points to, with those slots."""
-        table = index.table[:, 0]
+        """The damaged (missing or truncated) files some slot of ``index`` still points to, with the slots
+        that cannot be read (of a truncated chunk: those whose frame ends past its end)."""
+        table = index.table
         out = []
-        for fid, (path, problem) in sorted(self.missing.items()):
-            slots = np.flatnonzero(table == fid).astype(np.int64)
+        for fid, (path, problem, readable) in sorted(self.missing.items()):
+            slots = np.flatnonzero((table[:, 0] == fid) & (table[:, 1] + table[:, 2] > readable)).astype(np.int64)
             if len(slots):
                 out.append(DamagedFile(str(path), problem, slots))
         return out
 
-    def check_present(self, fid: np.ndarray, where: Callable[[int], str]) -> None:
-        """Refuse a read of frames in a missing file (``fid``: the file id of each frame read; ``where(i)``:
-        frame ``i``'s place for messages).
+    def check_present(self, fid: np.ndarray, where: Callable[[int], str], end: np.ndarray | None = None) -> None:
+        """Refuse a read of frames in a missing file, or past the end of a truncated one (``fid``: the file
+        id of each frame read; ``end``: where each ends, ``offset + length``, for byte extents;
+        ``where(i)``: frame ``i``'s place for messages).
 
         Raises:
             DamagedDataError: (a ``FormatError``) ``<file>: payload file is missing (<where>): ...`` (or
@@ -197,9 +207,14 @@ class PayloadFiles:
         """
         if not self.missing:
             return
-        gone = np.flatnonzero(np.isin(fid, np.fromiter(self.missing, np.int64, len(self.missing))))
+        ids = np.fromiter(self.missing, np.int64, len(self.missing))
+        readable = np.fromiter((r for _, _, r in self.missing.values()), np.int64, len(self.missing))
+        hit = np.isin(fid, ids)
+        if end is not None and hit.any():
+            hit[hit] = end[hit] > readable[_positions(ids, fid[hit])]
+        gone = np.flatnonzero(hit)
         if len(gone):
-            path, problem = self.missing[int(fid[gone[0]])]
+            path, problem, _ = self.missing[int(fid[gone[0]])]
             state = "missing" if problem == "missing" else f"damaged ({problem})"
             raise DamagedDataError(f"{path}: payload file is {state} ({where(int(gone[0]))}): the steps whose frames it "
                               "held cannot be read; the others can (ReplayBuffer.damaged lists them)")

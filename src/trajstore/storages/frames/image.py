@@ -346,7 +346,7 @@ class ImageStorage(SpaceStorage):
         def where(i: int) -> str:
             return self._where(slots[written[i]], int(fid[i]), int(off[i]))
 
-        self._files.check_present(fid, where)
+        self._files.check_present(fid, where, off + length)
         payloads = self._files.read_runs(fid, off, length, starts, stops, where)
         header = self._header
         if header is not None:  # abbreviated frames: the shared header, then their own bytes
