@@ -12,7 +12,8 @@ and episodes (:attr:`ReplayBuffer.damaged <trajstore.replay_buffer.ReplayBuffer.
 :class:`~trajstore.errors.FormatError` naming the file; the samplers and the torch dataset skip the
 damaged episodes or raise, as ``on_damaged=`` says; a writer refuses the folder with the same report.
 
-A file that is long enough but holds damaged bytes (overwritten, or a video segment cut short) is found when it is read: that
+A file that is long enough but holds damaged bytes (overwritten, or a video segment cut short) is
+found when it is read: that
 read raises ``FormatError`` naming the file (``trajstore verify`` reads every frame and lists the
 episodes such files hold).
 """

@@ -313,7 +313,8 @@ def test_a_storage_lists_its_missing_files_and_a_writer_refuses_them(tmp_path, l
     target, held = damaged_steps(path, layout)
     folder = path / "storage" / "observation.pixels"
     before = sorted(folder.rglob("*"))
-    with pytest.raises(FormatError, match=rf"1 payload file\(s\) are missing or truncated \({len(held)} slot\(s\).*{target}"):
+    with pytest.raises(FormatError,
+                       match=rf"1 payload file\(s\) are missing or truncated \({len(held)} slot\(s\).*{target}"):
         SpaceStorage.load_from(folder, read_only=False)
     assert sorted(p for p in folder.rglob("*") if p.name != "writer.lock") == before  # the lock is taken first
     with SpaceStorage.load_from(folder) as storage:

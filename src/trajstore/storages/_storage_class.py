@@ -265,4 +265,5 @@ def refuse_damaged(storage: Any) -> None:
     slots = sum(len(d.slots) for d in damaged)
     raise DamagedDataError(f"{storage.cache_path}: {len(damaged)} payload file(s) are missing or truncated "
                            f"({slots} slot(s) "
-                           f"cannot be read): {listed}; a writer refuses the folder: open it read-only to read the rest")
+                           f"cannot be read): {listed}; a writer refuses the folder: open it read-only to read "
+                           "the rest")

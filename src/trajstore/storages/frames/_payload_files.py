@@ -13,7 +13,8 @@ what they share about those files:
   its path), or the :class:`~trajstore.storages._payload.PayloadSource` given at open (ranged reads,
   a local copy of a whole file): local disk when none is given, and that fast path does no more work;
 * the checks and clean-ups at open: which files the index points to are missing or shorter than the
-  index needs (their slots are damaged: :meth:`PayloadFiles.damaged`, and a read of them raises, :meth:`PayloadFiles.check_present`);
+  index needs (their slots are damaged: :meth:`PayloadFiles.damaged`, and a read of them raises,
+  :meth:`PayloadFiles.check_present`);
   a writer deletes files no slot points into, and scratch files of an interrupted write.
 """
 
@@ -216,8 +217,8 @@ class PayloadFiles:
         if len(gone):
             path, problem, _ = self.missing[int(fid[gone[0]])]
             state = "missing" if problem == "missing" else f"damaged ({problem})"
-            raise DamagedDataError(f"{path}: payload file is {state} ({where(int(gone[0]))}): the steps whose frames it "
-                              "held cannot be read; the others can (ReplayBuffer.damaged lists them)")
+            raise DamagedDataError(f"{path}: payload file is {state} ({where(int(gone[0]))}): the steps whose "
+                                   "frames it held cannot be read; the others can (ReplayBuffer.damaged lists them)")
 
     def remove_orphans(self, live: set[int]) -> None:
         """On a writer's open: delete files no slot points into (left by a crash or a failed write), and

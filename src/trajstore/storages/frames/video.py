@@ -141,7 +141,8 @@ class VideoStorage(SpaceStorage):
         self._count = 0  # frames in the pending segment
         self._pending_of = np.full(0, -1, np.int64)  # slot -> pending frame number, -1 if none
         # Reading.
-        self._files = PayloadFiles(self.cache_path, SEGMENTS, byte_extents=False)  # type: ignore[arg-type]  # local disk until _open
+        # local disk until _open
+        self._files = PayloadFiles(self.cache_path, SEGMENTS, byte_extents=False)  # type: ignore[arg-type]
         self._readers = self._new_reader_cache()
         self._pool: ThreadPoolExecutor | None = None
 
