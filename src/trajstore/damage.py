@@ -1,7 +1,10 @@
-"""What is damaged in a buffer folder: payload files that are missing, and the steps and episodes they held.
+"""What is damaged in a buffer folder: payload files that are missing or truncated, and the steps and
+episodes they held.
 
 A frames storage (:class:`~trajstore.storages.ImageStorage`, :class:`~trajstore.storages.VideoStorage`)
-keeps its frames in numbered payload files (image chunks, video segments). When one is gone, only the
+keeps its frames in numbered payload files (image chunks, video segments). When one is gone, or
+shorter than the index needs (an image chunk ending before its last indexed frame, an empty video
+segment: one ``stat`` per file at open), only the
 steps whose frames it held are lost: a read-only open records it (:meth:`SpaceStorage.damaged_files
 <trajstore.storages.base.SpaceStorage.damaged_files>`), the buffer maps those slots to its held steps
 and episodes (:attr:`ReplayBuffer.damaged <trajstore.replay_buffer.ReplayBuffer.damaged>`, a
@@ -9,7 +12,8 @@ and episodes (:attr:`ReplayBuffer.damaged <trajstore.replay_buffer.ReplayBuffer.
 :class:`~trajstore.errors.FormatError` naming the file; the samplers and the torch dataset skip the
 damaged episodes or raise, as ``on_damaged=`` says; a writer refuses the folder with the same report.
 
-A file that is there but holds damaged bytes (truncated, overwritten) is found when it is read: that
+A file that is long enough but holds damaged bytes (overwritten, or a video segment cut short) is
+found when it is read: that
 read raises ``FormatError`` naming the file (``trajstore verify`` reads every frame and lists the
 episodes such files hold).
 """
@@ -57,7 +61,7 @@ class DamagedFile:
 
     Attributes:
         path: the file (local path, or where the storage's payload source would have it).
-        problem: what is wrong (``"missing"``).
+        problem: what is wrong (``"missing"``, ``"truncated: N bytes, index needs M"``).
         slots: the storage slots whose values it held, sorted int64 ``(N,)``.
     """
 
@@ -117,8 +121,8 @@ class Damage:
         if not self:
             return "no damage"
         named = "; ".join(p.line() for p in self.parts[:3]) + ("; ..." if len(self.parts) > 3 else "")
-        return (f"{len(self.parts)} payload file(s) missing: {self.steps} step(s) of {len(self.episodes)} "
-                f"episode(s) {_ids(self.episodes)} cannot be read ({named})")
+        return (f"{len(self.parts)} payload file(s) missing or truncated: {self.steps} step(s) of "
+                f"{len(self.episodes)} episode(s) {_ids(self.episodes)} cannot be read ({named})")
 
     def __str__(self) -> str:
         return self.summary()

@@ -42,7 +42,7 @@ def test_a_deleted_chunk_file_is_found(buffer):
     chunks[0].unlink()
     report = verify_buffer(buffer)
     assert not report.ok
-    assert any(str(chunks[0]) in p.what and "missing" in p.what for p in report.problems), report.problems
+    assert any(str(chunks[0]) in p.line() and "missing" in p.what for p in report.problems), report.problems
     # The other storages were still checked in full.
     assert {os.path.relpath(s.folder, buffer): s.steps_read for s in report.storages}["storage/@rest"] == 27
 
@@ -108,7 +108,7 @@ def test_a_deleted_video_segment_is_found(tmp_path):
     assert len(segments) >= 2
     segments[1].unlink()
     report = verify_buffer(path)
-    assert any(str(segments[1]) in p.what for p in report.problems), report.problems
+    assert any(str(segments[1]) in p.line() for p in report.problems), report.problems
     assert verify_buffer(make_buffer(tmp_path / "whole", camera="video")).ok
 
 

@@ -417,10 +417,17 @@ def test_truncated_chunk_is_a_format_error(tmp_path: Path) -> None:
     chunk = tmp_path / "s" / chunk_name(0)
     chunk.write_bytes(chunk.read_bytes()[:-10])
     ro = ImageStorage.load_from(tmp_path / "s")
+    # Found at open (one stat): only the frame past the end is damaged, the others read.
+    (damaged,) = ro.damaged_files()
+    assert (damaged.path, damaged.slots.tolist()) == (str(chunk), [3])
+    assert damaged.problem.startswith(f"truncated: {chunk.stat().st_size} bytes, index needs ")
     assert ro.get(0).shape == (H, W, 3)
+    np.testing.assert_array_equal(ro[0:3].shape, (3, H, W, 3))
     with pytest.raises(FormatError, match="truncated"):
         ro.get(3)
     ro.close()
+    with pytest.raises(FormatError, match="missing or truncated"):
+        ImageStorage.load_from(tmp_path / "s", read_only=False)
 
 
 # -- read path: counted calls, never timed ----------------------------------------------------------

@@ -8,8 +8,11 @@
 * **payloads**: every held step of every storage is read back, in batches: every frame of the
   image chunks and video segments decoded, every HDF5 leaf read; every final observation the
   episode table names, too;
-* **episodes**: the slots of a batch that failed to read are read one by one, and the held
-  episodes they belong to are listed (:attr:`VerifyReport.damaged_episodes`);
+* **episodes**: every payload file the open found missing or truncated is listed (up to
+  :data:`MAX_DAMAGED_FILES_LISTED` per storage, then how many more) with the held steps and episodes
+  it held, and not read; the slots of a batch that failed to read are read one by one, and the
+  problem names those that fail; the held episodes of all of them are listed
+  (:attr:`VerifyReport.damaged_episodes`);
 * **counts**: each storage holds at least the steps the metadata commits (a ring: its capacity),
   no held step of an image or video storage is missing from its index (it would read back as
   zeros), and the episode table lies within the appended steps.
@@ -41,6 +44,8 @@ from trajstore.storages.base import STORAGE_FILE, SpaceStorage
 VERIFY_BATCH_STEPS = 256
 #: Problems reported per storage at most (a broken file would otherwise fail every batch).
 MAX_PROBLEMS_PER_STORAGE = 5
+#: Damaged payload files (missing, truncated) listed per storage at most; the rest are counted.
+MAX_DAMAGED_FILES_LISTED = 20
 
 Progress = Callable[[int], None]
 
@@ -121,14 +126,16 @@ def verify_buffer(path: str | os.PathLike, *, progress: Progress | None = None) 
     tick = progress or (lambda n: None)
     bad_steps: list[np.ndarray] = []  # slots of the step storages that failed to read, one by one
     bad_finals: list[np.ndarray] = []
-    _check_folder(folder / STORAGE_DIR, report, lambda sub: _held_batches(ring, sub), tick, bad_steps.append)
+    _check_folder(folder / STORAGE_DIR, report, lambda sub: _held_batches(ring, sub), tick, bad_steps.append,
+                  lambda slots: _held_steps_text(ring, table, slots))
     entry = meta.get("final_observations")
     if entry is not None:
         finals = table.finals[table.finals >= 0]
         report.final_observations = len(finals)
         slots = finals % ring.capacity if ring.capacity is not None else finals
         _check_folder(folder / str(entry.get("dir", "?")) if isinstance(entry, dict) else folder / "?", report,
-                      lambda sub: _slot_batches(np.sort(slots), sub), tick, bad_finals.append)
+                      lambda sub: _slot_batches(np.sort(slots), sub), tick, bad_finals.append,
+                      lambda bad: _finals_text(ring, table, bad))
     _damaged_episodes(report, ring, table, bad_steps, bad_finals)
     stats = meta.get("stats")
     if isinstance(stats, dict) and "file" in stats:
@@ -223,6 +230,33 @@ def _damaged_episodes(report: VerifyReport, ring: RingState, table: EpisodeTable
                                                     "others)"))
 
 
+def _ranges(values: np.ndarray, limit: int = 10) -> str:
+    """``"12..15, 20, 30..31"`` for sorted unique ints (the first ``limit`` runs, then ``", ..."``)."""
+    if not len(values):
+        return "none"
+    cut = np.flatnonzero(np.diff(values) != 1) + 1
+    runs = [(int(r[0]), int(r[-1])) for r in np.split(values, cut)]
+    shown = ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs[:limit])
+    return shown + (", ..." if len(runs) > limit else "")
+
+
+def _held_steps_text(ring: RingState, table: EpisodeTable, slots: np.ndarray) -> str:
+    """The held steps of step-storage ``slots`` and their episodes: ``"steps 12..15 (episode(s) [1])"``."""
+    logical = slots if ring.capacity is None else (slots - ring.head) % ring.capacity
+    logical = np.unique(logical[logical < ring.count])
+    ids = [e.id for e in table.episodes(ring.first_step, ring.appended)
+           if np.any((logical >= e.start) & (logical < e.stop))]
+    return f"held step(s) {_ranges(logical)} (episode(s) [{_ranges(np.array(ids, np.int64))}])"
+
+
+def _finals_text(ring: RingState, table: EpisodeTable, slots: np.ndarray) -> str:
+    """The episodes whose final observation is in ``slots``: ``"final observations of episode(s) [1]"``."""
+    numbers = table.finals
+    final_slots = numbers if ring.capacity is None else numbers % ring.capacity
+    ids = np.unique(table.ids[(numbers >= 0) & np.isin(final_slots, slots)]).astype(np.int64)
+    return f"final observation(s) of episode(s) [{_ranges(ids)}]"
+
+
 def _failing_slots(sub: SpaceStorage, sel: Selection) -> np.ndarray:
     """The slots of ``sel`` (a batch that failed to read) that fail to read alone."""
     bad = []
@@ -235,16 +269,17 @@ def _failing_slots(sub: SpaceStorage, sel: Selection) -> np.ndarray:
 
 
 def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStorage], Any], tick: Progress,
-                  failed: Callable[[np.ndarray], None]) -> None:
+                  failed: Callable[[np.ndarray], None], describe: Callable[[np.ndarray], str]) -> None:
     """Check one storage folder; a ``dict`` storage is checked child by child. ``failed`` gets the slots
-    that do not read, one by one, of each batch that failed."""
+    that do not read: those of the damaged files the open found, and those of each batch that failed,
+    read one by one. ``describe(slots)``: which held steps and episodes slots are, for messages."""
     try:
         desc = read_json(folder / STORAGE_FILE, "storage descriptor")
         kind = desc.get("type") if isinstance(desc, dict) else None
         if kind == "dict":
             children = desc["config"]["children"]
             for child in children:
-                _check_folder(folder / str(child["dir"]), report, plan, tick, failed)
+                _check_folder(folder / str(child["dir"]), report, plan, tick, failed, describe)
             return
     except (FormatError, KeyError, TypeError) as exc:
         report.storages.append(StorageCheck(str(folder), "?", problems=1))
@@ -271,6 +306,7 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
         problem(f"cannot be opened: {_text(exc)}")
         return
     try:
+        known = _damaged_files(sub, report, check, describe, failed)
         batches, short = plan(sub)
         if short:
             problem(short)
@@ -278,17 +314,39 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
             unwritten = sub.unwritten(sel.slots)
             if unwritten:
                 problem(f"{label}: {unwritten} held step(s) are missing from its index (they would read as zeros)")
+            n = len(sel.slots)
+            if len(known):  # reported above: read the others
+                sel = Selection(sel.slots[~np.isin(sel.slots, known)])
             try:
-                sub.read_leaves(sel)
+                if len(sel.slots):
+                    sub.read_leaves(sel)
                 check.steps_read += len(sel.slots)
             except Exception as exc:  # noqa: BLE001 - a payload that does not decode is damage
-                problem(f"{label}: cannot be read: {_text(exc)}")
                 bad = _failing_slots(sub, sel)
+                problem(f"{describe(bad) if len(bad) else label}: cannot be read: {_text(exc)}")
                 check.steps_read += len(sel.slots) - len(bad)  # the others decoded one by one
                 failed(bad)
-            tick(len(sel.slots))
+            tick(n)
     finally:
         sub.close()
+
+
+def _damaged_files(sub: SpaceStorage, report: VerifyReport, check: StorageCheck,
+                   describe: Callable[[np.ndarray], str], failed: Callable[[np.ndarray], None]) -> np.ndarray:
+    """List the payload files the open of ``sub`` found missing or truncated (up to
+    :data:`MAX_DAMAGED_FILES_LISTED`, then how many more), each with the held steps and episodes it
+    held; pass their slots to ``failed``. Returns those slots (sorted, unique)."""
+    damaged = sub.damaged_files()
+    for d in damaged[:MAX_DAMAGED_FILES_LISTED]:
+        report.problems.append(Problem(d.path, f"is {d.problem}: {describe(d.slots)} cannot be read"))
+    if len(damaged) > MAX_DAMAGED_FILES_LISTED:
+        report.problems.append(Problem(str(sub.cache_path), f"and {len(damaged) - MAX_DAMAGED_FILES_LISTED} more "
+                                                            "damaged payload file(s)"))
+    check.problems += len(damaged)
+    slots = np.unique(np.concatenate([d.slots for d in damaged])).astype(np.int64) if damaged else np.zeros(0, np.int64)
+    if len(slots):
+        failed(slots)
+    return slots
 
 
 def _hdf5_truncated(folder: Path) -> str | None:

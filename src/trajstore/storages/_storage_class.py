@@ -252,7 +252,7 @@ class StorageClass(abc.ABC):
 
 
 def refuse_damaged(storage: Any) -> None:
-    """Close ``storage`` (opened for writing) and raise if payload files it points to are missing.
+    """Close ``storage`` (opened for writing) and raise if payload files it points to are missing or truncated.
 
     Raises:
         DamagedDataError: (a ``FormatError``) names the files (up to 5) and how many slots they held.
@@ -261,7 +261,9 @@ def refuse_damaged(storage: Any) -> None:
     if not damaged:
         return
     storage.close()
-    listed = ", ".join(d.path for d in damaged[:5]) + (", ..." if len(damaged) > 5 else "")
+    listed = ", ".join(f"{d.path} ({d.problem})" for d in damaged[:5]) + (", ..." if len(damaged) > 5 else "")
     slots = sum(len(d.slots) for d in damaged)
-    raise DamagedDataError(f"{storage.cache_path}: {len(damaged)} payload file(s) are missing ({slots} slot(s) "
-                           f"cannot be read): {listed}; a writer refuses the folder: open it read-only to read the rest")
+    raise DamagedDataError(f"{storage.cache_path}: {len(damaged)} payload file(s) are missing or truncated "
+                           f"({slots} slot(s) "
+                           f"cannot be read): {listed}; a writer refuses the folder: open it read-only to read "
+                           "the rest")

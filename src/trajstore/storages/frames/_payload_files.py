@@ -12,8 +12,9 @@ what they share about those files:
   ``os.pread`` per run of back-to-back frames through a small LRU of open descriptors; a whole file by
   its path), or the :class:`~trajstore.storages._payload.PayloadSource` given at open (ranged reads,
   a local copy of a whole file): local disk when none is given, and that fast path does no more work;
-* the checks and clean-ups at open: which files the index points to are missing (their slots are
-  damaged: :meth:`PayloadFiles.damaged`, and a read of them raises, :meth:`PayloadFiles.check_present`);
+* the checks and clean-ups at open: which files the index points to are missing or shorter than the
+  index needs (their slots are damaged: :meth:`PayloadFiles.damaged`, and a read of them raises,
+  :meth:`PayloadFiles.check_present`);
   a writer deletes files no slot points into, and scratch files of an interrupted write.
 """
 
@@ -77,31 +78,77 @@ def referenced_files(folder: Path, naming: FileNaming) -> list[str]:
         index.close()
 
 
-def missing_live_files(index: SlotIndex, path_of: Callable[[int], Path],
-                       exists: Callable[[Path], bool] = Path.exists) -> dict[int, Path]:
-    """The live file ids whose file does not exist, with their paths: one ``stat`` per live file, at
-    open (``exists`` answers for a folder whose payload files are elsewhere).
+def file_extents(index: SlotIndex) -> dict[int, int]:
+    """Each live file id with the end of its furthest slot extent (``max(offset + length)``, bytes for
+    an image chunk; frames for a video segment), from the table in memory."""
+    table = index.table
+    rows = table[table[:, 0] >= 0]
+    if not len(rows):
+        return {}
+    ends = rows[:, 1] + rows[:, 2]
+    order = np.lexsort((ends, rows[:, 0]))
+    fid, ends = rows[order, 0], ends[order]
+    last = np.r_[np.flatnonzero(fid[1:] != fid[:-1]), len(fid) - 1]
+    return dict(zip(fid[last].tolist(), ends[last].tolist()))
 
+
+def damaged_live_files(index: SlotIndex, path_of: Callable[[int], Path],
+                       size_of: Callable[[Path], int | None], *,
+                       byte_extents: bool) -> dict[int, tuple[Path, str, int]]:
+    """The live file ids whose file is missing or shorter than the index needs, with their paths, what
+    is wrong (``"missing"``, ``"truncated: N bytes, index needs M"``) and the extent still readable
+    (``N`` for a truncated image chunk: the frames that end by then read; else 0): one ``stat`` per live file,
+    at open. ``size_of`` gives a file's size, ``None`` when it does not exist. ``byte_extents``: the
+    index records byte ranges (image chunks) and a file must reach the furthest one; otherwise (video
+    segments: frame numbers) a file holding frames must not be empty.
+
+    A writer writes (and fsyncs) a file's bytes before the index records point into them, so a file
+    is never legitimately shorter than its index; it may be longer (bytes appended, not yet indexed).
     A reader's index may name a file that a writer has just removed (its slots were overwritten
-    since): the index is refreshed once before a missing file counts.
+    since): the index is refreshed once before a damaged file counts.
     """
-    def missing() -> dict[int, Path]:
-        return {int(f): path_of(int(f)) for f in index.live_files() if not exists(path_of(int(f)))}
+    def damaged() -> dict[int, tuple[Path, str, int]]:
+        found = {}
+        for fid, end in file_extents(index).items():
+            path = path_of(fid)
+            size = size_of(path)
+            need = end if byte_extents else 1
+            if size is None:
+                found[fid] = (path, "missing", 0)
+            elif size < need:
+                found[fid] = (path, f"truncated: {size} bytes, index needs {need}", size if byte_extents else 0)
+        return found
 
-    found = missing()
+    found = damaged()
     if found and index.refresh():
-        found = missing()
+        found = damaged()
     return found
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Index into ``ids`` of each of ``wanted`` (all of which are in ``ids``)."""
+    order = np.argsort(ids)
+    return order[np.searchsorted(ids[order], wanted)]
+
+
+def _local_size(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return None
 
 
 class PayloadFiles:
     """The payload files of the storage folder ``folder``, named by ``naming``, read from local disk or
     from ``source`` (a :class:`~trajstore.storages._payload.PayloadSource` of ``folder``; ``None``: local)."""
 
-    def __init__(self, folder: Path, naming: FileNaming, source: PayloadSource | None = None):
+    def __init__(self, folder: Path, naming: FileNaming, source: PayloadSource | None = None, *,
+                 byte_extents: bool = True):
         self.folder, self.naming, self.source = folder, naming, source
-        #: Live file ids whose file was not there at open, with their paths (see :meth:`check_live`).
-        self.missing: dict[int, Path] = {}
+        self.byte_extents = byte_extents  # the index records byte ranges (see damaged_live_files)
+        #: Live file ids whose file was missing or truncated at open, with their paths, what is wrong
+        #: and the extent still readable (see :func:`damaged_live_files`, :meth:`check_live`).
+        self.missing: dict[int, tuple[Path, str, int]] = {}
         self._fds: OrderedDict[int, int] = OrderedDict()  # file id -> O_RDONLY fd (local only)
 
     def path(self, file_id: int) -> Path:
@@ -111,51 +158,67 @@ class PayloadFiles:
     # -- at open -------------------------------------------------------------------------------
     @classmethod
     def opened(cls, folder: Path, naming: FileNaming, index: SlotIndex, source: PayloadSource | None, *,
-               writer: bool) -> "PayloadFiles":
+               writer: bool, byte_extents: bool = True) -> "PayloadFiles":
         """The files of a storage folder being opened: every file ``index`` points to is checked to
-        exist (:meth:`check_live`; the missing ones are kept in :attr:`missing`), and a ``writer`` of a
-        folder missing none deletes the orphans (:meth:`remove_orphans`). A writer's open of a folder
-        with missing files changes nothing: its owner refuses it.
+        exist and be as long as the index needs (:meth:`check_live`; the damaged ones are kept in
+        :attr:`missing`), and a ``writer`` of a folder with none damaged deletes the orphans
+        (:meth:`remove_orphans`). A writer's open of a folder with damaged files changes nothing: its
+        owner refuses it.
         """
-        files = cls(folder, naming, source)
+        files = cls(folder, naming, source, byte_extents=byte_extents)
         files.check_live(index)
         if writer and not files.missing:
             files.remove_orphans(set(index.live_files().tolist()))  # left by a crash or a failed write
         return files
 
     def check_live(self, index: SlotIndex) -> None:
-        """Find the files ``index`` points to that do not exist (locally, or in the source): :attr:`missing`."""
+        """Find the files ``index`` points to that do not exist or are shorter than it needs (locally, or
+        in the source): :attr:`missing`."""
         if self.source is None:
-            self.missing = missing_live_files(index, self.path)
+            size_of: Callable[[Path], int | None] = _local_size
         else:
             source, folder = self.source, self.folder
-            self.missing = missing_live_files(index, self.path,
-                                              exists=lambda p: source.exists(p.relative_to(folder).as_posix()))
+
+            def size_of(p: Path) -> int | None:
+                rel = p.relative_to(folder).as_posix()
+                if not source.exists(rel):
+                    return None
+                return source.size(rel) if self.byte_extents else 1  # one request per file when it can tell
+        self.missing = damaged_live_files(index, self.path, size_of, byte_extents=self.byte_extents)
 
     def damaged(self, index: SlotIndex) -> list[DamagedFile]:
-        """The missing files some slot of ``index`` still points to, with those slots."""
-        table = index.table[:, 0]
+        """The damaged (missing or truncated) files some slot of ``index`` still points to, with the slots
+        that cannot be read (of a truncated chunk: those whose frame ends past its end)."""
+        table = index.table
         out = []
-        for fid, path in sorted(self.missing.items()):
-            slots = np.flatnonzero(table == fid).astype(np.int64)
+        for fid, (path, problem, readable) in sorted(self.missing.items()):
+            slots = np.flatnonzero((table[:, 0] == fid) & (table[:, 1] + table[:, 2] > readable)).astype(np.int64)
             if len(slots):
-                out.append(DamagedFile(str(path), "missing", slots))
+                out.append(DamagedFile(str(path), problem, slots))
         return out
 
-    def check_present(self, fid: np.ndarray, where: Callable[[int], str]) -> None:
-        """Refuse a read of frames in a missing file (``fid``: the file id of each frame read; ``where(i)``:
-        frame ``i``'s place for messages).
+    def check_present(self, fid: np.ndarray, where: Callable[[int], str], end: np.ndarray | None = None) -> None:
+        """Refuse a read of frames in a missing file, or past the end of a truncated one (``fid``: the file
+        id of each frame read; ``end``: where each ends, ``offset + length``, for byte extents;
+        ``where(i)``: frame ``i``'s place for messages).
 
         Raises:
-            DamagedDataError: (a ``FormatError``) ``<file>: payload file is missing (<where>): ...``.
+            DamagedDataError: (a ``FormatError``) ``<file>: payload file is missing (<where>): ...`` (or
+                ``is truncated: N bytes, index needs M``).
         """
         if not self.missing:
             return
-        gone = np.flatnonzero(np.isin(fid, np.fromiter(self.missing, np.int64, len(self.missing))))
+        ids = np.fromiter(self.missing, np.int64, len(self.missing))
+        readable = np.fromiter((r for _, _, r in self.missing.values()), np.int64, len(self.missing))
+        hit = np.isin(fid, ids)
+        if end is not None and hit.any():
+            hit[hit] = end[hit] > readable[_positions(ids, fid[hit])]
+        gone = np.flatnonzero(hit)
         if len(gone):
-            path = self.missing[int(fid[gone[0]])]
-            raise DamagedDataError(f"{path}: payload file is missing ({where(int(gone[0]))}): the steps whose frames it "
-                              "held cannot be read; the others can (ReplayBuffer.damaged lists them)")
+            path, problem, _ = self.missing[int(fid[gone[0]])]
+            state = "missing" if problem == "missing" else f"damaged ({problem})"
+            raise DamagedDataError(f"{path}: payload file is {state} ({where(int(gone[0]))}): the steps whose "
+                                   "frames it held cannot be read; the others can (ReplayBuffer.damaged lists them)")
 
     def remove_orphans(self, live: set[int]) -> None:
         """On a writer's open: delete files no slot points into (left by a crash or a failed write), and

@@ -234,7 +234,8 @@ class ImageStorage(SpaceStorage):
         return self._format == "PNG"
 
     def damaged_files(self) -> list[DamagedFile]:
-        """The chunk files that were missing at open, with the slots whose frames they held."""
+        """The chunk files that were missing or shorter than the index needs at open, with the slots whose
+        frames they held."""
         return [] if self._index is None else self._files.damaged(self._index)
 
     def unwritten(self, slots: np.ndarray) -> int:
@@ -345,7 +346,7 @@ class ImageStorage(SpaceStorage):
         def where(i: int) -> str:
             return self._where(slots[written[i]], int(fid[i]), int(off[i]))
 
-        self._files.check_present(fid, where)
+        self._files.check_present(fid, where, off + length)
         payloads = self._files.read_runs(fid, off, length, starts, stops, where)
         header = self._header
         if header is not None:  # abbreviated frames: the shared header, then their own bytes

@@ -141,7 +141,8 @@ class VideoStorage(SpaceStorage):
         self._count = 0  # frames in the pending segment
         self._pending_of = np.full(0, -1, np.int64)  # slot -> pending frame number, -1 if none
         # Reading.
-        self._files = PayloadFiles(self.cache_path, SEGMENTS)  # type: ignore[arg-type]  # local disk until _open
+        # local disk until _open
+        self._files = PayloadFiles(self.cache_path, SEGMENTS, byte_extents=False)  # type: ignore[arg-type]
         self._readers = self._new_reader_cache()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -173,7 +174,8 @@ class VideoStorage(SpaceStorage):
         storage = cls(space, config=config, capacity=capacity, cache_path=path, read_only=read_only,
                       multiprocessing=multiprocessing, lock=lock)
         storage._index = SlotIndex.open(path, n_slots=capacity or 0, read_only=read_only)
-        storage._files = PayloadFiles.opened(path, SEGMENTS, storage._index, payload, writer=not read_only)
+        storage._files = PayloadFiles.opened(path, SEGMENTS, storage._index, payload, writer=not read_only,
+                                             byte_extents=False)  # the index holds frame numbers
         storage._length = storage._index.n_slots
         return storage
 
@@ -185,7 +187,7 @@ class VideoStorage(SpaceStorage):
         return ReaderCache(open_reader, READER_CACHE_SIZE)
 
     def damaged_files(self) -> list[DamagedFile]:
-        """The segment files that were missing at open, with the slots whose frames they held."""
+        """The segment files that were missing (or empty) at open, with the slots whose frames they held."""
         return [] if self._index is None else self._files.damaged(self._index)
 
     @property
