@@ -234,3 +234,35 @@ def test_folder_kinds_are_named(tmp_path):
     ReplayBuffer.create(HDF5Storage, BoxSpace(0, 1, (2,)), cache_path=tmp_path / "rb").close()
     with pytest.raises(FormatError, match="ReplayBuffer.load_from"):
         StreamBuffer.load_from(tmp_path / "rb")
+
+
+def _in_forked_child(buf, out):
+    try:
+        _, values = buf.read("joints", 0)
+        try:
+            buf.append("joints", joints(0), 9.0)
+            refused = False
+        except ReadOnlyError:
+            refused = True
+        out.put((buf.read_only, buf.num_episodes, buf.stream_length("joints"), values.tolist(), refused))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        out.put(repr(exc))
+
+
+def test_forked_child_reads_what_was_committed(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    with make(tmp_path / "b") as buf:
+        record_episode(buf)
+        buf.end_episode()
+        buf.append("joints", joints(50), 1.0)  # not flushed: the child does not see it
+        out = ctx.Queue()
+        child = ctx.Process(target=_in_forked_child, args=(buf, out))
+        child.start()
+        got = out.get(timeout=60)
+        child.join(60)
+        assert got == (True, 1, 20, batch("joints", range(20)).tolist(), True)
+        assert not buf.read_only and buf.stream_length("joints") == 21  # the parent writes on
+        buf.end_episode()
+        assert buf.num_episodes == 2

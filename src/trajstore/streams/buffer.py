@@ -225,21 +225,23 @@ class StreamBuffer(FolderOwner):
         interrupted = flag("end_episode: interrupted", interrupted)
         checked = episode_data(data)
         with self._top:
-            if not any(s.open_count() for s in self._state.streams.values()):
+            state = self._state
+            # Samples ended in a stream but not yet committed (an earlier call that failed) count too.
+            if not any(len(s.times) > state.index.closed(n) for n, s in state.streams.items()):
                 if checked:
                     raise ValueError("end_episode with data but no sample appended since the last episode ended")
                 return
             counts, lengths = {}, {}
-            for name, stream in self._state.streams.items():
+            for name, stream in state.streams.items():
                 with stream.lock:
-                    n = stream.end(interrupted)
+                    stream.end(interrupted)
+                    n = stream.open_start - state.index.closed(name)
                     if n:
                         stream.sub.flush()
                         counts[name] = n
                     lengths[name] = len(stream.times)  # all durable: the closed episodes were flushed
-            record = {"id": self._state.meta["next_id"], "interrupted": interrupted, "data": checked,
-                      "counts": counts}
-            self._state.commit([record], lengths)
+            record = {"id": state.meta["next_id"], "interrupted": interrupted, "data": checked, "counts": counts}
+            state.commit([record], lengths)
 
     def discard_episode(self) -> int:
         """Drop the open episode's samples in every stream (each sub-buffer commits that at once, then

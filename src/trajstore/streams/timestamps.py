@@ -104,6 +104,13 @@ class TimeColumn:
         self._data[self._n:need] = ns
         self._n = need
 
+    def add_one(self, ns: int) -> None:
+        if self._n == len(self._data):
+            self.add(np.array([ns], np.int64))
+            return
+        self._data[self._n] = ns
+        self._n += 1
+
     def truncate(self, n: int) -> None:
         self._n = min(self._n, n)
 
