@@ -14,22 +14,21 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
 from trajstore.errors import UnknownLeafError
 from trajstore.replay_buffer.episode_data import episode_data, flag
-from trajstore.replay_buffer.leaf_stats import LeafStats, check_leaves
+from trajstore.replay_buffer.leaf_stats import check_leaves
 from trajstore.spaces import Space
 from trajstore.storages import dict_storage_kwargs_from_space
 from trajstore.streams.episodes import StreamEpisode
-from trajstore.streams.folder import STREAMS_DIR, EpisodeLogFile, check_name, new_meta, write_meta
+from trajstore.streams.folder import STREAMS_DIR, EpisodeLogFile, check_name, new_meta, read_meta, write_meta
 from trajstore.streams.opening import FolderState, open_state
+from trajstore.streams.reading import StreamReads
 from trajstore.streams.writing import Stream, step_space
 
 
-class StreamBuffer(FolderOwner):
+class StreamBuffer(StreamReads, FolderOwner):
     """Timestamped streams (one per sensor, each at its own rate) in episodes that span every stream.
 
     ``append(name, value, t)`` / ``extend(name, values, t)`` record samples; ``end_episode(**data)``
@@ -122,7 +121,6 @@ class StreamBuffer(FolderOwner):
             LockedError: ``read_only=False`` while another process is writing.
         """
         path = Path(local_path(cache_path))
-        from trajstore.streams.folder import read_meta
         read_meta(path)  # not a stream buffer folder: a FormatError before any lock is taken
         lock = lock_for(path, read_only)
         try:
@@ -309,63 +307,6 @@ class StreamBuffer(FolderOwner):
             lengths = {n: self.stream_length(n) for n in self._state.streams}
             return self._state.index.episode(k, lengths, self._state.meta["next_id"],
                                              lambda n, i: self._state.streams[n].times.at(i))
-
-    def timestamps(self, name: str, episode: int | None = None) -> np.ndarray:
-        """Timestamps (int64 ns, ``(N,)``) of every held sample of stream ``name`` (``episode=None``) or
-        of episode position ``episode``'s samples. Raises UnknownLeafError, IndexError."""
-        stream = self._stream(name)
-        if episode is None:
-            return stream.times.view(0, self.stream_length(name))
-        span = self.episode(episode).streams[name]
-        return stream.times.view(span.start, span.stop)
-
-    def read(self, name: str, episode: int) -> tuple[np.ndarray, Any]:
-        """``(t_ns, values)`` of stream ``name`` in episode position ``episode``: timestamps int64 ``(N,)``
-        and the values as a batch (leading axis ``N``) in the space's dtypes.
-
-        Raises:
-            UnknownLeafError: no stream ``name``. IndexError: no such episode.
-        """
-        stream = self._stream(name)
-        span = self.episode(episode).streams[name]
-        values = stream.sub.get_at(slice(span.start, span.stop))["value"]
-        return stream.times.view(span.start, span.stop), values
-
-    def read_samples(self, name: str, positions: Any) -> Any:
-        """Values of stream ``name`` at sample ``positions`` (ints, 1-D, any order, repeats allowed;
-        negative from the end; a position is an index in the stream's whole sample sequence, as
-        :class:`~trajstore.streams.episodes.StreamSpan` gives): a batch with a leading axis
-        ``len(positions)``. Only those samples are read (a camera decodes only those frames).
-
-        Raises:
-            UnknownLeafError: no stream ``name``. IndexError: a position outside the held samples.
-            TypeError: positions not integers.
-        """
-        stream = self._stream(name)
-        n = self.stream_length(name)
-        pos = np.asarray(positions)
-        if pos.ndim != 1 or (pos.dtype.kind not in "iu" and pos.size):
-            raise TypeError(f"stream {name!r}: positions must be a 1-D integer array, got {pos.dtype} {pos.shape}")
-        pos = pos.astype(np.int64)
-        if pos.size and (pos.min() < -n or pos.max() >= n):
-            bad = int(np.argmax((pos < -n) | (pos >= n)))
-            raise IndexError(f"stream {name!r}: position {int(pos[bad])} (index {bad}) is outside the stream's "
-                             f"{n} samples")
-        pos = np.where(pos < 0, pos + n, pos)
-        return stream.sub.get_at(pos)["value"]
-
-    def stats(self) -> dict[str, dict[str, LeafStats]]:
-        """Per stream, the statistics of its numeric value leaves (``ReplayBuffer.stats``), keyed by the
-        leaf's key within the stream (the stream's name for a stream whose space is not a dict)."""
-        out: dict[str, dict[str, LeafStats]] = {}
-        for name in self._state.streams:
-            sub = self._stream(name).sub
-            try:
-                raw = sub.stats("value")
-            except ValueError:  # no numeric leaf (text only)
-                raw = {}
-            out[name] = {(name if key == "value" else key[len("value/"):]): v for key, v in raw.items()}
-        return out
 
     def aligned(self, *args: Any, **kwargs: Any) -> Any:
         """An aligned, read-only view of the streams: :class:`trajstore.streams.aligned.AlignedView`

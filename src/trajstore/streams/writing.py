@@ -40,7 +40,6 @@ class Stream:
         self.times = TimeColumn()
         self.open_start = 0  # first sample of the open episode
         self._ts_request: Any = None
-        self._value_request: Any = None
 
     # -- making and opening ----------------------------------------------------------------
     @classmethod
@@ -116,14 +115,6 @@ class Stream:
         n = self.sub.discard_episode()
         self.times.truncate(self.open_start)
         return n
-
-    # -- reading ---------------------------------------------------------------------------
-    def values_at(self, positions: np.ndarray) -> Any:
-        """Values at sample positions (int64 1-D, any order, repeats); reads the value leaves only."""
-        if self._value_request is None:
-            self._value_request = self.sub.window_request(None, leaves=["value"])
-        data, _ = self.sub.windows_at(positions, self._value_request)
-        return data["value"]
 
     def close(self) -> None:
         self.sub.close()
