@@ -266,3 +266,44 @@ def test_forked_child_reads_what_was_committed(tmp_path):
         assert not buf.read_only and buf.stream_length("joints") == 21  # the parent writes on
         buf.end_episode()
         assert buf.num_episodes == 2
+
+
+READER = """
+import sys
+from trajstore.streams import StreamBuffer
+buf = StreamBuffer.load_from(sys.argv[1])
+def show():
+    print(buf.num_episodes, [buf.stream_length(n) for n in buf.streams],
+          buf.read("joints", -1)[1][:, 0].tolist() if buf.num_episodes else [], flush=True)
+show()
+for line in sys.stdin:
+    print(buf.refresh(), end=" ")
+    show()
+"""
+
+
+def test_reader_process_refreshes(tmp_path):
+    import subprocess
+    import sys
+
+    with make(tmp_path / "b") as buf:
+        record_episode(buf, n_joints=3)
+        buf.end_episode()
+        proc = subprocess.Popen([sys.executable, "-c", READER, str(tmp_path / "b")], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().split(" ", 2)[:2] == ["1", "[4,"]
+            buf.extend("joints", batch("joints", [40, 41]), [5.0, 5.1])
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "False 1 [4, 3, 40] [0.0, 0.125, 0.25]"  # nothing committed
+            buf.flush()
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "True 2 [4, 5, 40] [5.0, 5.125]"
+            proc.stdin.close()
+            assert proc.wait(60) == 0, proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

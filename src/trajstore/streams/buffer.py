@@ -41,10 +41,12 @@ class StreamBuffer(StreamReads, FolderOwner):
     ``ReplayBuffer.append``. ``end_episode``, ``flush`` and ``discard_episode`` take each stream's lock
     in turn: a stream's samples appended before its turn belong to the episode ended.
 
-    Crash safety: a killed writer leaves, per stream, what ``flush``/``end_episode`` committed; the
-    next writable open ends the episode left open (samples past the last closed episode, in any
-    stream) as interrupted and commits that at once. Readers (``load_from(path)``, other processes,
-    DataLoader workers: the buffer pickles by path) see committed data and :meth:`refresh`.
+    Crash safety: a killed writer leaves, per stream, a prefix of its samples that holds at least what
+    ``flush``/``end_episode`` committed (a stream flushed by a call the kill cut short keeps those samples
+    too); the next writable open ends the episode left open (samples past the last closed episode, in
+    any stream) as interrupted and commits that at once. Readers (``load_from(path)``, other processes,
+    DataLoader workers: the buffer pickles by path and reopens read-only) see what the writer last
+    committed, and more after :meth:`refresh`.
     """
 
     def __init__(self, state: FolderState, *, cache_path: Path, read_only: bool, multiprocessing: bool, lock: Any):
