@@ -194,6 +194,7 @@ def test_appends_from_threads(tmp_path):
         for th in threads:
             th.join()
         buf.end_episode()
+        assert buf.write_stats("ft").blocks_written >= 1
     with StreamBuffer.load_from(tmp_path / "b") as buf:
         ep = buf.episode(0)
         assert {k: s.count for k, s in ep.streams.items()} == n

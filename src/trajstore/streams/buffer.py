@@ -19,6 +19,7 @@ from trajstore._urls import local_path, refuse_remote_write
 from trajstore.errors import UnknownLeafError
 from trajstore.replay_buffer.episode_data import episode_data, flag
 from trajstore.replay_buffer.leaf_stats import check_leaves
+from trajstore.replay_buffer.staging import WriteStats
 from trajstore.spaces import Space
 from trajstore.storages import dict_storage_kwargs_from_space
 from trajstore.streams.episodes import StreamEpisode
@@ -283,6 +284,12 @@ class StreamBuffer(StreamReads, FolderOwner):
         """Samples of stream ``name`` held (a reader: as of its last refresh). Raises UnknownLeafError."""
         stream = self._stream(name)
         return len(stream.times) if not self.read_only else self._state.lengths[name]
+
+    def write_stats(self, name: str) -> WriteStats:
+        """What stream ``name``'s write-behind has done since the buffer was opened (``ReplayBuffer.write_stats``
+        of its sub-buffer: blocks written, seconds the caller waited on a full staging area; zeros for a
+        reader). Raises UnknownLeafError."""
+        return self._stream(name).sub.write_stats
 
     @property
     def num_episodes(self) -> int:
