@@ -278,7 +278,8 @@ def warn_lost(src: BagSource) -> dict[str, int | None]:
     """Warn (:class:`RosbagWarning`) about what of ``src`` could not be read; returns ``src.lost()``."""
     lost = src.lost()
     if lost or src.problem:
-        what = ", ".join(f"{t}: {'an unknown number of' if n is None else n} messages" for t, n in lost.items())
+        what = ", ".join(f"{t}: {'an unknown number of' if n is None else n} messages (read "
+                         f"{src.read_counts.get(t, 0)})" for t, n in lost.items())
         why = src.problem or "messages missing"
         warnings.warn(RosbagWarning(f"{src.path}: only a readable prefix was imported ({why}); lost: "
                                     f"{what or 'none counted'}"), stacklevel=3)
