@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -74,6 +74,17 @@ def measured_fps(t_ns: np.ndarray) -> float | None:
     if near and abs(fps - near) <= 0.01 * near:
         return float(near)
     return round(fps, 2)
+
+
+def as_topic_map(topics: Mapping[str, str | None] | Iterable[str] | None) -> dict[str, str | None] | None:
+    """``topics`` of the import as ``{topic: stream name or None}`` (a list of topics: default names)."""
+    if topics is None:
+        return None
+    if isinstance(topics, Mapping):
+        return dict(topics)
+    if isinstance(topics, str):
+        raise TypeError("topics must be a mapping {topic: stream name} or a list of topics, not a string")
+    return {t: None for t in topics}
 
 
 def choose_topics(sources: Sequence[BagSource], topics: Mapping[str, str | None] | None,
@@ -240,7 +251,7 @@ class TopicData:
     space: Space
 
 
-def read_bag(path: Any, *, topics: Mapping[str, str | None] | None = None, only: bool = False,
+def read_bag(path: Any, *, topics: Mapping[str, str | None] | Iterable[str] | None = None, only: bool = False,
              stamp: str = "header") -> dict[str, TopicData]:
     """One bag's topics converted as :func:`~trajstore.interop.rosbag.import_rosbag` does, in memory:
     ``{stream name: TopicData}``. For small bags and inspection; the import streams instead.
@@ -251,7 +262,7 @@ def read_bag(path: Any, *, topics: Mapping[str, str | None] | None = None, only:
 
     src = open_bag(path)
     try:
-        plans = plan_topics([src], choose_topics([src], topics, only), stamp)
+        plans = plan_topics([src], choose_topics([src], as_topic_map(topics), only), stamp)
         parts: dict[str, list[tuple[np.ndarray, Any]]] = {p.name: [] for p in plans}
         for plan, t, values in convert(src, plans):
             parts[plan.name].append((t, values))

@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping
 from trajstore._fs import staged_folder
 from trajstore._text import count
 from trajstore.interop.rosbag._source import BagSource, open_bag
-from trajstore.interop.rosbag._topics import RosbagWarning, choose_topics, convert, plan_topics, warn_lost
+from trajstore.interop.rosbag._topics import (RosbagWarning, as_topic_map, choose_topics, convert, plan_topics,
+                                              warn_lost)
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def import_rosbag(bags: str | os.PathLike | Iterable[str | os.PathLike], out: st
         raise ValueError("import_rosbag needs at least one bag")
     if camera not in ("png", "jpeg", "video"):
         raise ValueError(f"camera must be 'png', 'jpeg' or 'video', got {camera!r}")
-    topic_map = _topic_map(topics)
+    topic_map = as_topic_map(topics)
     out = Path(out)
     check_new_folder(out)
     sources: list[BagSource] = []
@@ -150,16 +151,6 @@ def import_rosbag(bags: str | os.PathLike | Iterable[str | os.PathLike], out: st
         for src in sources:
             src.close()
     return RosbagImportSummary(out, episodes, samples, {p.topic: p.name for p in plans}, lost_all)
-
-
-def _topic_map(topics: Mapping[str, str | None] | Iterable[str] | None) -> dict[str, str | None] | None:
-    if topics is None:
-        return None
-    if isinstance(topics, Mapping):
-        return dict(topics)
-    if isinstance(topics, str):
-        raise TypeError("topics must be a mapping {topic: stream name} or a list of topics, not a string")
-    return {t: None for t in topics}
 
 
 def _import_bag(buf: Any, src: BagSource, plans: list, stamp: str, samples: dict[str, int],
