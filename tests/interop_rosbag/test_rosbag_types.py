@@ -16,7 +16,7 @@ from trajstore.errors import FormatError  # noqa: E402
 from trajstore.interop.rosbag import RosbagWarning, import_rosbag, read_bag, stream_name  # noqa: E402
 from trajstore.streams import StreamBuffer  # noqa: E402
 
-from tests.interop_rosbag.bags import T, T0, header, image, vec3, write_bag  # noqa: E402
+from .bags import T, T0, header, image, vec3, write_bag  # noqa: E402
 
 H, W = 6, 8
 MS = 1_000_000

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+import warnings
 from typing import Any, Iterator
 
 from trajstore.errors import FormatError
@@ -20,6 +21,11 @@ from trajstore.interop.rosbag import _mcap_records
 #: Largest ``metadata.yaml`` read (bytes): a bag of 1000 topics has one of ~1 MB.
 MAX_METADATA_BYTES = 16 << 20
 SUFFIXES = (".mcap", ".db3")
+
+
+class RosbagWarning(UserWarning):
+    """Something of a bag was not imported: a topic of an unsupported type, messages lost to a cut-short
+    recording, a topic whose header stamps are unset (log times used)."""
 
 
 @dataclass
@@ -112,27 +118,31 @@ def open_bag(path: str | Path) -> BagSource:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such bag (a rosbag2 folder, or a .mcap or .db3 file)")
     files, meta = _storage_files(path)
-    cut = [f for f in files if f.suffix == ".mcap" and not _complete_mcap(f)]
-    if meta is None and path.is_dir():
-        problem = "the bag folder has no metadata.yaml (its recorder did not finish)"
-    elif cut:
-        problem = f"{', '.join(f.name for f in cut)} ends without its MCAP summary (the recording was cut short)"
-    else:
-        problem = None
-    if problem is None or (not cut and len(files) == 1):
-        target = path if problem is None else files[0]
-        reader = AnyReader([target], default_typestore=_default_typestore())
+    incomplete = [f.name for f in files if f.suffix == ".mcap" and not _complete_mcap(f)]
+    cut = [f for f in files if f.name in incomplete]
+    unfinished = meta is None and path.is_dir()  # ros2 bag writes metadata.yaml last
+    if unfinished and len(files) > 1:
+        if any(f.suffix == ".db3" for f in files):
+            raise FormatError(f"{path}: no metadata.yaml and several storage files; import the files one by one")
+        cut = cut or files  # several MCAP files and no metadata: read them record by record, in name order
+    if not cut:
+        if unfinished:
+            warnings.warn(RosbagWarning(f"{path}: the bag folder has no metadata.yaml (its recorder did not "
+                                        f"finish); read from {files[0].name}"), stacklevel=3)
+        reader = AnyReader([files[0] if unfinished else path], default_typestore=_default_typestore())
         try:
             reader.open()
         except Exception as exc:  # AnyReaderError, ReaderError, YAML errors
             raise FormatError(f"{path}: not a readable ROS 2 bag: {type(exc).__name__}: {exc}") from None
         topics = {c.topic: c.msgtype for c in reader.connections}
         declared = _declared(meta) if meta is not None else {}
-        if not declared and problem is None:
+        if meta is None:
             for c in reader.connections:
                 declared[c.topic] = declared.get(c.topic, 0) + int(c.msgcount)
         start = int(reader.start_time) if reader.message_count else None
-        return BagSource(path, topics, declared, start, problem, _reader=reader, _typestore=reader.typestore)
+        return BagSource(path, topics, declared, start, None, _reader=reader, _typestore=reader.typestore)
+    problem = "; ".join(([f"{', '.join(incomplete)} ends without its MCAP summary (the recording was cut short)"]
+                         if incomplete else []) + (["the bag folder has no metadata.yaml"] if unfinished else []))
     if any(f.suffix == ".db3" for f in files):
         raise FormatError(f"{path}: {problem}, and it mixes .db3 and .mcap files; import its files one by one")
     return _prefix_source(path, files, meta, problem or "")

@@ -16,7 +16,7 @@ import numpy as np
 
 from trajstore.errors import FormatError
 from trajstore.interop.rosbag._messages import KINDS, MessageKind, header_stamp_ns
-from trajstore.interop.rosbag._source import BagSource
+from trajstore.interop.rosbag._source import BagSource, RosbagWarning
 from trajstore.spaces import DictSpace, Space
 
 #: Messages of a topic read up front to measure its rate: at most this many, and none past
@@ -29,11 +29,6 @@ BLOCK_SAMPLES = 256
 BLOCK_BYTES = 64 << 20
 STAMPS = ("header", "log")
 RESERVED = ("timestamp", "is_pad")
-
-
-class RosbagWarning(UserWarning):
-    """Something of a bag was not imported: a topic of an unsupported type, messages lost to a cut-short
-    recording, a topic whose header stamps are unset (log times used)."""
 
 
 @dataclass(frozen=True)
