@@ -246,5 +246,7 @@ def _prefix_source(path: Path, files: list[Path], meta: dict | None, problem: st
         store.register({**get_typestore(Stores.LATEST).fielddefs, **types})
     topics = {topic: msgtype for topic, msgtype in channels.values()}
     declared = _declared(meta) if meta is not None else {}
+    for entry in (meta or {}).get("topics_with_message_count") or []:  # topics cut off before their channel
+        topics.setdefault(str(entry["topic_metadata"]["name"]), str(entry["topic_metadata"]["type"]))
     return BagSource(path, topics, declared, start, problem, _typestore=store, _prefix_files=list(files),
                      _channels=channels)
