@@ -46,7 +46,8 @@ def messages(n=5):
     for k in range(n):
         ns = T0 + k * 100 * MS
         out.append(("/rgb", "sensor_msgs/msg/Image", ns + 1, image(ns, H, W, "rgb8", rgb(k))))
-        out.append(("/bgr", "sensor_msgs/msg/Image", ns + 2, image(ns, H, W, "bgr8", rgb(k)[..., ::-1], step=W * 3 + 4)))
+        bgr = image(ns, H, W, "bgr8", rgb(k)[..., ::-1], step=W * 3 + 4)  # rows padded by 4 bytes
+        out.append(("/bgr", "sensor_msgs/msg/Image", ns + 2, bgr))
         out.append(("/mono", "sensor_msgs/msg/Image", ns + 3, image(ns, H, W, "mono8", rgb(k)[..., 1])))
         out.append(("/depth", "sensor_msgs/msg/Image", ns + 4, image(ns, H, W, "16UC1", depth(k))))
         out.append(("/depth_be", "sensor_msgs/msg/Image", ns + 5,
@@ -148,7 +149,8 @@ def test_geometry_and_arrays(data):
     np.testing.assert_array_equal(ft.values["force"], np.column_stack([k, np.zeros(5), np.full(5, -9.0)]))
     assert ft.space.spaces["torque"].metadata["units"] == "N*m"
     g = d["grid"]
-    assert g.space.shape == (2, 3) and g.space.dtype == np.float32 and list(g.space.metadata["dims"]) == ["rows", "cols"]
+    assert g.space.shape == (2, 3) and g.space.dtype == np.float32
+    assert list(g.space.metadata["dims"]) == ["rows", "cols"]
     np.testing.assert_array_equal(g.values, (np.arange(6, dtype=np.float32)[None] + k[:, None]).reshape(5, 2, 3))
     np.testing.assert_array_equal(d["gripper"].values, k / 10)
 

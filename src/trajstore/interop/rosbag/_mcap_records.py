@@ -182,7 +182,8 @@ def _record(op: int, body: bytes, found: Scan, where: str, messages: bool) -> It
         raise FormatError(f"{where}: a malformed record (opcode {op:#04x}): {exc}") from None
 
 
-def _check_chunk_head(head: bytes, where: str, *, whole: bool, length: int | None = None) -> tuple[int, int, str, int, int]:
+def _check_chunk_head(head: bytes, where: str, *, whole: bool,
+                      length: int | None = None) -> tuple[int, int, str, int, int]:
     """``(uncompressed size, crc, compression, compressed size, records offset)`` of a chunk record."""
     try:
         _start, _end, usize, crc = _u("<QQQI", head)

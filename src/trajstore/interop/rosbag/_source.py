@@ -10,9 +10,9 @@ declared.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-import warnings
 from typing import Any, Iterator
 
 from trajstore.errors import FormatError

@@ -16,8 +16,8 @@ import numpy as np
 
 from trajstore.errors import FormatError
 from trajstore.interop.rosbag._messages import KINDS, MessageKind, header_stamp_ns
-from trajstore.interop.rosbag._source import BagSource, RosbagWarning
-from trajstore.spaces import DictSpace, Space
+from trajstore.interop.rosbag._source import BagSource, RosbagWarning, open_bag
+from trajstore.spaces import Space
 
 #: Messages of a topic read up front to measure its rate: at most this many, and none past
 #: :data:`PROBE_SECONDS` after the first (the rate's error is about the timing jitter over that span).
@@ -55,8 +55,9 @@ def measured_fps(t_ns: np.ndarray) -> float | None:
     """The nominal rate of samples at ``t_ns`` in Hz, or None with fewer than two distinct times.
 
     The median period gives a first guess ``p``; a gap counts as ``floor(gap / p + 0.2)`` periods (at least
-    one: a dropped sample makes a gap of about two; timing jitter under 80% of a period is not a drop), and the rate is the periods counted over the time spanned, rounded to
-    0.01 Hz and snapped to the nearest integer within 1%. Jitter averages out over the span.
+    one: a dropped sample makes a gap of about two; timing jitter under 80% of a period is not a drop), and
+    the rate is the periods counted over the time spanned, rounded to 0.01 Hz and snapped to the nearest
+    integer within 1%. Jitter averages out over the span.
     """
     t = np.asarray(t_ns, dtype=np.int64)
     d = np.diff(t)
@@ -255,8 +256,6 @@ def read_bag(path: Any, *, topics: Mapping[str, str | None] | Iterable[str] | No
 
     Raises: as :func:`~trajstore.interop.rosbag.import_rosbag`.
     """
-    from trajstore.interop.rosbag._source import open_bag
-
     src = open_bag(path)
     try:
         plans = plan_topics([src], choose_topics([src], as_topic_map(topics), only), stamp)

@@ -156,11 +156,11 @@ def import_rosbag(bags: str | os.PathLike | Iterable[str | os.PathLike], out: st
 def _import_bag(buf: Any, src: BagSource, plans: list, stamp: str, samples: dict[str, int],
                 progress: bool) -> dict[str, int | None] | None:
     """Copy one bag's messages into ``buf`` as one episode; returns its lost messages, or None if it read whole."""
-    from trajstore.cli._output import progress_bar
+    from tqdm import tqdm
 
     mine = [p for p in plans if p.topic in src.topics]
     total = sum(src.declared.get(p.topic, 0) for p in mine) or None
-    with progress_bar(total=total, desc=f"importing {src.path.name}", unit="msg", enabled=progress) as bar:
+    with tqdm(total=total, desc=f"importing {src.path.name}", unit="msg", disable=not progress) as bar:
         for plan, t, values in convert(src, mine):
             buf.extend(plan.name, values, t)
             samples[plan.name] += len(t)
