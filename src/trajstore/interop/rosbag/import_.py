@@ -49,8 +49,9 @@ class RosbagImportSummary:
 
 def routing_for(camera: str) -> dict[str, Any]:
     """``StreamBuffer.create`` routing for camera streams: colour frames as ``camera`` says (``"png"``:
-    lossless, ``"jpeg"``, ``"video"``), grey (mono8) frames as PNG whatever ``camera`` is when it is not
-    ``"video"``, depth (uint16) frames always as 16-bit PNG (exact)."""
+    lossless, ``"jpeg"``, ``"video"``); depth (uint16) frames always as 16-bit PNG (exact); grey (mono8)
+    frames as 8-bit PNG with ``"png"``, else in HDF5 (exact; a :class:`~trajstore.errors.RoutingWarning`
+    says so: JPEG and video frames here are RGB)."""
     from trajstore._cameras import camera_routing
     from trajstore.storages.frames.image import ImageStorage
 
