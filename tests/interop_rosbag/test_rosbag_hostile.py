@@ -190,3 +190,21 @@ def test_cli(tmp_path):
     assert result.exit_code == 2
     result = runner.invoke(app, ["import", "rosbag", str(FIXTURE / "episode_0")])
     assert result.exit_code == 2 and "at least one BAG and the OUT folder" in result.output
+
+
+def test_zstd_chunk_expanding_beyond_its_declared_size(tmp_path):
+    """Bag 1's chunk is zstd: a frame declaring more than the chunk says is refused before rosbags
+    decompresses it (what it would allocate)."""
+    from backports import zstd
+
+    bag, mcap = copy_bag(tmp_path, 1)
+    data = bytearray(mcap.read_bytes())
+    at = first_chunk_offset(data)
+    body = at + 9
+    (usize,) = struct.unpack_from("<Q", data, body + 16)
+    (clen,) = struct.unpack_from("<I", data, body + 28)
+    start = body + 32 + clen + 8
+    assert zstd.get_frame_info(bytes(data[start:start + 18])).decompressed_size == usize
+    struct.pack_into("<Q", data, body + 16, usize // 2)  # the chunk now declares half of what its frame holds
+    mcap.write_bytes(bytes(data))
+    refused(tmp_path, bag, rf"a zstd chunk whose frame holds {usize} bytes, while the chunk declares {usize // 2}")

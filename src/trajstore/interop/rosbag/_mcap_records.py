@@ -140,7 +140,7 @@ def scan(path: Path, *, messages: bool = False) -> Iterator[tuple[int, int, byte
                 if messages:
                     yield from _chunk(f.read(length), found, where)
                 else:
-                    _check_chunk_head(f.read(min(length, 64)), where, whole=True, length=length)
+                    _check_chunk_head(f.read(min(length, 128)), where, whole=True, length=length)
                     f.seek(pos + 9 + length)
             else:
                 f.seek(length, 1)
@@ -196,7 +196,32 @@ def _check_chunk_head(head: bytes, where: str, *, whole: bool,
     if usize > MAX_CHUNK_BYTES or (length is not None and p + 8 + csize > length):
         raise FormatError(f"{where}: a chunk declares {csize} bytes ({usize} uncompressed) in a record of "
                           f"{length} bytes; at most {MAX_CHUNK_BYTES} uncompressed bytes are read")
+    frame = _frame_content_size(compression, head[p + 8:])
+    if whole and frame is not None and frame != usize:
+        raise FormatError(f"{where}: a {compression} chunk whose frame holds {frame} bytes, while the chunk "
+                          f"declares {usize} uncompressed bytes")
     return usize, crc, compression, csize, p + 8
+
+
+def _frame_content_size(compression: str, start: bytes) -> int | None:
+    """The content size a zstd or lz4 frame header declares (what rosbags' decompression will allocate), or
+    None when it declares none or cannot be read from ``start``."""
+    try:
+        if compression == "zstd":
+            try:
+                from backports import zstd
+            except ImportError:  # pragma: no cover - Python >= 3.14
+                from compression import zstd  # type: ignore[no-redef]
+            size = zstd.get_frame_info(start).decompressed_size
+        elif compression == "lz4":
+            import lz4.frame
+
+            size = lz4.frame.get_frame_info(start).get("content_size") or None
+        else:
+            return None
+    except Exception:  # a header cut by the bytes read: rosbags checks the decompressed size
+        return None
+    return None if size is None else int(size)
 
 
 def _chunk_messages(records: bytes, found: Scan, where: str) -> Iterator[tuple[int, int, bytes]]:
