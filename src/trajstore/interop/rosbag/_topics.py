@@ -23,10 +23,11 @@ from trajstore.spaces import Space
 #: :data:`PROBE_SECONDS` after the first (the rate's error is about the timing jitter over that span).
 PROBE_MESSAGES = 1024
 PROBE_SECONDS = 5.0
-#: Samples of one stream handed to the buffer at a time (the most held in memory per stream: 256 frames of
-#: 480 x 640 x 3 are 236 MB, so cameras get :data:`BLOCK_BYTES` instead when smaller).
+#: Samples of one stream handed to the buffer at a time: at most :data:`BLOCK_SAMPLES`, and a block ends
+#: once it holds :data:`BLOCK_BYTES` (19 frames of 480 x 640 x 3). The buffer's write-behind queue holds at
+#: most 256 MB per stream on top (``trajstore.replay_buffer.staging.MAX_PENDING_BYTES``).
 BLOCK_SAMPLES = 256
-BLOCK_BYTES = 64 << 20
+BLOCK_BYTES = 16 << 20
 STAMPS = ("header", "log")
 RESERVED = ("timestamp", "is_pad")
 
