@@ -77,9 +77,10 @@ def check_prefixes(buf, runs, committed):
             mine = np.flatnonzero((t >= run * RUN_NS) & (t < (run + 1) * RUN_NS))
             m = len(mine)
             assert m >= committed[run][name], (name, run, m, committed[run])
-            if m:
-                assert mine[-1] - mine[0] + 1 == m, (name, run)  # contiguous
-                np.testing.assert_array_equal(t[mine] - run * RUN_NS, np.arange(m, dtype=np.int64) * period)
+            if not m:
+                continue
+            assert mine[-1] - mine[0] + 1 == m, (name, run)  # contiguous
+            np.testing.assert_array_equal(t[mine] - run * RUN_NS, np.arange(m, dtype=np.int64) * period)
             got = buf.read_samples(name, mine)
             want = batch(name, np.arange(m) % 997)
             if name == "ft":
@@ -91,7 +92,7 @@ def check_prefixes(buf, runs, committed):
     for name in PERIOD:  # the episodes tile every stream
         assert sum(e.streams[name].count for e in eps) == buf.stream_length(name)
         assert [e.streams[name].start for e in eps] == np.cumsum(
-            [0] + [e.streams[name].count for e in eps[:-1]]).tolist()
+            [0] + [e.streams[name].count for e in eps]).tolist()[:-1]
     assert all(e.done or e.interrupted for e in eps[:-1])
 
 
@@ -126,4 +127,4 @@ def test_kill_9_while_recording_from_3_threads(tmp_path):
                         assert span.stop >= seen[-1].streams[name].stop
             done = [e for e in eps if e.done]
             assert all(e.data["run"] <= run for e in done)
-        assert sum(committed[-1].values()) > 0
+    assert sum(sum(c.values()) for c in committed) > 0  # the kills hit a writer that had committed samples
