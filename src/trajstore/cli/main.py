@@ -14,6 +14,7 @@ from rich.table import Table
 from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail, show_own_warnings
 from trajstore.cli.interop import export_app, import_app
 from trajstore.cli import remote
+from trajstore.cli.rosbag import import_rosbag_command
 from trajstore.errors import StorageExistsError, TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers. " + EXIT_CODES_HELP, no_args_is_help=True,
@@ -25,6 +26,7 @@ def _setup() -> None:
     show_own_warnings()
 
 
+import_app.command("rosbag")(import_rosbag_command)
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 

@@ -1,0 +1,252 @@
+"""One recording to import: a rosbag2 folder (``metadata.yaml`` + sqlite3 ``.db3`` or ``.mcap`` files), or a
+single ``.mcap`` / ``.db3`` file, opened with ``rosbags`` (pure Python; no ROS install).
+
+Messages come out in log-time order as ``(topic, log time ns, CDR bytes)``. What ``rosbags`` refuses
+because the recording was cut short (an MCAP file without its summary and footer, a folder without
+``metadata.yaml``) is read up to where it stops (:mod:`~trajstore.interop.rosbag._mcap_records`), and
+:attr:`BagSource.problem` says why; :meth:`BagSource.lost` compares what was read with what the bag
+declared.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from trajstore.errors import FormatError
+from trajstore.interop.rosbag import _mcap_records
+
+#: Largest ``metadata.yaml`` read (bytes): a bag of 1000 topics has one of ~1 MB.
+MAX_METADATA_BYTES = 16 << 20
+SUFFIXES = (".mcap", ".db3")
+
+
+class RosbagWarning(UserWarning):
+    """Something of a bag was not imported: a topic of an unsupported type, messages lost to a cut-short
+    recording, a topic whose header stamps are unset (log times used)."""
+
+
+@dataclass
+class BagSource:
+    """An open recording. ``topics``: topic -> ROS type name; ``declared``: topic -> message count the bag's
+    metadata (or MCAP summary) gives, when it gives one; ``problem``: why only a prefix could be read."""
+
+    path: Path
+    topics: dict[str, str]
+    declared: dict[str, int]
+    start_ns: int | None
+    problem: str | None = None
+    read_counts: dict[str, int] = field(default_factory=dict)
+    _reader: Any = None
+    _typestore: Any = None
+    _prefix_files: list[Path] = field(default_factory=list)
+    _channels: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+
+    def deserialize(self, raw: bytes, msgtype: str, where: str) -> Any:
+        """The message object of CDR bytes ``raw``. Raises FormatError naming ``where`` if they do not parse."""
+        try:
+            return self._typestore.deserialize_cdr(raw, msgtype)
+        except Exception as exc:  # rosbags SerdeError, struct.error, IndexError on short data
+            raise FormatError(f"{where}: cannot deserialize a {msgtype}: {type(exc).__name__}: {exc}") from None
+
+    def messages(self, topics: set[str] | None = None, *, count: bool = True) -> Iterator[tuple[str, int, bytes]]:
+        """``(topic, log time ns, raw)`` of every readable message of ``topics`` (default all), in log-time order
+        (file order for a recording read past rosbags). A read error in the middle ends the iteration and is
+        kept in :attr:`problem` (the messages before it are the readable prefix)."""
+        wanted = set(self.topics) if topics is None else set(topics)
+        if count:
+            self.read_counts = {t: 0 for t in wanted}
+        if self._reader is not None:
+            conns = [c for c in self._reader.connections if c.topic in wanted]
+            if not conns:
+                return
+            try:
+                for conn, t, raw in self._reader.messages(connections=conns):
+                    if count:
+                        self.read_counts[conn.topic] += 1
+                    yield conn.topic, int(t), raw
+            except (FormatError, GeneratorExit):
+                raise
+            except Exception as exc:  # rosbags ReaderError, apsw/sqlite errors, zstd errors on damaged data
+                if count:
+                    self.problem = f"reading stopped at a damaged part: {type(exc).__name__}: {exc}"
+            return
+        for i, path in enumerate(self._prefix_files):
+            gen = _mcap_records.scan(path, messages=True)
+            for cid, t, raw in gen:
+                topic = self._channels.get((i, cid), (None, None))[0]
+                if topic in wanted:
+                    if count:
+                        self.read_counts[topic] += 1
+                    yield topic, int(t), raw
+
+    def lost(self) -> dict[str, int | None]:
+        """Topic -> messages declared but not read by the last full :meth:`messages` (None: the bag declared no
+        count, and reading stopped early), for topics that lost any."""
+        out: dict[str, int | None] = {}
+        for topic, n in self.read_counts.items():
+            if topic in self.declared:
+                if self.declared[topic] > n:
+                    out[topic] = self.declared[topic] - n
+            elif self.problem is not None:
+                out[topic] = None
+        return out
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+def open_bag(path: str | Path) -> BagSource:
+    """Open one recording (see the module docstring). Close it when done.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        FormatError: not a rosbag2 folder or ``.mcap``/``.db3`` file (names it and what was expected), a
+            ``metadata.yaml`` above :data:`MAX_METADATA_BYTES`, a declared size beyond the file or the import's
+            bounds, a file rosbags cannot open and that is not a cut-short MCAP file.
+        ImportError: rosbags is not installed: ``pip install 'trajstore[ros]'``.
+    """
+    try:
+        from rosbags.highlevel import AnyReader
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("importing ROS bags needs rosbags: pip install 'trajstore[ros]'") from exc
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such bag (a rosbag2 folder, or a .mcap or .db3 file)")
+    files, meta = _storage_files(path)
+    incomplete = [f.name for f in files if f.suffix == ".mcap" and not _complete_mcap(f)]
+    cut = [f for f in files if f.name in incomplete]
+    unfinished = meta is None and path.is_dir()  # ros2 bag writes metadata.yaml last
+    if unfinished and len(files) > 1:
+        if any(f.suffix == ".db3" for f in files):
+            raise FormatError(f"{path}: no metadata.yaml and several storage files; import the files one by one")
+        cut = cut or files  # several MCAP files and no metadata: read them record by record, in name order
+    if not cut:
+        if unfinished:
+            warnings.warn(RosbagWarning(f"{path}: the bag folder has no metadata.yaml (its recorder did not "
+                                        f"finish); read from {files[0].name}"), stacklevel=3)
+        reader = AnyReader([files[0] if unfinished else path], default_typestore=_default_typestore())
+        try:
+            reader.open()
+        except Exception as exc:  # AnyReaderError, ReaderError, YAML errors
+            raise FormatError(f"{path}: not a readable ROS 2 bag: {type(exc).__name__}: {exc}") from None
+        topics = {c.topic: c.msgtype for c in reader.connections}
+        declared = _declared(meta) if meta is not None else {}
+        if meta is None:
+            for c in reader.connections:
+                declared[c.topic] = declared.get(c.topic, 0) + int(c.msgcount)
+        start = int(reader.start_time) if reader.message_count else None
+        return BagSource(path, topics, declared, start, None, _reader=reader, _typestore=reader.typestore)
+    problem = "; ".join(([f"{', '.join(incomplete)} ends without its MCAP summary (the recording was cut short)"]
+                         if incomplete else []) + (["the bag folder has no metadata.yaml"] if unfinished else []))
+    if any(f.suffix == ".db3" for f in files):
+        raise FormatError(f"{path}: {problem}, and it mixes .db3 and .mcap files; import its files one by one")
+    return _prefix_source(path, files, meta, problem or "")
+
+
+def _storage_files(path: Path) -> tuple[list[Path], dict | None]:
+    """The storage files of a recording and its parsed ``metadata.yaml`` (None when there is none)."""
+    if path.is_file():
+        if path.suffix not in SUFFIXES:
+            raise FormatError(f"{path}: not a ROS 2 bag (expected a rosbag2 folder, or a file ending in .mcap or .db3)")
+        return [path], None
+    meta_file = path / "metadata.yaml"
+    if meta_file.is_file():
+        meta = _metadata(meta_file)
+        names = meta.get("relative_file_paths") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise FormatError(f"{meta_file}: relative_file_paths is not a list of file names")
+        files = [path / Path(n).name for n in names]  # only names: never a path out of the folder
+        if missing := [str(f) for f in files if not f.is_file()]:
+            raise FormatError(f"{meta_file}: lists storage files that are not in the folder: {missing}")
+        return files, meta
+    files = sorted(f for f in path.iterdir() if f.suffix in SUFFIXES and f.is_file())
+    if not files:
+        raise FormatError(f"{path}: not a ROS 2 bag folder (no metadata.yaml, no .mcap or .db3 file)")
+    return files, None
+
+
+def _metadata(meta_file: Path) -> dict:
+    from ruamel.yaml import YAML
+
+    size = meta_file.stat().st_size
+    if size > MAX_METADATA_BYTES:
+        raise FormatError(f"{meta_file}: {size} bytes; a rosbag2 metadata.yaml of at most {MAX_METADATA_BYTES} "
+                          "bytes is read")
+    try:
+        doc = YAML(typ="safe").load(meta_file.read_text(encoding="utf-8"))
+        info = doc["rosbag2_bagfile_information"]
+        if not isinstance(info, dict):
+            raise TypeError("not a mapping")
+        return info
+    except Exception as exc:  # YAMLError, KeyError, TypeError, UnicodeDecodeError
+        raise FormatError(f"{meta_file}: not a rosbag2 metadata.yaml: {type(exc).__name__}: {exc}") from None
+
+
+def _declared(meta: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        for entry in meta.get("topics_with_message_count") or []:
+            name = str(entry["topic_metadata"]["name"])
+            out[name] = out.get(name, 0) + int(entry["message_count"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FormatError(f"metadata.yaml: topics_with_message_count is malformed: {exc}") from None
+    return out
+
+
+def _complete_mcap(path: Path) -> bool:
+    """Whether an MCAP file ends with its footer; checks every declared size on the way (FormatError)."""
+    gen = _mcap_records.scan(path)
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return bool(stop.value.complete)
+
+
+def _default_typestore() -> Any:
+    from rosbags.typesys import Stores, get_typestore
+
+    return get_typestore(Stores.LATEST)
+
+
+def _prefix_source(path: Path, files: list[Path], meta: dict | None, problem: str) -> BagSource:
+    """A recording read past rosbags: its MCAP files record by record."""
+    from rosbags.typesys import get_types_from_msg, get_typestore, Stores
+
+    channels: dict[tuple[int, int], tuple[str, str]] = {}
+    types: dict[str, Any] = {}
+    start: int | None = None
+    for i, f in enumerate(files):
+        gen = _mcap_records.scan(f, messages=True)
+        while True:  # schemas and channels come before their messages (rosbags puts them in the first chunk)
+            try:
+                _cid, t, _raw = next(gen)
+            except StopIteration as stop:
+                found = stop.value
+                break
+            start = t if start is None else min(start, t)
+        for cid, ch in found.channels.items():
+            schema = found.schemas.get(ch.schema_id)
+            if schema is None:
+                continue
+            channels[(i, cid)] = (ch.topic, schema.name)
+            if schema.encoding == "ros2msg" and schema.data:
+                try:
+                    types.update(get_types_from_msg(schema.data, schema.name))
+                except Exception:  # a definition rosbags cannot parse: the default store may know the type
+                    pass
+    store = get_typestore(Stores.LATEST)
+    if types:
+        store = get_typestore(Stores.EMPTY)
+        store.register({**get_typestore(Stores.LATEST).fielddefs, **types})
+    topics = {topic: msgtype for topic, msgtype in channels.values()}
+    declared = _declared(meta) if meta is not None else {}
+    for entry in (meta or {}).get("topics_with_message_count") or []:  # topics cut off before their channel
+        topics.setdefault(str(entry["topic_metadata"]["name"]), str(entry["topic_metadata"]["type"]))
+    return BagSource(path, topics, declared, start, problem, _typestore=store, _prefix_files=list(files),
+                     _channels=channels)
