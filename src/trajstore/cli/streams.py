@@ -17,6 +17,10 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3g}"
 
 
+def _us(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:.3g}"
+
+
 def _hz(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.4g}"
 
@@ -36,15 +40,16 @@ def info(path: str, as_json: bool) -> None:
     console.print(escape(f"{d.path}: stream buffer, {len(d.streams)} streams, {d.episodes} episodes "
                          f"({d.complete_episodes} complete, {d.interrupted_episodes} interrupted{state}), "
                          f"{d.duration_s:.3f} s recorded"), soft_wrap=True)
-    rates = Table("stream", "samples", "episodes", "rate (Hz)", "median period (ms)", "jitter std (ms)",
-                  "jitter p99 (ms)", "gaps", "largest gap (ms)", "duplicates", "out of order",
-                  title="measured rates (per episode; gap: period > 1.5 x median)")
+    rates = Table("stream", "samples", "episodes", "Hz", "period ms", "jitter std us", "jitter p99 us", "gaps",
+                  "largest gap", "equal times", "out of order",
+                  title="measured rates (median period; gap: a period > 1.5 x it)")
+    rates.columns[8].no_wrap = True
     for s in d.streams:
         r = s.rates
-        largest = "-" if r.max_gap_s is None else (f"{_ms(r.max_gap_s)} (episode {r.max_gap_episode} at "
-                                                   f"{r.max_gap_at_s:.3f} s)")
+        largest = ("-" if r.max_gap_s is None else
+                   f"{_ms(r.max_gap_s)} ms, episode {r.max_gap_episode} at {r.max_gap_at_s:.3f} s")
         rates.add_row(escape(s.name), f"{s.samples:,}", str(s.episodes_with_samples), _hz(r.rate_hz),
-                      _ms(r.median_period_s), _ms(r.jitter_std_s), _ms(r.jitter_p99_s), str(r.gaps), largest,
+                      _ms(r.median_period_s), _us(r.jitter_std_s), _us(r.jitter_p99_s), str(r.gaps), largest,
                       str(r.duplicates), str(r.non_monotonic) if r.ordered else f"[red]{r.non_monotonic}[/red]")
     console.print(rates)
     leaves = Table("stream", "leaf", "storage", "dtype", "shape", "metadata", "bytes on disk", title="streams")

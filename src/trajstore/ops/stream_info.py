@@ -14,18 +14,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajstore._fs import path_inside, read_json
-from trajstore.errors import FormatError
 from trajstore.ops.info import LeafInfo, StorageInfo, describe
+from trajstore.streams.folder import STREAMS_DIR, read_meta
+from trajstore.streams.folder import is_stream_folder as _is_stream_folder
 from trajstore.streams.rates import StreamRates, measure_rates
 
 if TYPE_CHECKING:
     from trajstore.streams import StreamBuffer
 
-#: The file that makes a folder a stream buffer.
-STREAMS_FILE = "streams.json"
-#: Its ``format`` value.
-STREAMS_FORMAT = "trajstore-streams"
 #: Leaf of a stream's sub-buffer holding the sample times (int64 ns); the values are under ``VALUE_LEAF``.
 TIMESTAMP_LEAF = "timestamp"
 VALUE_LEAF = "value"
@@ -34,31 +30,18 @@ VALUE_LEAF = "value"
 def is_stream_folder(path: str | os.PathLike) -> bool:
     """True when ``path`` is a local folder holding ``streams.json`` (a URL is never one)."""
     try:
-        return (Path(path) / STREAMS_FILE).is_file()
+        return _is_stream_folder(Path(path))
     except (OSError, ValueError):
         return False
 
 
 def stream_folders(path: str | os.PathLike) -> dict[str, Path]:
-    """Stream name -> its sub-buffer folder, as ``streams.json`` names them (in its order).
+    """Stream name -> its sub-buffer folder (a replay buffer folder), in the buffer's order.
 
     Raises:
-        FormatError: ``streams.json`` is missing, not JSON, not of format ``trajstore-streams``, or names a
-            stream folder outside ``path``.
+        FormatError: ``streams.json`` is missing or damaged (``trajstore.streams.folder.read_meta``).
     """
-    folder = Path(path)
-    meta = read_json(folder / STREAMS_FILE, "stream buffer metadata")
-    if not isinstance(meta, dict) or meta.get("format") != STREAMS_FORMAT or not isinstance(meta.get("streams"),
-                                                                                              dict):
-        raise FormatError(f"{folder / STREAMS_FILE}: not a stream buffer's metadata (expected format "
-                          f"{STREAMS_FORMAT!r} with a 'streams' mapping)")
-    out = {}
-    for name, entry in meta["streams"].items():
-        rel = entry.get("path") if isinstance(entry, dict) else None
-        if not isinstance(rel, str):
-            raise FormatError(f"{folder / STREAMS_FILE}: stream {name!r} has no 'path'")
-        out[str(name)] = path_inside(folder, rel, f"{folder / STREAMS_FILE}: stream {name!r}")
-    return out
+    return {name: Path(path) / STREAMS_DIR / name for name in read_meta(Path(path))["streams"]}
 
 
 @dataclass
@@ -216,4 +199,4 @@ def summarize_stream_episodes(buf: "StreamBuffer") -> StreamEpisodeSummary:
 
 
 __all__ = ["is_stream_folder", "stream_folders", "describe_streams", "StreamBufferInfo", "StreamInfo",
-           "summarize_stream_episodes", "StreamEpisodeSummary", "StreamEpisodeRow", "SpanRow", "STREAMS_FILE"]
+           "summarize_stream_episodes", "StreamEpisodeSummary", "StreamEpisodeRow", "SpanRow"]

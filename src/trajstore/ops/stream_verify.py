@@ -25,8 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from trajstore.errors import FormatError
-from trajstore.ops.stream_info import (STREAMS_FILE, TIMESTAMP_LEAF, VALUE_LEAF, episode_timestamps,
-                                             stream_folders)
+from trajstore.ops.stream_info import TIMESTAMP_LEAF, VALUE_LEAF, episode_timestamps, stream_folders
+from trajstore.streams.folder import META_FILE as STREAMS_FILE
 from trajstore.ops.verify import Problem, VerifyReport, _text, steps_to_read, verify_buffer
 
 Progress = Callable[[int], None]
