@@ -86,20 +86,14 @@ def aligned_for_export(buf: "StreamBuffer", *, fps: float | None, anchor: str | 
     :data:`RATE_NOTE_FRACTION`. Without: ``buf.aligned(rate_hz=fps, ...)``.
 
     Raises:
-        ValueError: neither ``anchor`` nor ``fps``, a non-positive ``fps``, ``how``/``tolerance``/``anchor``
-            naming a stream the buffer does not have (the errors of ``buf.aligned``).
+        ValueError: neither ``anchor`` nor ``fps``, a non-positive ``fps``; and the errors of ``buf.aligned``
+            (``how``/``tolerance``/``anchor`` naming a stream the buffer does not have, a bad method,
+            ``"linear"`` for a non-float leaf).
     """
     if fps is not None and not float(fps) > 0:
         raise ValueError(f"fps must be a positive number of Hz, got {fps!r}")
-    streams = list(buf.streams)
-    for what, names in (("--how", how or {}), ("--tolerance", tolerance or {})):
-        unknown = sorted(set(names) - set(streams))
-        if unknown:
-            raise ValueError(f"{what} names {unknown}, not streams of the buffer (streams: {streams})")
     notes: list[str] = []
     if anchor is not None:
-        if anchor not in streams:
-            raise ValueError(f"--anchor {anchor!r} is not a stream of the buffer (streams: {streams})")
         view = buf.aligned(anchor=anchor, how=dict(how or {}), tolerance=dict(tolerance or {}))
         if fps is not None:
             eps = buf.episodes
