@@ -104,8 +104,8 @@ def _stream_source(src: Path, options: dict[str, object]) -> bool:
         return True
     given = [name for name, value in options.items() if value is not None and value != []]
     if given:
-        raise typer.BadParameter(f"{src} is not a stream buffer (no streams.json): {', '.join(given)} align the "
-                                 "streams of one", param_hint=given[0])
+        raise ValueError(f"{src} is not a stream buffer (no streams.json): {', '.join(given)} align the streams "
+                         "of one")
     return False
 
 
