@@ -44,6 +44,8 @@ def test_lerobot_export_at_the_anchor_reads_back_as_the_aligned_view(sbuf, tmp_p
             "--tolerance", "gripper=0.005", "--images")
     assert r.exit_code == 0, r.output
     assert "exported 2 episodes, 59 frames at 30 fps" in r.output
+    # gripper (50 Hz, previous) lies more than 5 ms before 40 of the 59 frames: said, as LeRobot drops the masks
+    assert "LeRobot has no place for is_pad: 40 of 59 frames of 'gripper'" in " ".join(r.output.split())
     info = json.loads((tmp_path / "lr" / "meta" / "info.json").read_text())
     # the streams are the features; the view's own timestamp and is_pad leaves are not exported
     assert list(info["features"]) == ["wrist", "joints", "gripper", "timestamp", "frame_index", "episode_index",

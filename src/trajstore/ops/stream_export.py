@@ -20,7 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from trajstore.ops.stream_info import is_stream_folder
-from trajstore.streams.rates import measure_rates
+from trajstore.streams.rates import stream_rates
 
 if TYPE_CHECKING:
     from trajstore.streams import StreamBuffer
@@ -96,8 +96,7 @@ def aligned_for_export(buf: "StreamBuffer", *, fps: float | None, anchor: str | 
     if anchor is not None:
         view = buf.aligned(anchor=anchor, how=dict(how or {}), tolerance=dict(tolerance or {}))
         if fps is not None:
-            eps = buf.episodes
-            rate = measure_rates([buf.timestamps(anchor, episode=k) for k in range(len(eps))]).rate_hz
+            rate = stream_rates(buf, anchor).rate_hz
             if rate is not None and abs(rate - float(fps)) > RATE_NOTE_FRACTION * float(fps):
                 notes.append(f"the anchor stream {anchor!r} runs at {rate:.4g} Hz (median period) but the export "
                              f"records {float(fps):g} fps: its time axis is stretched by {rate / float(fps):.3g}")
@@ -107,6 +106,16 @@ def aligned_for_export(buf: "StreamBuffer", *, fps: float | None, anchor: str | 
     else:
         view = buf.aligned(rate_hz=float(fps), how=dict(how or {}), tolerance=dict(tolerance or {}))
     return view, notes
+
+
+def flagged_steps(view: Any, episodes: Iterable[int] | None = None) -> dict[str, int]:
+    """``{stream: steps whose is_pad is True}`` over the view's ``episodes`` (ids; default all); reads the
+    masks only (no stream value is read or decoded)."""
+    import numpy as np
+
+    request = view.window_request(None, leaves=["is_pad"], episodes=episodes)
+    data, _ = view.windows_at(np.arange(view.count_anchors(request), dtype=np.int64), request)
+    return {name: int(np.count_nonzero(mask)) for name, mask in data["is_pad"].items()}
 
 
 def export_stream_buffer(fmt: str, src: str | os.PathLike, out: str | os.PathLike, *, fps: float | None = None,
@@ -135,10 +144,17 @@ def export_stream_buffer(fmt: str, src: str | os.PathLike, out: str | os.PathLik
         if fmt == "lerobot":
             from trajstore.interop.lerobot.export import export_lerobot
 
-            return export_lerobot(view, out, fps=fps, **options), notes
+            result = export_lerobot(view, out, fps=fps, **options)
+            flagged = flagged_steps(view, result.episodes)
+            if any(flagged.values()):
+                notes.append("LeRobot has no place for is_pad: " + ", ".join(
+                    f"{n} of {result.frames} frames of {name!r}" for name, n in flagged.items() if n)
+                    + " use a sample farther than the stream's tolerance (or none before its first one); "
+                    "they were exported with that sample's value")
+            return result, notes
         from trajstore.interop.zarr import export_zarr
 
         return export_zarr(view, out, **options), notes
 
 
-__all__ = ["export_stream_buffer", "aligned_for_export", "parse_how", "parse_tolerance", "parse_stream_options"]
+__all__ = ["export_stream_buffer", "aligned_for_export", "flagged_steps", "parse_how", "parse_tolerance", "parse_stream_options"]

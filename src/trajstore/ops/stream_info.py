@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from trajstore.ops.info import LeafInfo, StorageInfo, describe
 from trajstore.streams.folder import STREAMS_DIR, read_meta
 from trajstore.streams.folder import is_stream_folder as _is_stream_folder
-from trajstore.streams.rates import StreamRates, measure_rates
+from trajstore.streams.rates import StreamRates, episode_timestamps, measure_rates
 
 if TYPE_CHECKING:
     from trajstore.streams import StreamBuffer
@@ -104,11 +104,6 @@ def _stream_leaves(name: str, leaves: list[LeafInfo]) -> list[LeafInfo]:
     return out
 
 
-def episode_timestamps(buf: "StreamBuffer", name: str) -> list[Any]:
-    """Stream ``name``'s timestamps (int64 ns) of each held episode, in ``buf.episodes`` order."""
-    return [buf.timestamps(name, episode=k) for k in range(buf.num_episodes)]
-
-
 def describe_streams(path: str | os.PathLike) -> StreamBufferInfo:
     """Open the stream buffer at ``path`` read-only and summarise it (timestamps are read, values are not).
 
@@ -127,7 +122,7 @@ def describe_streams(path: str | os.PathLike) -> StreamBufferInfo:
                                 any(not e.done and not e.interrupted for e in eps),
                                 sum((b - a) for a, b in spans if a is not None and b is not None) * 1e-9)
         for name, space in buf.streams.items():
-            times = episode_timestamps(buf, name)
+            times = episode_timestamps(buf, name, eps)
             rates = measure_rates(times, ids)
             info.streams.append(StreamInfo(name, str(folders.get(name, "")), space.type_name, rates.samples,
                                            rates.episodes_with_samples, rates))
@@ -180,7 +175,7 @@ def summarize_stream_episodes(buf: "StreamBuffer") -> StreamEpisodeSummary:
     """One :class:`StreamEpisodeRow` per held episode (the open one last), each stream's span with its
     rate within the episode (:func:`~trajstore.streams.rates.measure_rates` of that episode alone)."""
     eps = buf.episodes
-    times = {name: episode_timestamps(buf, name) for name in buf.streams}
+    times = {name: episode_timestamps(buf, name, eps) for name in buf.streams}
     rows = []
     for k, e in enumerate(eps):
         spans = {}

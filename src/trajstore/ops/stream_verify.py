@@ -25,9 +25,10 @@ from typing import Any, Callable
 import numpy as np
 
 from trajstore.errors import FormatError
-from trajstore.ops.stream_info import TIMESTAMP_LEAF, VALUE_LEAF, episode_timestamps, stream_folders
+from trajstore.ops.stream_info import TIMESTAMP_LEAF, VALUE_LEAF, stream_folders
 from trajstore.streams.folder import META_FILE as STREAMS_FILE
 from trajstore.ops.verify import Problem, VerifyReport, _text, steps_to_read, verify_buffer
+from trajstore.streams.rates import episode_timestamps
 
 Progress = Callable[[int], None]
 
@@ -145,13 +146,13 @@ def _check_timestamps(buf: Any, check: StreamCheck, report: StreamVerifyReport) 
                                        f"'{TIMESTAMP_LEAF}' (int64, shape ()) and '{VALUE_LEAF}', got {space!r}")
         return
     try:
-        times = episode_timestamps(buf, name)
+        episodes = buf.episodes
+        times = episode_timestamps(buf, name, episodes)
         length = int(buf.stream_length(name))
     except Exception as exc:  # noqa: BLE001 - a read that fails is damage
         _problem(report, check, where, f"stream {name!r}: timestamps cannot be read: {_text(exc)}")
         return
     check.timestamps_checked = True
-    episodes = buf.episodes
     check.samples = int(sum(len(t) for t in times))
     check.episodes_with_samples = sum(1 for t in times if len(t))
     at = 0

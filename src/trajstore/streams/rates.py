@@ -192,18 +192,27 @@ def measure_rates(timestamps: Sequence[np.ndarray], episode_ids: Sequence[int] |
                        **gap_fields)
 
 
+def episode_timestamps(buf: "StreamBuffer", name: str, episodes: Sequence[Any] | None = None) -> list[np.ndarray]:
+    """Stream ``name``'s timestamps (int64 ns ``(N_k,)``) in each of ``episodes`` (default ``buf.episodes``,
+    the open one included): one read of the stream's timestamps, cut at the episodes' spans.
+
+    Raises:
+        UnknownLeafError: ``name`` is not a stream of ``buf``.
+    """
+    every = buf.timestamps(name)
+    eps = buf.episodes if episodes is None else episodes
+    return [every[e.streams[name].start:e.streams[name].stop] for e in eps]
+
+
 def stream_rates(buf: "StreamBuffer", name: str, *, gap_factor: float = GAP_FACTOR) -> StreamRates:
     """:func:`measure_rates` of stream ``name`` of a :class:`~trajstore.streams.StreamBuffer`, over its held
     episodes (the open one included, as ``buf.episodes`` lists it), named by ``StreamEpisode.id``.
 
     Raises:
-        KeyError: ``name`` is not a stream of ``buf`` (names the streams).
+        UnknownLeafError: ``name`` is not a stream of ``buf`` (names the streams).
     """
-    if name not in buf.streams:
-        raise KeyError(f"no stream {name!r} (streams: {list(buf.streams)})")
-    episodes = buf.episodes
-    return measure_rates([buf.timestamps(name, episode=k) for k in range(len(episodes))],
-                         [e.id for e in episodes], gap_factor=gap_factor)
+    eps = buf.episodes
+    return measure_rates(episode_timestamps(buf, name, eps), [e.id for e in eps], gap_factor=gap_factor)
 
 
-__all__ = ["StreamRates", "measure_rates", "stream_rates", "GAP_FACTOR"]
+__all__ = ["StreamRates", "measure_rates", "stream_rates", "episode_timestamps", "GAP_FACTOR"]
