@@ -326,3 +326,43 @@ def test_bad_window_arguments(buf):
     # a stream buffer folder is not a replay buffer
     with pytest.raises(Exception, match="StreamBuffer.load_from"):
         ReplayBuffer.load_from(buf.cache_path)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_with_two_workers(buf, context):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from trajstore.training.torch import ReplayBufferDataset
+
+    view = buf.aligned(anchor="wrist", how={"joints": "linear"}, tolerance={"cmd": 0.005})
+    steps = view[:]
+    ds = ReplayBufferDataset(view, delta_indices={"cmd": [-1, 0]})
+    assert len(ds) == len(view)
+    loader = DataLoader(ds, batch_size=8, num_workers=2, multiprocessing_context=context)
+    got = list(loader)
+    joints = torch.cat([b["joints"] for b in got]).numpy()
+    np.testing.assert_array_equal(joints, steps["joints"])
+    cmd = torch.cat([b["cmd"] for b in got]).numpy()
+    np.testing.assert_array_equal(cmd[:, 1], steps["cmd"])
+    pad = torch.cat([b["is_pad"]["cmd"] for b in got]).numpy()
+    assert pad.shape == (len(view), 2)
+    np.testing.assert_array_equal(pad[:, 1], steps["is_pad"]["cmd"])  # the window's flags extend the step's
+    np.testing.assert_array_equal(torch.cat([b["is_pad"]["wrist"] for b in got]).numpy(), steps["is_pad"]["wrist"])
+    starts = [e.start for e in view.episodes]
+    assert pad[starts, 0].all()  # before the episode's first step
+
+
+def test_dataset_of_time_windows(buf):
+    pytest.importorskip("torch")
+    from trajstore.training.torch import ReplayBufferDataset
+
+    view = buf.aligned(rate_hz=20.0)
+    ds = ReplayBufferDataset(view, delta_timestamps={"joints": [-0.02, 0.0], "wrist": [0.0]})
+    assert len(ds) == len(view)
+    item = ds[4]
+    assert tuple(item["joints"].shape) == (2, 3) and tuple(item["wrist"].shape) == (1, H, W, 3)
+    assert tuple(item["is_pad"]["joints"].shape) == (2,)
+    data, is_pad = view.windows_at([4], view.window_request(delta_timestamps={"joints": [-0.02, 0.0]}))
+    np.testing.assert_array_equal(item["joints"].numpy(), data["joints"][0])
+    np.testing.assert_array_equal(item["is_pad"]["joints"].numpy(), is_pad["joints"][0])
