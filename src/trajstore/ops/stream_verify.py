@@ -18,6 +18,7 @@ Reads only (no lock, nothing written). Timestamps of a stream whose sub-buffer i
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -108,10 +109,13 @@ def verify_stream_buffer(path: str | os.PathLike, *, progress: Progress | None =
         check.buffer = verify_buffer(sub, progress=progress)
         check.problems += len(check.buffer.problems)
         report.problems += check.buffer.problems
+    from trajstore.damage import DamagedBufferWarning
     from trajstore.streams import StreamBuffer
 
     try:
-        buf = StreamBuffer.load_from(folder, read_only=True)
+        with warnings.catch_warnings():  # the damage is in the report already
+            warnings.simplefilter("ignore", DamagedBufferWarning)
+            buf = StreamBuffer.load_from(folder, read_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure to open is damage to report
         report.problems.append(Problem(str(folder), f"does not open as a stream buffer: {_text(exc)}"))
         return report
