@@ -138,12 +138,40 @@ def test_a_damaged_payload_of_a_stream_is_reported_as_its_sub_buffer_is(fresh):
     report = verify_stream_buffer(fresh)
     assert not report.ok
     assert any("streams/wrist/storage/value" in p.where for p in report.problems)
-    # the stream buffer itself then refuses to open (its reads of the damaged stream would fail), so no
-    # stream's timestamps are read; the report says so
+    # the stream buffer itself then refuses to open (its reads of the damaged stream fail); the other
+    # streams' timestamps are still checked, from their own sub-buffers
     assert any("does not open as a stream buffer" in p.what for p in report.problems)
-    assert not any(s.timestamps_checked for s in report.streams)
+    assert [s.timestamps_checked for s in report.streams] == [False, True, True]
+    assert [s.samples for s in report.streams] == [0, 1000, 101]
     r = run("verify", fresh, "--no-progress")
     assert r.exit_code == 1 and "DAMAGED" in r.output
+
+
+def test_disordered_timestamps_are_found_when_another_stream_is_damaged(fresh):
+    chunks = sorted((fresh / "streams" / "wrist" / "storage" / "value" / "chunks").glob("*.bin"))
+    chunks[0].write_bytes(chunks[0].read_bytes()[:100])
+    with h5py.File(timestamp_file(fresh, "gripper"), "r+") as f:
+        f["timestamp"][3] = 0  # episode 0, sample 3: before sample 2 (40 ms)
+    report = verify_stream_buffer(fresh)
+    [order] = [p for p in report.problems if "out of order" in p.what]
+    # without the stream buffer's log the episode is named by its position in the sub-buffer
+    assert order.what.startswith("stream 'gripper', episode 0 of its sub-buffer: timestamps out of order: "
+                                 "sample 3 at 0 ns is before sample 2 at 40000000 ns")
+
+
+def test_a_log_that_disagrees_with_a_sub_buffer_is_found(fresh):
+    log = fresh / "episodes.log"
+    text = log.read_bytes()
+    # move one camera sample from episode 0 to episode 1 in the log (same length: the log still reads)
+    ep1 = b'"joints":500,"gripper":51'
+    edited = text.replace(b'"wrist":30,', b'"wrist":29,').replace(b'"wrist":29,' + ep1, b'"wrist":30,' + ep1)
+    assert len(edited) == len(text) and edited != text
+    log.write_bytes(edited)
+    report = verify_stream_buffer(fresh)
+    assert [p.what for p in report.problems] == [
+        "stream 'wrist': the sub-buffer's episodes have [30, 29] samples, the log's spans with samples [29, 30]"]
+    r = run("verify", fresh, "--no-progress")
+    assert r.exit_code == 1 and "the log's spans with samples [29, 30]" in r.output
 
 
 def test_an_open_episode_is_shown_open_and_verifies(fresh):

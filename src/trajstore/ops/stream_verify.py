@@ -29,7 +29,6 @@ from trajstore.errors import FormatError
 from trajstore.ops.stream_info import TIMESTAMP_LEAF, VALUE_LEAF, stream_folders
 from trajstore.streams.folder import META_FILE as STREAMS_FILE
 from trajstore.ops.verify import Problem, VerifyReport, _text, steps_to_read, verify_buffer
-from trajstore.streams.rates import episode_timestamps
 
 Progress = Callable[[int], None]
 
@@ -109,6 +108,7 @@ def verify_stream_buffer(path: str | os.PathLike, *, progress: Progress | None =
         check.buffer = verify_buffer(sub, progress=progress)
         check.problems += len(check.buffer.problems)
         report.problems += check.buffer.problems
+    subs = {c.name: _sub_timestamps(report, c) for c in report.streams if c.buffer is not None and c.buffer.ok}
     from trajstore.damage import DamagedBufferWarning
     from trajstore.streams import StreamBuffer
 
@@ -118,15 +118,24 @@ def verify_stream_buffer(path: str | os.PathLike, *, progress: Progress | None =
             buf = StreamBuffer.load_from(folder, read_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure to open is damage to report
         report.problems.append(Problem(str(folder), f"does not open as a stream buffer: {_text(exc)}"))
+        for check in report.streams:  # the order within each sub-buffer episode, at least
+            if subs.get(check.name) is not None:
+                _check_order(report, check, subs[check.name], None)
         return report
     with buf:
         report.episodes = buf.num_episodes
         if list(buf.streams) != list(folders):
             report.problems.append(Problem(str(folder / STREAMS_FILE), f"streams {list(folders)} in the metadata, "
                                                                        f"but the buffer opens {list(buf.streams)}"))
+        episodes = buf.episodes
         for check in report.streams:
-            if check.name in buf.streams and check.buffer is not None and check.buffer.ok:
-                _check_timestamps(buf, check, report)
+            times = subs.get(check.name)
+            if times is None or check.name not in buf.streams:
+                continue
+            spans = [e.streams[check.name] for e in episodes]
+            ids = [e.id for e, sp in zip(episodes, spans) if sp.count]
+            _check_order(report, check, times, ids if len(ids) == len(times) else None)
+            _check_spans(report, check, times, spans, [e.id for e in episodes], int(buf.stream_length(check.name)))
     return report
 
 
@@ -135,63 +144,76 @@ def _problem(report: StreamVerifyReport, check: StreamCheck, where: str, what: s
     report.problems.append(Problem(where, what))
 
 
-def _check_timestamps(buf: Any, check: StreamCheck, report: StreamVerifyReport) -> None:
+def _sub_timestamps(report: StreamVerifyReport, check: StreamCheck) -> list[np.ndarray] | None:
+    """The timestamps of each episode of the stream's sub-buffer (its ``timestamp`` leaf, read alone), or
+    ``None`` (and a problem) when its space is not a stream's or they cannot be read."""
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.spaces import BoxSpace, DictSpace
 
     name, where = check.name, check.folder
-    with ReplayBuffer.load_from(where, read_only=True) as rb:
-        space = rb.space
-        sub_lengths = [len(e) for e in rb.episodes]
-    leaf = space[TIMESTAMP_LEAF] if isinstance(space, DictSpace) and TIMESTAMP_LEAF in space.keys() else None
-    if not (isinstance(leaf, BoxSpace) and np.dtype(leaf.dtype) == np.int64 and tuple(leaf.shape) == ()
-            and VALUE_LEAF in space.keys()):
-        _problem(report, check, where, f"stream {name!r}: the sub-buffer's step space must be a dict of "
-                                       f"'{TIMESTAMP_LEAF}' (int64, shape ()) and '{VALUE_LEAF}', got {space!r}")
-        return
     try:
-        episodes = buf.episodes
-        times = episode_timestamps(buf, name, episodes)
-        length = int(buf.stream_length(name))
+        with ReplayBuffer.load_from(where, read_only=True) as rb:
+            space = rb.space
+            leaf = space[TIMESTAMP_LEAF] if isinstance(space, DictSpace) and TIMESTAMP_LEAF in space.keys() else None
+            if not (isinstance(leaf, BoxSpace) and np.dtype(leaf.dtype) == np.int64 and tuple(leaf.shape) == ()
+                    and VALUE_LEAF in space.keys()):
+                _problem(report, check, where, f"stream {name!r}: the sub-buffer's step space must be a dict of "
+                                               f"'{TIMESTAMP_LEAF}' (int64, shape ()) and '{VALUE_LEAF}', got {space!r}")
+                return None
+            request = rb.window_request(None, leaves=[TIMESTAMP_LEAF])
+            data, _ = rb.windows_at(np.arange(len(rb), dtype=np.int64), request)
+            t = np.asarray(data[TIMESTAMP_LEAF])
+            bounds = [(e.start, e.stop) for e in rb.episodes]
     except Exception as exc:  # noqa: BLE001 - a read that fails is damage
         _problem(report, check, where, f"stream {name!r}: timestamps cannot be read: {_text(exc)}")
-        return
+        return None
+    if t.dtype != np.int64:
+        _problem(report, check, where, f"stream {name!r}: timestamps read as {t.dtype}, not int64 nanoseconds")
+        return None
     check.timestamps_checked = True
-    check.samples = int(sum(len(t) for t in times))
-    check.episodes_with_samples = sum(1 for t in times if len(t))
-    at = 0
-    for e, t in zip(episodes, times):
-        t = np.asarray(t)
-        label = f"stream {name!r}, episode {e.id}"
-        if t.dtype != np.int64:
-            _problem(report, check, where, f"{label}: timestamps read as {t.dtype}, not int64 nanoseconds")
-            continue
+    check.samples = len(t)
+    check.episodes_with_samples = sum(1 for a, b in bounds if b > a)
+    return [t[a:b] for a, b in bounds]
+
+
+def _check_order(report: StreamVerifyReport, check: StreamCheck, times: list[np.ndarray],
+                 ids: list[int] | None) -> None:
+    """Timestamps non-decreasing within each episode; ``ids``: the stream buffer's episode id of each
+    sub-buffer episode (``None``: unknown, the sub-buffer's episode position is named instead)."""
+    for k, t in enumerate(times):
         d = np.diff(t)
         if np.any(d < 0):
             i = int(np.argmax(d < 0)) + 1
-            _problem(report, check, where, f"{label}: timestamps out of order: sample {i} at {int(t[i])} ns is "
-                                           f"before sample {i - 1} at {int(t[i - 1])} ns "
-                                           f"({int(np.count_nonzero(d < 0))} decrease(s) in the episode)")
-        span = e.streams.get(name)
-        count = 0 if span is None else span.stop - span.start
-        if span is not None and span.start != at:
-            _problem(report, check, where, f"{label}: the log's span starts at sample {span.start}, but the "
-                                           f"previous episode's ends at {at}")
-        at = at if span is None else span.stop
-        if count != len(t):
-            _problem(report, check, where, f"{label}: the log's span holds {count} samples, {len(t)} read")
-        elif len(t) and (span.first_ns != int(t[0]) or span.last_ns != int(t[-1])):
-            _problem(report, check, where, f"{label}: the log says first/last time {span.first_ns}/{span.last_ns} "
-                                           f"ns, the samples {int(t[0])}/{int(t[-1])} ns")
-        elif not len(t) and span is not None and (span.first_ns is not None or span.last_ns is not None):
-            _problem(report, check, where, f"{label}: the log gives times to a span without samples")
+            label = f"episode {ids[k]}" if ids is not None else f"episode {k} of its sub-buffer"
+            _problem(report, check, check.folder,
+                     f"stream {check.name!r}, {label}: timestamps out of order: sample {i} at {int(t[i])} ns is "
+                     f"before sample {i - 1} at {int(t[i - 1])} ns ({int(np.count_nonzero(d < 0))} decrease(s) in "
+                     "the episode)")
+
+
+def _check_spans(report: StreamVerifyReport, check: StreamCheck, times: list[np.ndarray], spans: list[Any],
+                 ids: list[int], length: int) -> None:
+    """The episode log's spans of the stream against its sub-buffer's episodes and timestamps."""
+    name, where = check.name, check.folder
+    at = 0
+    for i, span in zip(ids, spans):
+        if span.start != at:
+            _problem(report, check, where, f"stream {name!r}, episode {i}: the log's span starts at sample "
+                                           f"{span.start}, the previous episode's ends at {at}")
+        at = span.stop
     if at != length:
-        _problem(report, check, where, f"stream {name!r}: the episodes' spans end at sample {at}, the stream "
-                                       f"holds {length}")
-    spans = [len(t) for t in times if len(t)]
-    if sub_lengths != spans:
-        _problem(report, check, where, f"stream {name!r}: the sub-buffer's episodes have {_short(sub_lengths)} "
-                                       f"samples, the log's spans with samples {_short(spans)}")
+        _problem(report, check, where, f"stream {name!r}: the episodes' spans end at sample {at}, the stream holds "
+                                       f"{length}")
+    with_samples = [(i, sp) for i, sp in zip(ids, spans) if sp.count]
+    if [sp.count for _, sp in with_samples] != [len(t) for t in times]:
+        _problem(report, check, where, f"stream {name!r}: the sub-buffer's episodes have "
+                                       f"{_short([len(t) for t in times])} samples, the log's spans with samples "
+                                       f"{_short([sp.count for _, sp in with_samples])}")
+        return
+    for (i, sp), t in zip(with_samples, times):
+        if sp.first_ns != int(t[0]) or sp.last_ns != int(t[-1]):
+            _problem(report, check, where, f"stream {name!r}, episode {i}: the log's first/last time "
+                                           f"{sp.first_ns}/{sp.last_ns} ns, the sub-buffer's {int(t[0])}/{int(t[-1])} ns")
 
 
 def _short(values: list[int], limit: int = 8) -> str:
