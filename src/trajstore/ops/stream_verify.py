@@ -4,13 +4,14 @@ the timestamps against the episode log:
 
 * **metadata**: ``streams.json`` reads, names each stream's folder inside the buffer, and the folder
   opens as a stream buffer (read-only);
-* **timestamps**: each stream's sub-buffer declares its ``timestamp`` leaf int64 ``()`` (nanoseconds),
-  the times read back as int64, non-decreasing within every episode (the first sample out of order is
-  named: stream, episode id, index within the episode, both times);
-* **spans**: each episode's span of each stream agrees with the samples read: its count, its first and
-  last time; the spans of a stream follow one another (``start`` of one is the ``stop`` of the one
-  before) and end at the stream's length; the sub-buffer's episodes are those spans with samples, in
-  order and of the same lengths.
+* **timestamps**, read from each sub-buffer (its ``timestamp`` leaf alone): declared int64 ``()``
+  (nanoseconds), read back as int64, non-decreasing within every episode (the first sample out of
+  order is named: stream, episode id, index within the episode, both times). A stream buffer that does
+  not open (a damaged stream) still gets this check for its other streams, each episode then named by
+  its position in the stream's sub-buffer;
+* **spans**: the spans of a stream follow one another (``start`` of one is the ``stop`` of the one
+  before) and end at the stream's length; the sub-buffer's episodes are the spans with samples, in
+  order, of the same lengths, with the first and last times the log gives.
 
 Reads only (no lock, nothing written). Timestamps of a stream whose sub-buffer is damaged are not read.
 """
@@ -158,7 +159,8 @@ def _sub_timestamps(report: StreamVerifyReport, check: StreamCheck) -> list[np.n
             if not (isinstance(leaf, BoxSpace) and np.dtype(leaf.dtype) == np.int64 and tuple(leaf.shape) == ()
                     and VALUE_LEAF in space.keys()):
                 _problem(report, check, where, f"stream {name!r}: the sub-buffer's step space must be a dict of "
-                                               f"'{TIMESTAMP_LEAF}' (int64, shape ()) and '{VALUE_LEAF}', got {space!r}")
+                                               f"'{TIMESTAMP_LEAF}' (int64, shape ()) and '{VALUE_LEAF}', got "
+                                               f"{space!r}")
                 return None
             request = rb.window_request(None, leaves=[TIMESTAMP_LEAF])
             data, _ = rb.windows_at(np.arange(len(rb), dtype=np.int64), request)
@@ -213,7 +215,8 @@ def _check_spans(report: StreamVerifyReport, check: StreamCheck, times: list[np.
     for (i, sp), t in zip(with_samples, times):
         if sp.first_ns != int(t[0]) or sp.last_ns != int(t[-1]):
             _problem(report, check, where, f"stream {name!r}, episode {i}: the log's first/last time "
-                                           f"{sp.first_ns}/{sp.last_ns} ns, the sub-buffer's {int(t[0])}/{int(t[-1])} ns")
+                                           f"{sp.first_ns}/{sp.last_ns} ns, the sub-buffer's "
+                                           f"{int(t[0])}/{int(t[-1])} ns")
 
 
 def _short(values: list[int], limit: int = 8) -> str:
