@@ -24,9 +24,16 @@ def episodes(path: str = typer.Argument(..., help="Buffer folder, or the URL of 
                                                                 help=remote.STORAGE_OPTION_HELP)) -> None:
     """List the held episodes: id, steps, task, success, interrupted, duration at the buffer's fps
     (from the camera leaves' metadata, or the step space's), and for a ring whether its first steps
-    were overwritten. Ids are what --episode and copy --episodes take."""
+    were overwritten. Ids are what --episode and copy --episodes take. For a stream buffer: each stream's
+    samples and rate within each episode."""
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.ops.episodes import summarize_episodes
+    from trajstore.ops.stream_info import is_stream_folder
+
+    if is_stream_folder(path):
+        from trajstore.cli import streams
+
+        return streams.episodes(path, as_json)
 
     try:
         with ReplayBuffer.load_from(path, read_only=True,

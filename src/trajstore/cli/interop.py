@@ -19,6 +19,14 @@ import_app = typer.Typer(help="Make a new buffer folder from a dataset in anothe
 export_app = typer.Typer(help="Write a buffer folder out in another format.", no_args_is_help=True)
 
 
+ANCHOR_HELP = ("Stream buffer only: the stream whose samples are the exported steps (default: a regular grid "
+               "at --fps).")
+HOW_HELP = ("Stream buffer only: STREAM=previous|nearest|linear, how a stream's value at a step's time is chosen "
+            "(repeat; default previous: the latest sample at or before it).")
+TOLERANCE_HELP = ("Stream buffer only: STREAM=SECONDS, a value farther than this from the step's time is flagged "
+                  "in is_pad (repeat; default: flagged only before a stream's first sample).")
+
+
 class Camera(str, Enum):
     jpeg = "jpeg"
     png = "png"
@@ -66,18 +74,52 @@ def export_lerobot_command(
     fps: Optional[float] = typer.Option(None, help="Frame rate in Hz (default: the leaves' metadata fps)."),
     task: str = typer.Option("", help="Task text of episodes whose data has no 'task'."),
     robot_type: Optional[str] = typer.Option(None, help="robot_type of meta/info.json."),
+    anchor: Optional[str] = typer.Option(None, help=ANCHOR_HELP),
+    how: Optional[List[str]] = typer.Option(None, "--how", help=HOW_HELP),
+    tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", help=TOLERANCE_HELP),
 ) -> None:
-    """Export a buffer as a LeRobot dataset (v3.0, as lerobot 0.4.4 writes it)."""
+    """Export a buffer as a LeRobot dataset (v3.0, as lerobot 0.4.4 writes it). A stream buffer is exported
+    through its aligned view: one frame per --anchor sample, or a regular --fps grid."""
     from trajstore.cli._output import console, fail
     from trajstore.interop.lerobot.export import export_lerobot
 
+    options = dict(episodes=episode or None, repo_id=repo_id, camera="image" if images else "video",
+                   vcodec=vcodec.value, crf=crf, default_task=task, robot_type=robot_type)
     try:
-        result = export_lerobot(src, out, episodes=episode or None, repo_id=repo_id, fps=fps,
-                                camera="image" if images else "video", vcodec=vcodec.value, crf=crf,
-                                default_task=task, robot_type=robot_type)
+        if _stream_source(src, {"--anchor": anchor, "--how": how, "--tolerance": tolerance}):
+            result = _export_streams("lerobot", src, out, fps, anchor, how, tolerance, options)
+        else:
+            result = export_lerobot(src, out, fps=fps, **options)
     except (TrajstoreError, ImportError, ValueError, TypeError, OSError) as exc:
         raise fail(exc)
     console.print(escape(result.line()), soft_wrap=True)
+
+
+def _stream_source(src: Path, options: dict[str, object]) -> bool:
+    """Whether ``src`` is a stream buffer; alignment ``options`` (``{"--anchor": value, ...}``) given for a
+    replay buffer are refused."""
+    from trajstore.ops.stream_info import is_stream_folder
+
+    if is_stream_folder(src):
+        return True
+    given = [name for name, value in options.items() if value is not None and value != []]
+    if given:
+        raise ValueError(f"{src} is not a stream buffer (no streams.json): {', '.join(given)} align the streams "
+                         "of one")
+    return False
+
+
+def _export_streams(fmt: str, src: Path, out: Path, fps: Optional[float], anchor: Optional[str],
+                    how: Optional[List[str]], tolerance: Optional[List[str]], options: dict) -> object:
+    """Export the stream buffer ``src`` through its aligned view; print the notes; the exporter's summary."""
+    from trajstore.cli._output import console
+    from trajstore.ops.stream_export import export_stream_buffer, parse_how, parse_tolerance
+
+    result, notes = export_stream_buffer(fmt, src, out, fps=fps, anchor=anchor, how=parse_how(how),
+                                         tolerance=parse_tolerance(tolerance), **options)
+    for note in notes:
+        console.print(escape(f"note: {note}"), soft_wrap=True)
+    return result
 
 
 class ZarrCompressor(str, Enum):
@@ -137,16 +179,25 @@ def export_zarr_command(
     key: Optional[List[str]] = typer.Option(None, "--key", help="LEAF=ZARR_KEY, e.g. observation/pixels=img (repeat)."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Leaf not to export (repeat)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    fps: Optional[float] = typer.Option(None, help="Stream buffer only: steps on a regular grid at this rate (Hz), "
+                                                   "unless --anchor is given."),
+    anchor: Optional[str] = typer.Option(None, help=ANCHOR_HELP),
+    how: Optional[List[str]] = typer.Option(None, "--how", help=HOW_HELP),
+    tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", help=TOLERANCE_HELP),
 ) -> None:
-    """Export a trajstore buffer folder as a Diffusion Policy zarr replay buffer."""
+    """Export a trajstore buffer folder as a Diffusion Policy zarr replay buffer. A stream buffer is exported
+    through its aligned view (--anchor or --fps), with its timestamp (int64 ns) and is_pad.<stream> arrays."""
     from trajstore.cli._output import console, fail
     from trajstore.interop.zarr import export_zarr
 
     key_map = _pairs(key, "--key")
+    options = dict(compressor=None if compressor is ZarrCompressor.raw else compressor.value, lossless=lossless,
+                   episodes=episode or None, key_map=key_map, exclude=exclude or (), progress=progress)
     try:
-        summary = export_zarr(src, out, compressor=None if compressor is ZarrCompressor.raw else compressor.value,
-                              lossless=lossless, episodes=episode or None, key_map=key_map, exclude=exclude or (),
-                              progress=progress)
+        if _stream_source(src, {"--fps": fps, "--anchor": anchor, "--how": how, "--tolerance": tolerance}):
+            summary = _export_streams("zarr", src, out, fps, anchor, how, tolerance, options)
+        else:
+            summary = export_zarr(src, out, **options)
     except KeyError as exc:
         raise fail(exc.args[0] if exc.args else exc)
     except (TrajstoreError, OSError, ValueError, ImportError) as exc:

@@ -86,11 +86,17 @@ def info(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pu
          as_json: bool = typer.Option(False, "--json", help="Print the same as one JSON document."),
          storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
                                                             help=remote.STORAGE_OPTION_HELP)) -> None:
-    """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk (in the bucket for a URL)."""
+    """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk (in the bucket for a URL).
+    For a stream buffer: each stream's leaves, storages, samples and measured rates (median period, jitter, gaps)."""
     import json
 
     from trajstore.ops.info import describe
+    from trajstore.ops.stream_info import is_stream_folder
 
+    if is_stream_folder(path):
+        from trajstore.cli import streams
+
+        return streams.info(path, as_json)
     try:
         d = describe(path, remote.parse_storage_options(storage_option))
     except (TrajstoreError, OSError, ValueError, ImportError, *remote.backend_errors()) as exc:

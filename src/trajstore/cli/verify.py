@@ -23,10 +23,19 @@ def verify(path: str = typer.Argument(..., help="Buffer folder (a local one: pul
     """Check a buffer folder: every file its metadata names exists, every payload decodes (every frame
     of every image chunk and video segment, every HDF5 leaf), counts agree. Exit status 1 on damage.
     With --reference: read every step back and compare it with the reference (lossy leaves within
-    the codec bound)."""
+    the codec bound). A stream buffer: every stream's sub-buffer so, then its timestamps (int64,
+    non-decreasing within each episode, spans as the episode log says)."""
     if is_remote(path):  # reading every frame through ranged GETs would cost more than a pull
         raise fail(f"{path}: verify checks a local folder; copy it first (`trajstore pull {path} FOLDER`, "
                    "which checks every file against its SHA-256), then `trajstore verify FOLDER`")
+    from trajstore.ops.stream_info import is_stream_folder
+
+    if is_stream_folder(path):
+        if reference is not None:
+            raise fail(f"{path}: --reference compares a replay buffer's steps; this is a stream buffer")
+        from trajstore.cli import streams
+
+        return streams.verify(path, as_json, progress)
     if reference is not None:
         _verify_reference(path, reference)
         return

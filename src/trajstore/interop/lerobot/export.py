@@ -31,7 +31,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from trajstore.interop.lerobot._export_stats import aggregate, to_json
 from trajstore.interop.lerobot._export_video import CODECS, ExportVideo, pix_fmt_for
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episodes import Episode
+from trajstore.spaces import DictSpace, Space
 
 CODEBASE_VERSION = "v3.0"
 EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
@@ -91,7 +92,11 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
     """Write episodes of a buffer as a new LeRobot v3.0 dataset folder ``out``.
 
     Args:
-        buffer_or_path: an open :class:`ReplayBuffer`, or a buffer folder (opened read-only and closed).
+        buffer_or_path: an open :class:`ReplayBuffer`, a buffer folder (opened read-only and closed), or
+            an aligned view of a stream buffer (``StreamBuffer.aligned(...)``, whose steps are the anchor
+            times): its streams become the features, its own ``timestamp`` and ``is_pad`` leaves are left
+            out (LeRobot's ``timestamp`` column is ``frame_index / fps``; it makes its ``_is_pad`` masks at
+            load time).
         out: a new folder, or an empty one.
         episodes: ``Episode.id`` values to export, in that order (as :meth:`ReplayBuffer.select_episodes`
             gives them); default: every held episode that has ended (done or interrupted) and was not
@@ -121,7 +126,7 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
         All of these are raised before anything is written. The dataset is built in a hidden folder next
         to ``out`` and renamed into place at the end: ``out`` is whole or absent, even after a crash.
     """
-    opened = not isinstance(buffer_or_path, ReplayBuffer)
+    opened = isinstance(buffer_or_path, (str, os.PathLike))
     rb = ReplayBuffer.load_from(buffer_or_path) if opened else buffer_or_path
     try:
         return _export(rb, Path(out), episodes=episodes, repo_id=repo_id, fps=fps, camera=camera, vcodec=vcodec,
@@ -130,6 +135,22 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
     finally:
         if opened:
             rb.close()
+
+
+#: Leaves of an aligned view that are not exported (the view's anchor time and masks).
+ALIGNED_VIEW_LEAVES = ("timestamp", "is_pad")
+
+
+def exported_space(rb: Any) -> Space:
+    """The step space whose leaves become features: ``rb.space``, without :data:`ALIGNED_VIEW_LEAVES` for
+    an aligned view of a stream buffer."""
+    if isinstance(rb, ReplayBuffer):
+        return rb.space
+    from trajstore.streams.aligned import AlignedView
+
+    if not isinstance(rb, AlignedView):
+        return rb.space
+    return DictSpace({k: v for k, v in rb.space.items() if k not in ALIGNED_VIEW_LEAVES}, rb.space.metadata)
 
 
 def _select(rb: ReplayBuffer, ids: Sequence[int] | None) -> list[Episode]:
@@ -151,7 +172,7 @@ def _select(rb: ReplayBuffer, ids: Sequence[int] | None) -> list[Episode]:
         if len({e.id for e in chosen}) != len(chosen):
             raise ValueError(f"episodes lists an id twice: {list(ids)}")
     if not chosen:
-        raise ValueError(f"{rb.cache_path or 'the buffer'} has no ended episode to export")
+        raise ValueError(f"{getattr(rb, 'cache_path', None) or 'the buffer'} has no ended episode to export")
     return chosen
 
 
@@ -178,8 +199,9 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     from trajstore.interop.lerobot._export_video import _av
 
     _av()
-    features = plan_features(rb.space, camera=camera)
-    fps = float(fps) if fps is not None else common_fps(rb.space)
+    space = exported_space(rb)
+    features = plan_features(space, camera=camera)
+    fps = float(fps) if fps is not None else common_fps(space)
     if fps is None or not np.isfinite(fps) or fps <= 0:
         raise ValueError("no frame rate: no leaf has metadata 'fps'; pass fps= (Hz)" if fps is None
                          else f"fps must be a positive number of Hz, got {fps!r}")

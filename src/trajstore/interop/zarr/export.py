@@ -121,8 +121,8 @@ def _select_episodes(rb: Any, episodes: Iterable[int] | None) -> list[Any]:
     by_id = {e.id: e for e in closed}
     missing = sorted(set(wanted) - set(by_id))
     if missing:
-        raise ValueError(f"{rb.cache_path or 'buffer'}: episodes {missing} are not ended episodes (held ids: "
-                         f"{[e.id for e in held]}; an episode still being recorded cannot be exported)")
+        raise ValueError(f"{getattr(rb, 'cache_path', None) or 'buffer'}: episodes {missing} are not ended episodes "
+                         f"(held ids: {[e.id for e in held]}; an episode still being recorded cannot be exported)")
     return [by_id[i] for i in sorted(set(wanted))]
 
 
@@ -143,7 +143,10 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
 
     Args:
         buffer_or_path: a :class:`~trajstore.replay_buffer.ReplayBuffer` or the folder of one
-            (opened read-only and closed again).
+            (opened read-only and closed again), or an aligned view of a stream buffer
+            (``StreamBuffer.aligned(...)``): one step per anchor time, its streams and its own
+            ``timestamp`` (int64 ns) and ``is_pad/<stream>`` (bool) leaves become arrays
+            (``data/timestamp``, ``data/is_pad.<stream>``; ``exclude`` them to leave them out).
         out: a new (or empty) folder; it appears only once the export succeeded.
         compressor: frame codec: ``"jpeg2k"`` (default; lossy at 50 dB PSNR, Diffusion Policy's
             ``Jpeg2k(level=50)``), ``"jpegxl"`` (lossy: distance 0.3, Diffusion Policy's default)
@@ -172,7 +175,7 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
     zarr = _zarr()
     codec = frame_compressor(compressor, lossless=lossless)
     register_codecs()
-    owned = not isinstance(buffer_or_path, ReplayBuffer)
+    owned = isinstance(buffer_or_path, (str, os.PathLike))
     rb = ReplayBuffer.load_from(buffer_or_path) if owned else buffer_or_path
     try:
         plans = _plan_leaves(rb.space, dict(key_map or {}), set(exclude))

@@ -1,0 +1,129 @@
+"""``trajstore info | episodes | verify`` on a stream buffer folder (one with ``streams.json``): each calls one
+function of :mod:`trajstore.ops.stream_info` / :mod:`trajstore.ops.stream_verify` and prints its result."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.errors import TrajstoreError
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3g}"
+
+
+def _us(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:.3g}"
+
+
+def _hz(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.4g}"
+
+
+def info(path: str, as_json: bool) -> None:
+    """Print the streams of the stream buffer at ``path``: leaves and storages, samples, measured rates."""
+    from trajstore.ops.stream_info import describe_streams
+
+    try:
+        d = describe_streams(path)
+    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
+        raise fail(exc)
+    if as_json:
+        print(json.dumps(d.to_json(), indent=1))
+        return
+    state = ", one open" if d.open_episode else ""
+    console.print(escape(f"{d.path}: stream buffer, {len(d.streams)} streams, {d.episodes} episodes "
+                         f"({d.complete_episodes} complete, {d.interrupted_episodes} interrupted{state}), "
+                         f"{d.duration_s:.3f} s recorded"), soft_wrap=True)
+    rates = Table("stream", "samples", "episodes", "Hz", "period ms", "jitter std us", "jitter p99 us", "gaps",
+                  "largest gap", "equal times", "out of order",
+                  title="measured rates (median period; gap: a period > 1.5 x it)")
+    rates.columns[8].no_wrap = True
+    for s in d.streams:
+        r = s.rates
+        largest = ("-" if r.max_gap_s is None else
+                   f"{_ms(r.max_gap_s)} ms, episode {r.max_gap_episode} at {r.max_gap_at_s:.3f} s")
+        rates.add_row(escape(s.name), f"{s.samples:,}", str(s.episodes_with_samples), _hz(r.rate_hz),
+                      _ms(r.median_period_s), _us(r.jitter_std_s), _us(r.jitter_p99_s), str(r.gaps), largest,
+                      str(r.duplicates), str(r.non_monotonic) if r.ordered else f"[red]{r.non_monotonic}[/red]")
+    console.print(rates)
+    leaves = Table("stream", "leaf", "storage", "dtype", "shape", "metadata", "bytes on disk", title="streams")
+    for s in d.streams:
+        for i, leaf in enumerate(s.leaves):
+            meta = ", ".join(f"{k}={v}" for k, v in leaf.metadata.items())
+            leaves.add_row(escape(s.name) if i == 0 else "", escape(leaf.key), leaf.storage, leaf.dtype,
+                           str(leaf.shape), escape(meta), f"{s.nbytes:,}" if i == 0 else "")
+    console.print(leaves)
+    console.print(f"total: {d.nbytes:,} bytes")
+
+
+def episodes(path: str, as_json: bool) -> None:
+    """Print one row per held episode of the stream buffer at ``path``, each stream's span in it."""
+    from trajstore.ops.stream_info import summarize_stream_episodes
+    from trajstore.streams import StreamBuffer
+
+    try:
+        with StreamBuffer.load_from(path, read_only=True) as buf:
+            summary = summarize_stream_episodes(buf)
+    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
+        raise fail(exc)
+    if as_json:
+        print(json.dumps(summary.to_json(), indent=1))
+        return
+    table = Table("id", "task", "success", "interrupted", "duration (s)",
+                  *(f"{escape(n)}: samples @ Hz (gaps)" for n in summary.streams), title=f"episodes of {path}")
+    for r in summary.rows:
+        state = "open" if r.open else ("yes" if r.interrupted else "no")
+        duration = "-" if r.duration_s is None else f"{r.duration_s:.3f}"
+        cells = []
+        for name in summary.streams:
+            s = r.streams[name]
+            cells.append(f"{s.samples} @ {_hz(s.rate_hz)}" + (f" ({s.gaps})" if s.gaps else ""))
+        table.add_row(str(r.id), "-" if r.task is None else escape(str(r.task)),
+                      "-" if r.success is None else escape(str(r.success)), state, duration, *cells)
+    console.print(table)
+    total = {name: sum(r.streams[name].samples for r in summary.rows) for name in summary.streams}
+    console.print(escape(f"{len(summary.rows)} episodes; samples: " + ", ".join(f"{n} {c}" for n, c in total.items())),
+                  soft_wrap=True)
+
+
+def verify(path: str, as_json: bool, progress: bool) -> None:
+    """Check the stream buffer at ``path``: every stream's sub-buffer, then timestamps and spans. Exit
+    status 1 on damage."""
+    from trajstore.ops.stream_verify import stream_samples_to_read, verify_stream_buffer
+
+    try:
+        with progress_bar(total=stream_samples_to_read(path), desc="verifying", unit="sample",
+                          enabled=progress) as bar:
+            report = verify_stream_buffer(path, progress=bar.update)
+    except (TrajstoreError, OSError) as exc:
+        raise fail(exc)
+    if as_json:
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        table = Table("stream", "storage folder", "type", "steps decoded", "timestamps", "problems",
+                      title=f"verify {path}")
+        for s in report.streams:
+            checks = s.buffer.storages if s.buffer is not None else []
+            times = "ordered" if s.timestamps_checked and not s.problems else ("not read" if not s.timestamps_checked
+                                                                                else "see below")
+            for i, c in enumerate(checks or [None]):
+                table.add_row(escape(s.name) if i == 0 else "", escape(c.folder) if c else escape(s.folder),
+                              c.storage if c else "?", f"{c.steps_read:,}" if c else "-", times if i == 0 else "",
+                              ("[green]0[/green]" if not s.problems else f"[red]{s.problems}[/red]") if i == 0 else "")
+        console.print(table)
+        for p in report.problems:
+            console.print(f"[red]damage:[/red] {escape(p.line())}", soft_wrap=True)
+        summary = f"{len(report.streams)} streams, {report.episodes} episodes, {report.samples:,} samples checked"
+        if report.ok:
+            console.print(escape(f"ok: {summary}; timestamps ordered, spans agree with the episode log; "
+                                 "no damage found"), soft_wrap=True)
+        else:
+            console.print(escape(f"DAMAGED: {len(report.problems)} problem(s); {summary}"), soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(EXIT_DAMAGE)
