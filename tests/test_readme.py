@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -31,6 +32,12 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
                                                           "operator": "ana"}
     assert robot.final_observation(0)["joints"].shape == (6,)
     assert namespace["first"].data == {"seed": 0, "task": "balance"} and namespace["last_state"].shape == (4,)
+    span, frames, step = namespace["span"], namespace["frames"], namespace["step"]  # Sensors at their own rates
+    assert span.count == len(frames) >= 5 and frames.shape[1:] == (120, 160, 3) and frames.dtype == np.uint8
+    assert span.last_ns - span.first_ns >= 0.3e9 and np.allclose(step["joints"], 0.1)
+    assert step["wrist"].shape == (120, 160, 3) and step["timestamp"].dtype == np.int64
+    assert namespace["obs_windows"]["joints"].shape == (8, 10, 7) and namespace["obs_pad"]["joints"].shape == (8, 10)
+    assert namespace["obs_windows"]["wrist"].shape == (8, 2, 120, 160, 3) and len(namespace["grid"]) >= 40
     remote = namespace["remote_rb"]  # pushed to fsspec's memory:// file system and read back from there
     assert len(namespace["remote_batch"]["action"]) == 256 and namespace["remote_chunks"]["action"].shape[:2] == (64, 16)
     assert remote.episodes[0].data == {"task": "push the T", "success": True}
