@@ -366,3 +366,22 @@ def test_dataset_of_time_windows(buf):
     data, is_pad = view.windows_at([4], view.window_request(delta_timestamps={"joints": [-0.02, 0.0]}))
     np.testing.assert_array_equal(item["joints"].numpy(), data["joints"][0])
     np.testing.assert_array_equal(item["is_pad"]["joints"].numpy(), is_pad["joints"][0])
+
+
+def test_empty_and_non_overlapping_episodes(tmp_path):
+    spaces = {"a": BoxSpace(-1, 1, (2,), np.float32), "b": BoxSpace(-1, 1, (), np.float32)}
+    with StreamBuffer.create(tmp_path / "b", streams=spaces) as buf:
+        view = buf.aligned(rate_hz=10.0)
+        assert len(view) == 0 and view.episodes == [] and view[:]["a"].shape == (0, 2)
+        with pytest.raises(ValueError, match="empty"):
+            view.sample(2)
+        buf.extend("a", np.zeros((3, 2), np.float32), np.array([0, 1, 2]) * 10**8)
+        buf.extend("b", np.array([0.5, 1.0], np.float32), np.array([5, 6]) * 10**8)
+        assert len(buf.aligned(rate_hz=10.0)) == 0  # no time both streams cover
+        view = buf.aligned(anchor="a", how={"b": "linear"}, tolerance={"b": 0.45})
+        steps = view[:]
+        # before b's first sample: linear takes the edge sample, flagged only by distance (> 0.45 s)
+        np.testing.assert_array_equal(steps["b"], [0.5, 0.5, 0.5])
+        np.testing.assert_array_equal(steps["is_pad"]["b"], [True, True, False])
+        prev = buf.aligned(anchor="a", streams=["b"])[:]
+        np.testing.assert_array_equal(prev["is_pad"]["b"], [True, True, True])  # nothing at or before
