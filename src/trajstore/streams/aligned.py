@@ -31,7 +31,7 @@ from trajstore.spaces import tree
 from trajstore.streams.align import check_method, tolerance_ns
 from trajstore.streams.aligned_reads import AlignedReads, TimeWindowRequest, time_offsets
 from trajstore.streams.aligned_steps import anchor_steps, episode_table, stream_plan
-from trajstore.streams.aligned_storage import IS_PAD, TIMESTAMP, AlignedStorage
+from trajstore.streams.aligned_storage import AlignedStorage
 
 
 class AlignedView(TrainingAPI):
@@ -74,8 +74,9 @@ class AlignedView(TrainingAPI):
         self.tolerance = {n: (tolerance or {}).get(n) for n in names}
         self.closed = False
         self._owns_buffer = _owns_buffer
-        times = {n: np.asarray(buffer.timestamps(n), np.int64) for n in {*names, *([anchor] if anchor else [])}}
+        # Episodes first: a writer only adds samples after them, so every span lies inside the times read next.
         episodes = list(buffer.episodes)
+        times = {n: np.asarray(buffer.timestamps(n), np.int64) for n in {*names, *([anchor] if anchor else [])}}
         self._steps = anchor_steps(episodes, names, times, anchor=anchor, rate_hz=rate)
         plans = [stream_plan(n, spaces[n], methods[n], tolerances[n], times[n], self._steps) for n in names]
         self._storage = AlignedStorage(buffer, plans, self._steps.times, self._steps.episode, self.cache_path)
