@@ -291,6 +291,10 @@ def test_the_open_episode_is_the_view_open_episode(tmp_path):
         buf.extend("ft", {"force": np.zeros((1, 2), np.float32), "count": np.zeros(1, np.int32)}, np.array([10**12]))
         view = buf.aligned(anchor="wrist", streams=["joints", "ft"])
         assert [(e.id, e.done, len(e)) for e in view.episodes] == [(0, True, 20), (1, False, 3)]
+        steps = view.get_episode(-1)  # a writer's view reads what it has not flushed yet
+        np.testing.assert_array_equal(steps["joints"], np.zeros((3, 3)))
+        np.testing.assert_array_equal(steps["is_pad"]["ft"], [False, False, False])
+        np.testing.assert_array_equal(steps["is_pad"]["joints"], [False, False, False])
 
 
 @pytest.mark.parametrize("kwargs, error, match", [

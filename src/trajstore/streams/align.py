@@ -120,7 +120,8 @@ class StreamTimes:
         Raises:
             ValueError: an unknown method, or a query in an empty segment (names the segment).
         """
-        check_method(method, "?")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
         seg = np.asarray(segment, np.int64).reshape(-1)
         t = np.asarray(t, np.int64).reshape(-1)
         if len(seg) and np.any(self.counts[seg] == 0):
