@@ -268,6 +268,11 @@ def test_episode_selection_and_sampling(buf):
     np.testing.assert_array_equal(batch["cmd"], view[idx]["cmd"])
     np.testing.assert_array_equal(view.get_episode(-1)["timestamp"], view.anchor_times[ep.start:ep.stop])
     assert view.num_episodes == 2 and len(view.episode(0)) == 20
+    plain = view.sample_windows(6, 5, rng=np.random.default_rng(1))  # 5 consecutive anchor steps
+    assert plain["joints"].shape == (6, 5, 3) and plain["is_pad"]["cmd"].shape == (6, 5)
+    assert np.all(np.diff(plain["timestamp"], axis=1) > 0)
+    train, val = view.split_episodes(0.5, seed=0)
+    assert sorted(train + val) == [0, 1] and len(val) == 1
 
 
 def test_pickle_reopens_the_folder(buf, folder):
