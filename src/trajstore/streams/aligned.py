@@ -76,6 +76,7 @@ class AlignedView(TrainingAPI):
         self.tolerance = {n: (tolerance or {}).get(n) for n in names}
         self.closed = False
         self._owns_buffer = _owns_buffer
+        self._requests: dict[Any, TimeWindowRequest] = {}  # checked time-window requests, by their arguments
         # Episodes first: a writer only adds samples after them, so every span lies inside the times read next.
         episodes = list(buffer.episodes)
         times = {n: np.asarray(buffer.timestamps(n), np.int64) for n in {*names, *([anchor] if anchor else [])}}
@@ -202,6 +203,12 @@ class AlignedView(TrainingAPI):
                                           on_damaged=on_damaged)
         if leaves is not None:
             raise TypeError("leaves= goes without delta_timestamps")
+        key = tuple(_frozen(v) for v in (delta_indices, delta_timestamps, bool(pad),
+                                         None if episodes is None else list(episodes), on_damaged))
+        key = None if _UNHASHABLE in key else key
+        cached = self._requests.get(key) if key is not None else None
+        if cached is not None:
+            return cached
         offsets = time_offsets(self.how, delta_timestamps)
         named = {n.split(SEPARATOR, 1)[0] for n in (delta_indices or {})}
         both = sorted(named & set(offsets))
@@ -210,7 +217,12 @@ class AlignedView(TrainingAPI):
         others = [n for n in self.space.spaces if n not in offsets]  # type: ignore[attr-defined]
         base = super().window_request(delta_indices, pad=pad, episodes=episodes, leaves=others,
                                       on_damaged=on_damaged)
-        return TimeWindowRequest(base, offsets, dict(delta_timestamps))
+        request = TimeWindowRequest(base, offsets, dict(delta_timestamps))
+        if key is not None:
+            if len(self._requests) >= 8:  # a few requests are in use at a time
+                self._requests.clear()
+            self._requests[key] = request
+        return request
 
     def count_anchors(self, delta_indices: Any = None, *, pad: bool = True, episodes: Iterable[int] | None = None,
                       on_damaged: str = "raise") -> int:
@@ -303,6 +315,26 @@ class AlignedView(TrainingAPI):
         how = f"anchor={self.anchor!r}" if self.anchor is not None else f"rate_hz={self.rate_hz}"
         return (f"AlignedView({self.cache_path or 'memory'}, {how}, steps={len(self)}, episodes={self.num_episodes}, "
                 f"streams={list(self.streams)})")
+
+
+_UNHASHABLE = ("unhashable",)
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable copy of window arguments (mappings, numeric sequences and arrays, scalars), or
+    :data:`_UNHASHABLE` if it has none (the request is then checked again at each call)."""
+    try:
+        if isinstance(value, Mapping):
+            return tuple((k, _frozen(v)) for k, v in value.items())
+        if isinstance(value, (list, tuple, range, np.ndarray)):
+            arr = np.asarray(list(value) if isinstance(value, range) else value)
+            if arr.dtype.kind not in "biuf":
+                raise TypeError("not numbers")
+            return ("seq", str(arr.dtype), arr.shape, tuple(arr.ravel().tolist()))
+        hash(value)
+        return value
+    except (TypeError, ValueError):
+        return _UNHASHABLE
 
 
 def _reopen(path: str, anchor: str | None, rate_hz: float | None, how: dict, tolerance: dict, streams: list
