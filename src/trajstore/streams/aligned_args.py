@@ -11,8 +11,8 @@ from trajstore.replay_buffer.window_plan import SEPARATOR
 from trajstore.spaces import tree
 from trajstore.streams.align import check_method, tolerance_ns
 
-def checked_arguments(spaces: Mapping[str, Any], anchor: Any, rate_hz: Any, how: Any, tolerance: Any, streams: Any
-             ) -> tuple[list[str], dict[str, str], dict[str, int | None], float | None]:
+def checked_arguments(spaces: Mapping[str, Any], anchor: Any, rate_hz: Any, how: Any, tolerance: Any,
+                      streams: Any) -> tuple[list[str], dict[str, str], dict[str, int | None], float | None]:
     """``(included stream names, method per stream, tolerance per stream in int ns or None, rate_hz or None)``
     of the arguments of :class:`~trajstore.streams.aligned.AlignedView`, checked once (see its Raises)."""
     known = list(spaces)
