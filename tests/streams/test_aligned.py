@@ -405,3 +405,15 @@ def test_time_window_requests_are_checked_once_and_reused(buf):
                             pad=False)
     assert c is not a and c.base.pad is False
     assert view.window_request(delta_timestamps={"cmd": [0.0]}).offsets["cmd"].tolist() == [0]
+
+
+@pytest.mark.parametrize("spread", [5, 10**6])
+def test_unique_positions_by_marks_or_sorting(spread):
+    from trajstore.streams.aligned_storage import _unique
+
+    values = np.random.default_rng(spread).integers(100, 100 + spread, 300)
+    got, inverse = _unique(values)
+    want, want_inverse = np.unique(values, return_inverse=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(inverse, want_inverse)
+    np.testing.assert_array_equal(got[inverse], values)

@@ -68,7 +68,7 @@ def frozen(value: Any) -> Any:
             arr = np.asarray(list(value) if isinstance(value, range) else value)
             if arr.dtype.kind not in "biuf":
                 raise TypeError("not numbers")
-            return ("seq", str(arr.dtype), arr.shape, tuple(arr.ravel().tolist()))
+            return ("seq", arr.dtype.str, arr.shape, arr.tobytes())
         hash(value)
         return value
     except (TypeError, ValueError):
