@@ -232,3 +232,15 @@ def test_a_buffer_whose_leaves_keep_their_version_1_cells_writes_a_version_1_fil
     with ReplayBuffer.load_from(tmp_path / "rb") as reader:
         meta = json.loads((tmp_path / "rb" / "trajstore.json").read_text())
         assert reader._stats.keeper.load(tmp_path / "rb", meta, reader._views.current().ring) is not None
+
+
+def test_byte_counts_of_a_batch_of_large_frames():
+    # 300 frames of 480x640 RGB in one extend: one row of 92 M pixels made Pillow raise MemoryError.
+    from trajstore.replay_buffer._histogram import _uint8_counts
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (300 * 480 * 640, 3), dtype=np.uint8)
+    counts = _uint8_counts(x)
+    assert counts.shape == (3, 256) and counts.sum(axis=1).tolist() == [x.shape[0]] * 3
+    for band in range(3):
+        np.testing.assert_array_equal(counts[band], np.bincount(x[:, band], minlength=256))

@@ -56,7 +56,9 @@ def bins_for(elements: int, dtype: np.dtype) -> int:
 
 # Pillow modes whose bands are the columns of an (M, E) uint8 array, E = 1..4.
 _PIL_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
-_PIL_MAX_WIDTH = 1 << 30
+# One row of at most 2**24 pixels per histogram call: Pillow refuses (MemoryError) a single row of ~10**8
+# pixels, which one extend of 300 480x640 frames makes.
+_PIL_MAX_WIDTH = 1 << 24
 
 
 def _uint8_counts(x: np.ndarray) -> np.ndarray:
@@ -71,7 +73,7 @@ def _uint8_counts(x: np.ndarray) -> np.ndarray:
     if mode is None or x.shape[0] == 0:
         return np.stack([np.bincount(x[:, e], minlength=256) for e in range(elements)]).astype(np.int64)
     counts = np.zeros((elements, 256), np.int64)
-    for start in range(0, x.shape[0], _PIL_MAX_WIDTH):  # an image is at most 2**31 - 1 pixels wide
+    for start in range(0, x.shape[0], _PIL_MAX_WIDTH):
         part = np.ascontiguousarray(x[start:start + _PIL_MAX_WIDTH])
         im = Image.frombuffer(mode, (part.shape[0], 1), part, "raw", mode, 0, 1)
         counts += np.asarray(im.histogram(), np.int64).reshape(elements, 256)
