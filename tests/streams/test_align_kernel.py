@@ -85,7 +85,7 @@ def test_kernel_matches_reference(case, method):
         assert a.distance[j] == min(abs(u - q) for u in used)
         assert a.outside[j] == (q < times[s] or q > times[e - 1])
         before = method == "previous" and q < times[s]
-        assert a.flagged[j] == (before or (tol is not None and a.distance[j] > tol))
+        assert a.flagged[j] == (before or (a.distance[j] > tol if tol is not None else a.outside[j]))
 
 
 @settings(max_examples=200, deadline=None)

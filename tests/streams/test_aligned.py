@@ -104,8 +104,8 @@ def expected(buf, view, name, path, method, tol_ns, times=None, episodes=None):
         lo, hi, w = reference(t_s, 0, len(t_s), int(t), method)
         values.append(v[lo] if hi is None else (1 - w) * v[lo] + w * v[hi])
         used = [abs(int(t_s[lo]) - int(t))] + ([abs(int(t_s[hi]) - int(t))] if hi is not None else [])
-        flags.append((method == "previous" and t < t_s[0]) or (tol_ns is not None and min(used) > tol_ns))
         outside.append(t < t_s[0] or t > t_s[-1])
+        flags.append((method == "previous" and t < t_s[0]) or (min(used) > tol_ns if tol_ns is not None else outside[-1]))
     return np.array(values), np.array(flags), np.array(outside)
 
 
@@ -203,7 +203,7 @@ def test_windows_by_delta_timestamps(buf):
         shape = (64, len(secs))
         np.testing.assert_allclose(data[name].reshape(len(t), -1).astype(np.float64),
                                    want.reshape(len(t), -1), rtol=1e-6)
-        np.testing.assert_array_equal(is_pad[name], (flags | outside).reshape(shape))
+        np.testing.assert_array_equal(is_pad[name], flags.reshape(shape))
     assert is_pad["cmd"].any() and not is_pad["cmd"].all()
     # the same windows by number (the torch dataset's way), and together with delta_indices
     request = view.window_request(delta_timestamps={"joints": [0.0]}, delta_indices={"ft": [0, 1]})
@@ -298,7 +298,10 @@ def test_the_open_episode_is_the_view_open_episode(tmp_path):
         assert [(e.id, e.done, len(e)) for e in view.episodes] == [(0, True, 20), (1, False, 3)]
         steps = view.get_episode(-1)  # a writer's view reads what it has not flushed yet
         np.testing.assert_array_equal(steps["joints"], np.zeros((3, 3)))
-        np.testing.assert_array_equal(steps["is_pad"]["ft"], [False, False, False])
+        # ft's one sample is before every anchor: without a tolerance, outside its samples -> flagged
+        np.testing.assert_array_equal(steps["is_pad"]["ft"], [True, True, True])
+        on_change = buf.aligned(anchor="wrist", streams=["ft"], tolerance={"ft": float("inf")})
+        np.testing.assert_array_equal(on_change.get_episode(-1)["is_pad"]["ft"], [False, False, False])
         np.testing.assert_array_equal(steps["is_pad"]["joints"], [False, False, False])
 
 
@@ -311,7 +314,7 @@ def test_the_open_episode_is_the_view_open_episode(tmp_path):
     (dict(rate_hz=30.0, how={"wrist": "linear"}), ValueError, "leaf 'wrist' is uint8"),
     (dict(rate_hz=30.0, how={"ft": "linear"}), ValueError, "leaf 'ft/count' is int32"),
     (dict(rate_hz=30.0, how={"joints": "cubic"}), ValueError, r"how\['joints'\] must be one of"),
-    (dict(rate_hz=30.0, tolerance={"joints": -0.01}), ValueError, r"tolerance\['joints'\] must be a finite"),
+    (dict(rate_hz=30.0, tolerance={"joints": -0.01}), ValueError, r"tolerance\['joints'\] must be a number of seconds >= 0"),
     (dict(rate_hz=30.0, tolerance={"cmd": 0.1}, streams=["joints"]), ValueError, "'cmd' is not included"),
     (dict(rate_hz=30.0, how={"imu": "nearest"}), ValueError, "how: 'imu' is not a stream"),
 ])

@@ -18,8 +18,11 @@ Among samples with equal times, the last one (the newest recorded) is used.
   ``w = (t - t_lo) / (t_hi - t_lo)`` of ``hi`` (value ``(1 - w) v_lo + w v_hi``); outside the
   samples: the edge sample (``w = 0``).
 
-The distance of a query is ``|t_i - t|`` of the sample used (``linear``: the nearer bracketing one);
-with a tolerance, a query is *flagged* when its distance is strictly greater than it.
+The distance of a query is ``|t_i - t|`` of the sample used (``linear``: the nearer bracketing one).
+A query is *flagged* (``is_pad``) when ``previous`` has no sample at or before it (the value would come
+from the future); otherwise, with a tolerance, when its distance is strictly greater than it; without
+one, when it lies outside the segment's samples (before the first or after the last). Steps and
+windows (``delta_timestamps``) use this one rule.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ class Alignment:
         weight: float64 weight of ``hi`` in ``[0, 1)`` (0 but for ``linear`` between two samples).
         distance: int64 nanoseconds from the query to the sample used (see the module docstring).
         outside: bool, the query lies before the segment's first or after its last sample time.
-        flagged: bool, farther than the tolerance, or ``previous`` before the first sample.
+        flagged: bool, by the module's rule (``previous`` before the first sample; farther than the
+            tolerance; without one, outside the samples).
     """
 
     lo: np.ndarray
@@ -62,19 +66,21 @@ def check_method(method: str, where: str) -> str:
 
 
 def tolerance_ns(tolerance: float | None, where: str) -> int | None:
-    """A tolerance in seconds (``None``: none) as int64 nanoseconds, rounded.
+    """A tolerance in seconds (``None``: none) as int64 nanoseconds, rounded; ``float("inf")`` (flag
+    nothing by distance: a stream published on change) and very large values become the int64 maximum.
 
     Raises:
-        ValueError: negative, NaN or infinite, or not a number (names ``where``, the stream).
+        ValueError: negative or NaN, or not a number (names ``where``, the stream).
     """
     if tolerance is None:
         return None
     if isinstance(tolerance, (bool, np.bool_)) or not isinstance(tolerance, (int, float, np.integer, np.floating)):
         raise ValueError(f"tolerance[{where!r}] must be a number of seconds or None, got {tolerance!r}")
     value = float(tolerance)
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"tolerance[{where!r}] must be a finite number of seconds >= 0, got {tolerance!r}")
-    return int(round(value * 1e9))
+    if np.isnan(value) or value < 0:
+        raise ValueError(f"tolerance[{where!r}] must be a number of seconds >= 0, got {tolerance!r}")
+    biggest = int(np.iinfo(np.int64).max)
+    return biggest if value * 1e9 >= biggest else int(round(value * 1e9))
 
 
 class StreamTimes:
@@ -153,9 +159,10 @@ class StreamTimes:
         distance = np.abs(self.times[lo] - t)
         if method == "linear":
             distance = np.minimum(distance, np.where(hi != lo, np.abs(self.times[hi] - t), distance))
-        flagged = before.copy() if method == "previous" else np.zeros(len(t), bool)
-        if tolerance is not None:
-            flagged |= distance > tolerance
+        # One rule for steps and windows alike: a value from the future (previous before the first
+        # sample) always; else farther than the tolerance, or, without one, any query outside the samples.
+        flagged = before & (method == "previous")
+        flagged |= (distance > tolerance) if tolerance is not None else (before | after)
         return Alignment(lo.astype(np.int64), hi.astype(np.int64), weight, distance.astype(np.int64),
                          before | after, flagged)
 

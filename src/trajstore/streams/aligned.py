@@ -46,8 +46,10 @@ class AlignedView(TrainingAPI):
             each episode.
         how: ``{stream: "previous" | "nearest" | "linear"}``; default ``"previous"``.
         tolerance: ``{stream: seconds or None}``: ``is_pad[stream]`` is True where the sample used lies
-            strictly farther than this from the step's time; default ``None`` (flagged only where
-            there is no sample to use: ``previous`` before the first sample).
+            strictly farther than this from the step's time (``float("inf")``: never, for a stream
+            published on change); default ``None``: True where the step's time lies outside the
+            stream's samples in the episode. ``previous`` before the first sample is always True (its
+            value would come from the future).
         streams: the streams to include (default every stream, in the buffer's order).
 
     Episodes in which the anchor or an included stream has no sample, or with no anchor time, are
@@ -163,9 +165,9 @@ class AlignedView(TrainingAPI):
 
         ``delta_timestamps={stream: seconds}`` (LeRobot's convention): offsets from each anchor's time;
         ``data[stream]`` has shape ``(B, T, ...)``, the stream's values at those times by its method,
-        and ``is_pad[stream]`` (bool ``(B, T)``) is True where the time lies outside the stream's samples
-        in the anchor's episode, or the value is flagged (beyond its tolerance; ``previous`` before the
-        first sample). May be given with ``delta_indices`` for other names (``pad`` goes to those);
+        and ``is_pad[stream]`` (bool ``(B, T)``) is True where the value at that time is flagged by the
+        same rule as a step's ``is_pad`` (see ``tolerance`` of :meth:`StreamBuffer.aligned`), so offset 0
+        agrees with the step. May be given with ``delta_indices`` for other names (``pad`` goes to those);
         every step is an anchor for the time offsets. Each stream sample a batch needs is read once.
 
         With ``delta_indices``, ``is_pad[name]`` of a name inside a stream is also True where the

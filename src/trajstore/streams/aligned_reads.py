@@ -2,12 +2,12 @@
 over its :class:`~trajstore.streams.aligned_storage.AlignedStorage`, with two additions.
 
 * Windows by ``delta_indices``: ``is_pad[name]`` of a name inside a stream is also True where that
-  stream's value at the window step is flagged (``is_pad/<stream>`` of that step: beyond tolerance,
-  or ``previous`` before the first sample), not only where the step lies outside the episode.
+  stream's value at the window step is flagged (``is_pad/<stream>`` of that step, by the rule of
+  :mod:`~trajstore.streams.align`), not only where the step lies outside the episode.
 * Windows by ``delta_timestamps`` (:class:`TimeWindowRequest`): each named stream is looked up at
   anchor time + offset by its method, the needed samples read once per stream per call;
-  ``is_pad[stream]`` is True where the time lies outside the stream's samples in the episode or the
-  value is flagged.
+  ``is_pad[stream]`` is True where the value at that time is flagged, by the same rule as a step's
+  (:mod:`~trajstore.streams.align`), so offset 0 agrees with the step.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class AlignedReads(BufferReads):
             shape = (len(anchors), len(offsets))
             data[name] = tree.unflatten(storage.plan(name).space,  # type: ignore[attr-defined]
                                         [v.reshape(*shape, *v.shape[1:]) for v in leaves])
-            masks[name] = (a.outside | a.flagged).reshape(shape)
+            masks[name] = a.flagged.reshape(shape)
         return data, masks
 
     def sample_time_windows(self, request: TimeWindowRequest, batch_size: int, rng: np.random.Generator
