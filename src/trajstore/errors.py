@@ -98,6 +98,11 @@ class RoutingWarning(UserWarning):
     """
 
 
+class AlignmentWarning(UserWarning):
+    """An aligned view of a stream buffer leaves episodes out (a stream without a sample in them, or
+    no time every stream covers); the message names the episodes and why."""
+
+
 class SelectionWarning(UserWarning):
     """An episode selection names a data key that no held episode has (a typo selects nothing
     silently otherwise); the message names the key and the closest key held."""

@@ -3,6 +3,7 @@
 frames read, statistics, pickling and bad arguments."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -420,3 +421,21 @@ def test_unique_positions_by_marks_or_sorting(spread):
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(inverse, want_inverse)
     np.testing.assert_array_equal(got[inverse], values)
+
+
+def test_episodes_left_out_are_named_in_a_warning(tmp_path):
+    from trajstore.errors import AlignmentWarning
+
+    spaces = {"a": BoxSpace(-1, 1, (), np.float32), "b": BoxSpace(-1, 1, (), np.float32)}
+    with StreamBuffer.create(tmp_path / "b", streams=spaces) as buf:
+        for e in range(3):
+            buf.extend("a", np.zeros(3, np.float32), (np.arange(3) + 10 * e) * 10**8)
+            if e != 1:
+                buf.extend("b", np.zeros(2, np.float32), (np.arange(2) + 10 * e) * 10**8)
+            buf.end_episode()
+        with pytest.warns(AlignmentWarning, match=r"leaves out 1 episode\(s\): 1 \(no sample of 'b'\)"):
+            view = buf.aligned(anchor="a")
+        assert [e.id for e in view.episodes] == [0, 2]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert [e.id for e in buf.aligned(anchor="a", streams=["a"]).episodes] == [0, 1, 2]

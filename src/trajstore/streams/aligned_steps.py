@@ -10,10 +10,14 @@ chooses the anchor times of every episode (one stream's samples, or a fixed rate
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+from trajstore.errors import AlignmentWarning
 
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.spaces import Space
@@ -65,11 +69,13 @@ def anchor_steps(episodes: Sequence[Any], names: Sequence[str], times: dict[str,
             time of ``names`` in the episode (see :func:`rate_times`).
     """
     needed = list(dict.fromkeys([*names, *([anchor] if anchor is not None else [])]))
-    chunks, kept, counts = [], [], []
+    chunks, kept, counts, left_out = [], [], [], []
     for ep in episodes:
         spans = [ep.streams[n] for n in needed]
-        if any(s.count == 0 for s in spans):
-            continue  # a stream without a sample in the episode: nothing to align to
+        empty = [n for n, s in zip(needed, spans) if s.count == 0]
+        if empty:  # a stream without a sample in the episode: nothing to align to
+            left_out.append(f"{ep.id} (no sample of {', '.join(map(repr, empty[:3]))})")
+            continue
         if anchor is not None:
             span = ep.streams[anchor]
             t = times[anchor][span.start:span.stop]
@@ -79,6 +85,12 @@ def anchor_steps(episodes: Sequence[Any], names: Sequence[str], times: dict[str,
             chunks.append(np.asarray(t, np.int64))
             kept.append(ep)
             counts.append(len(t))
+        else:
+            left_out.append(f"{ep.id} (no time every stream covers)")
+    if left_out:
+        warnings.warn(f"the aligned view leaves out {len(left_out)} episode(s): {'; '.join(left_out[:5])}"
+                      f"{'; ...' if len(left_out) > 5 else ''} (pass streams= without the stream to keep them)",
+                      AlignmentWarning, stacklevel=4)
     counts_arr = np.asarray(counts, np.int64)
     stops = np.cumsum(counts_arr).astype(np.int64)
     starts = stops - counts_arr
