@@ -132,6 +132,24 @@ def test_timestamps_put_out_of_order_in_the_file_are_found(fresh):
     assert d["ok"] is False and d["streams"][1]["problems"] == 1
 
 
+def test_timestamps_out_of_order_at_the_int64_edge_are_found_where_they_are(fresh):
+    # sample 7 set to int64.min: `np.diff` would wrap (a huge positive period) and blame sample 8 instead
+    low = np.iinfo(np.int64).min
+    with h5py.File(timestamp_file(fresh, "joints"), "r+") as f:
+        f["timestamp"][507] = low
+    report = verify_stream_buffer(fresh)
+    [p] = report.problems
+    assert p.what == (f"stream 'joints', episode 1: timestamps out of order: sample 7 at {low} ns is before "
+                      f"sample 6 at {T1 + 12_000_000} ns (1 decrease(s) in the episode)")
+    r = run("info", fresh)
+    assert r.exit_code == 0, r.output
+    with StreamBuffer.load_from(fresh) as buf:
+        from trajstore.streams.rates import stream_rates
+
+        rates = stream_rates(buf, "joints")
+    assert (rates.non_monotonic, rates.first_non_monotonic) == (1, (1, 7))
+
+
 def test_a_damaged_payload_of_a_stream_is_reported_as_its_sub_buffer_is(fresh):
     chunks = sorted((fresh / "streams" / "wrist" / "storage" / "value" / "chunks").glob("*.bin"))
     chunks[0].write_bytes(chunks[0].read_bytes()[:100])  # truncated: frames past byte 100 are lost
