@@ -64,10 +64,11 @@ def test_info_prints_the_rates_and_json(sbuf):
     first_table = r.output.split("└")[0]
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
             for line in first_table.splitlines() if line.startswith("│")}
-    assert rows["wrist"][:7] == ["59", "2", "30", "33.3", "0.000479", "0.001", "1"]
-    assert rows["wrist"][7] == "66.7 ms, episode 1 at 0.367 s"
-    assert rows["joints"][:7] == ["1,000", "2", "500", "2", "0", "0", "0"]
-    assert rows["gripper"][:7] == ["101", "2", "50", "20", "0", "0", "0"] and rows["gripper"][8] == "1"
+    # jitter in ms, fixed notation (the wrist's is 1 ns rounding: 0.000 ms)
+    assert rows["wrist"][:7] == ["59", "2", "30", "33.333", "0.000", "0.000", "1"]
+    assert rows["wrist"][7] == "66.7 ms, ep 1 at 0.367 s"
+    assert rows["joints"][:7] == ["1,000", "2", "500", "2.000", "0.000", "0.000", "0"]
+    assert rows["gripper"][:7] == ["101", "2", "50", "20.000", "0.000", "0.000", "0"] and rows["gripper"][8] == "1"
     assert "ImageStorage" in r.output and "HDF5Storage" in r.output
     r = run("info", sbuf, "--json")
     assert r.exit_code == 0, r.output
@@ -76,6 +77,35 @@ def test_info_prints_the_rates_and_json(sbuf):
     assert [(s["name"], s["samples"], s["rates"]["gaps"]) for s in d["streams"]] == [
         ("wrist", 59, 1), ("joints", 1000, 0), ("gripper", 101, 0)]
     assert d["streams"][1]["rates"]["median_period_s"] == pytest.approx(0.002)
+
+
+def test_info_table_fits_120_columns_with_millisecond_jitter(tmp_path, monkeypatch):
+    # jitter of a few ms printed as us with 3 significant digits was "2.86e+03", cut to "5.78e+…" in its column
+    from rich.console import Console
+
+    import trajstore.cli.streams as cli_streams
+    from trajstore.spaces import BoxSpace
+
+    rng = np.random.default_rng(0)
+    period = 33_333_333 + rng.integers(-3_000_000, 3_000_000, 99)
+    t = np.concatenate([[0], np.cumsum(period)])
+    with StreamBuffer.create(tmp_path / "sb", streams={"camera.compressed": BoxSpace(-1, 1, (), np.float64),
+                                                       "joint_states.effort": BoxSpace(-1, 1, (), np.float64)}) as buf:
+        buf.extend("camera.compressed", np.zeros(100), t)
+        buf.extend("joint_states.effort", np.zeros(100), np.arange(100) * 10_000_000)
+        buf.end_episode()
+    console = Console(width=120, record=True, file=open(tmp_path / "out.txt", "w"))
+    monkeypatch.setattr(cli_streams, "console", console)
+    cli_streams.info(str(tmp_path / "sb"), False)
+    text = console.export_text()
+    table = text.split("└")[0]
+    assert max(len(line) for line in text.splitlines()[1:]) <= 120  # the tables (line 0: the path, unwrapped)
+    assert "…" not in table and "e+" not in table
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in table.splitlines() if line.startswith("│")}
+    rates = describe_streams(tmp_path / "sb").streams[0].rates
+    assert rows["camera.compressed"][4:6] == [f"{rates.jitter_std_s * 1e3:.3f}", f"{rates.jitter_p99_s * 1e3:.3f}"]
+    assert 1.0 < rates.jitter_std_s * 1e3 < 3.0 and "joint_states.effort" in rows
 
 
 def test_episodes_show_each_streams_span(sbuf):

@@ -17,8 +17,12 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3g}"
 
 
-def _us(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e6:.3g}"
+def _fixed_ms(seconds: float | None) -> str:
+    """Milliseconds in fixed notation, 3 decimals (1 us) below 1 s, whole ms above: never an exponent."""
+    if seconds is None:
+        return "-"
+    ms = seconds * 1e3
+    return f"{ms:.3f}" if abs(ms) < 1000 else f"{ms:,.0f}"
 
 
 def _hz(rate: float | None) -> str:
@@ -40,16 +44,20 @@ def info(path: str, as_json: bool) -> None:
     console.print(escape(f"{d.path}: stream buffer, {len(d.streams)} streams, {d.episodes} episodes "
                          f"({d.complete_episodes} complete, {d.interrupted_episodes} interrupted{state}), "
                          f"{d.duration_s:.3f} s recorded"), soft_wrap=True)
-    rates = Table("stream", "samples", "episodes", "Hz", "period ms", "jitter std us", "jitter p99 us", "gaps",
-                  "largest gap", "equal times", "out of order",
+    # short two-line headers and fixed-point ms: the table fits 120 columns without cutting a number
+    rates = Table("stream", "samples", "episodes", "Hz", "period\nms", "jitter\nstd ms", "jitter\np99 ms", "gaps",
+                  "largest gap", "equal\ntimes", "out of\norder",
                   title="measured rates (median period; gap: a period > 1.5 x it)")
-    rates.columns[8].no_wrap = True
+    for i in (1, 3, 4, 5, 6):
+        rates.columns[i].justify = "right"
+    rates.columns[0].overflow = "fold"  # a long stream name wraps whole, never cut to "camera.…"
     for s in d.streams:
         r = s.rates
         largest = ("-" if r.max_gap_s is None else
-                   f"{_ms(r.max_gap_s)} ms, episode {r.max_gap_episode} at {r.max_gap_at_s:.3f} s")
+                   f"{_ms(r.max_gap_s)} ms, ep {r.max_gap_episode} at {r.max_gap_at_s:.3f} s")
         rates.add_row(escape(s.name), f"{s.samples:,}", str(s.episodes_with_samples), _hz(r.rate_hz),
-                      _ms(r.median_period_s), _us(r.jitter_std_s), _us(r.jitter_p99_s), str(r.gaps), largest,
+                      _fixed_ms(r.median_period_s), _fixed_ms(r.jitter_std_s), _fixed_ms(r.jitter_p99_s), str(r.gaps),
+                      largest,
                       str(r.duplicates), str(r.non_monotonic) if r.ordered else f"[red]{r.non_monotonic}[/red]")
     console.print(rates)
     leaves = Table("stream", "leaf", "storage", "dtype", "shape", "metadata", "bytes on disk", title="streams")
