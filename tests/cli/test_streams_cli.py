@@ -252,3 +252,28 @@ def test_a_replay_buffer_folder_is_still_described_as_one(tmp_path):
     assert not is_stream_folder(path)
     r = run("info", path)
     assert r.exit_code == 0 and "stream buffer" not in r.output and "27 steps" in r.output
+
+
+def test_stats_of_a_stream_buffer_are_each_streams(sbuf):
+    r = run("stats", sbuf)
+    assert r.exit_code == 0, r.output
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in r.output.splitlines() if line.startswith("│")]
+    gripper = next(row for row in rows if row[0] == "gripper")
+    # gripper: value = its time in s from the episode start, 50 + 51 samples (0 .. 0.98 s, 0.48 twice)
+    assert gripper[1:4] == ["()", "-", "101"] and gripper[4:6] == ["0", "0.98"]
+    assert any(row[0] == "wrist" and row[2] == "channel 0" for row in rows)
+    d = json.loads(run("stats", sbuf, "--json").output)
+    assert list(d) == ["wrist", "joints", "gripper"]
+    with StreamBuffer.load_from(sbuf) as buf:
+        want = buf.stats()["gripper"]["gripper"]
+    assert d["gripper"]["gripper"]["mean"] == pytest.approx(float(np.asarray(want.mean).reshape(-1)[0]))
+    assert np.asarray(d["joints"]["joints"]["count"]).reshape(-1).tolist() == [1000] * 7
+
+
+def test_preview_of_a_stream_buffer_says_what_to_run(sbuf, tmp_path):
+    r = run("preview", sbuf, "--episode", "0", "--out", tmp_path / "p.png")
+    assert r.exit_code == 2
+    text = " ".join(r.output.split())
+    assert text.startswith(f"error: {sbuf} is a stream buffer: `trajstore preview` shows an episode of a replay buffer")
+    assert f"`trajstore info {sbuf}`" in text and f"`trajstore export zarr {sbuf} OUT.zarr --anchor" in text
+    assert "StreamBuffer.load_from" not in text and not (tmp_path / "p.png").exists()

@@ -135,3 +135,50 @@ def verify(path: str, as_json: bool, progress: bool) -> None:
             console.print(escape(f"DAMAGED: {len(report.problems)} problem(s); {summary}"), soft_wrap=True)
     if not report.ok:
         raise typer.Exit(EXIT_DAMAGE)
+
+
+def stats(path: str, as_json: bool, rows: int) -> None:
+    """Print the statistics of each stream of the stream buffer at ``path`` (``StreamBuffer.stats()``: every
+    held sample, at the stream's own rate, not aligned); at most ``rows`` elements of a leaf (all with JSON)."""
+    import numpy as np
+
+    from trajstore.streams import StreamBuffer
+
+    try:
+        with StreamBuffer.load_from(path, read_only=True) as buf:
+            result = buf.stats()
+    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
+        raise fail(exc)
+    if as_json:
+        print(json.dumps({name: {leaf: s.to_json() for leaf, s in leaves.items()} for name, leaves in result.items()},
+                         indent=1))
+        return
+    table = Table("stream/leaf", "shape", "element", "count", "min", "max", "mean", "std", "q01", "q99",
+                  title=f"statistics of {path}: each stream's samples at its own rate (per channel for image leaves, "
+                        "per element for small leaves, else of the whole leaf)")
+    table.columns[0].overflow = "fold"  # whole names, wrapped
+    for column in table.columns[3:]:
+        column.no_wrap, column.justify = True, "right"
+    for name, leaves in result.items():
+        for leaf, s in leaves.items():
+            flat = {k: np.asarray(getattr(s, k)).reshape(-1) for k in ("count", "min", "max", "mean", "std", "q01",
+                                                                       "q99")}
+            n = flat["count"].size
+            for i in range(min(n, rows)):
+                element = ((f"channel {i}" if s.per_channel else str(tuple(int(k) for k in np.unravel_index(i, s.shape))))
+                           if s.shape else "-")
+                label = name if leaf == name else f"{name}/{leaf}"
+                table.add_row(escape(label) if i == 0 else "", str(s.shape) if i == 0 else "", element,
+                              f"{flat['count'][i]:,}",
+                              *(f"{flat[k][i]:.6g}" for k in ("min", "max", "mean", "std", "q01", "q99")))
+            if n > rows:
+                table.add_row("", "", f"... {n - rows} more (--json)", *[""] * 7)
+    console.print(table)
+
+
+def preview_refusal(path: str) -> str:
+    """Why ``trajstore preview`` does not take the stream buffer at ``path``, and what to run instead."""
+    return (f"{path} is a stream buffer: `trajstore preview` shows an episode of a replay buffer. Its streams and "
+            f"rates: `trajstore info {path}`; its episodes: `trajstore episodes {path}`; to see frames, export them "
+            f"aligned and import the result, `trajstore export zarr {path} OUT.zarr --anchor CAMERA_STREAM` then "
+            "`trajstore import zarr OUT.zarr RB` and `trajstore preview RB --episode 0 --out sheet.png`")
