@@ -69,7 +69,8 @@ def test_streams_picks_the_streams_of_both_exports(imu, tmp_path):
     r, text = run("export", "lerobot", imu, tmp_path / "lr", "--anchor", "cam", "--fps", "10", "--streams", "cam",
                   "--streams", "cmd", "--images", "--no-progress")
     assert r.exit_code == 0, r.output
-    assert lerobot_features(tmp_path / "lr")[:2] == ["cam", "cmd"] and "imu.gyro" not in lerobot_features(tmp_path / "lr")
+    features = lerobot_features(tmp_path / "lr")
+    assert features[:2] == ["cam", "cmd"] and "imu.gyro" not in features
     r, text = run("export", "zarr", imu, tmp_path / "z", "--anchor", "imu", "--streams", "imu", "--no-progress",
                   "--compressor", "raw")
     assert r.exit_code == 0, r.output
@@ -138,7 +139,8 @@ def test_gaps_of_the_anchor_are_noted_per_episode(imu, sbuf, tmp_path):
     _, notes = export_stream_buffer("lerobot", sbuf, tmp_path / "lr3", anchor="wrist", fps=30, camera="image",
                                     episodes=[1])
     [gaps] = [n for n in notes if " gap" in n]
-    assert gaps.startswith("the anchor stream 'wrist' has 1 gap (") and "in 1 of the 1 exported episodes (episode 1: 1)" in gaps
+    assert gaps.startswith("the anchor stream 'wrist' has 1 gap (")
+    assert "in 1 of the 1 exported episodes (episode 1: 1)" in gaps
 
 
 def test_export_lerobot_takes_no_progress(sbuf, tmp_path):

@@ -165,8 +165,8 @@ def stats(path: str, as_json: bool, rows: int) -> None:
                                                                        "q99")}
             n = flat["count"].size
             for i in range(min(n, rows)):
-                element = ((f"channel {i}" if s.per_channel else str(tuple(int(k) for k in np.unravel_index(i, s.shape))))
-                           if s.shape else "-")
+                index = str(tuple(int(k) for k in np.unravel_index(i, s.shape))) if s.shape else "-"
+                element = f"channel {i}" if s.per_channel else index
                 label = name if leaf == name else f"{name}/{leaf}"
                 table.add_row(escape(label) if i == 0 else "", str(s.shape) if i == 0 else "", element,
                               f"{flat['count'][i]:,}",

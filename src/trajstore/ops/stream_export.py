@@ -250,5 +250,5 @@ def export_stream_buffer(fmt: str, src: str | os.PathLike, out: str | os.PathLik
         return export_zarr(view, out, **options), notes
 
 
-__all__ = ["export_stream_buffer", "aligned_for_export", "anchor_fps", "gaps_note", "flagged_steps", "parse_how", "parse_tolerance",
-           "parse_stream_options"]
+__all__ = ["export_stream_buffer", "aligned_for_export", "anchor_fps", "gaps_note", "flagged_steps", "parse_how",
+           "parse_tolerance", "parse_stream_options"]
