@@ -52,3 +52,27 @@ def make_stream_buffer(path):
             buf.extend("gripper", g / 1e9, t0 + g)
             buf.end_episode(task="pick" if e == 0 else "place", success=e == 0)
     return path
+
+
+def make_imu_buffer(path):
+    """Two episodes of 1 s: ``cam`` (8, 8, 3) uint8 PNG at 10 Hz without fps metadata (episode 1 drops
+    samples 3 and 6: two gaps), ``imu`` a dict stream at 100 Hz whose ``covariance`` leaf is (3, 3) (which
+    LeRobot cannot hold) beside ``gyro`` (3,) = the sample's index in its episode; ``cmd`` () at 20 Hz with
+    fps metadata 20."""
+    from trajstore.spaces import DictSpace
+
+    streams = {"cam": BoxSpace(0, 255, (8, 8, 3), np.uint8, metadata={"kind": "image", "layout": "HWC"}),
+               "imu": DictSpace({"gyro": BoxSpace(-1e6, 1e6, (3,), np.float64),
+                                 "covariance": BoxSpace(-1e6, 1e6, (3, 3), np.float64)}),
+               "cmd": BoxSpace(-1e6, 1e6, (), np.float64, metadata={"fps": 20})}
+    with StreamBuffer.create(path, streams=streams, kind_kwargs={"image": {"format": "PNG"}}) as buf:
+        for e, t0 in enumerate((0, T1)):
+            cam = np.arange(10) if e == 0 else np.delete(np.arange(10), [3, 6])
+            buf.extend("cam", np.broadcast_to(cam.astype(np.uint8)[:, None, None, None], (len(cam), 8, 8, 3)).copy(),
+                       t0 + cam * 100_000_000)
+            i = np.arange(100)
+            buf.extend("imu", {"gyro": np.repeat(i[:, None], 3, 1).astype(np.float64),
+                               "covariance": np.zeros((100, 3, 3))}, t0 + i * 10_000_000)
+            buf.extend("cmd", np.arange(20.0), t0 + np.arange(20) * 50_000_000)
+            buf.end_episode(task="t")
+    return path

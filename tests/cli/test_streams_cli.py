@@ -64,10 +64,11 @@ def test_info_prints_the_rates_and_json(sbuf):
     first_table = r.output.split("└")[0]
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
             for line in first_table.splitlines() if line.startswith("│")}
-    assert rows["wrist"][:7] == ["59", "2", "30", "33.3", "0.000479", "0.001", "1"]
-    assert rows["wrist"][7] == "66.7 ms, episode 1 at 0.367 s"
-    assert rows["joints"][:7] == ["1,000", "2", "500", "2", "0", "0", "0"]
-    assert rows["gripper"][:7] == ["101", "2", "50", "20", "0", "0", "0"] and rows["gripper"][8] == "1"
+    # jitter in ms, fixed notation (the wrist's is 1 ns rounding: 0.000 ms)
+    assert rows["wrist"][:7] == ["59", "2", "30", "33.333", "0.000", "0.000", "1"]
+    assert rows["wrist"][7] == "66.7 ms, ep 1 at 0.367 s"
+    assert rows["joints"][:7] == ["1,000", "2", "500", "2.000", "0.000", "0.000", "0"]
+    assert rows["gripper"][:7] == ["101", "2", "50", "20.000", "0.000", "0.000", "0"] and rows["gripper"][8] == "1"
     assert "ImageStorage" in r.output and "HDF5Storage" in r.output
     r = run("info", sbuf, "--json")
     assert r.exit_code == 0, r.output
@@ -76,6 +77,35 @@ def test_info_prints_the_rates_and_json(sbuf):
     assert [(s["name"], s["samples"], s["rates"]["gaps"]) for s in d["streams"]] == [
         ("wrist", 59, 1), ("joints", 1000, 0), ("gripper", 101, 0)]
     assert d["streams"][1]["rates"]["median_period_s"] == pytest.approx(0.002)
+
+
+def test_info_table_fits_120_columns_with_millisecond_jitter(tmp_path, monkeypatch):
+    # jitter of a few ms printed as us with 3 significant digits was "2.86e+03", cut to "5.78e+…" in its column
+    from rich.console import Console
+
+    import trajstore.cli.streams as cli_streams
+    from trajstore.spaces import BoxSpace
+
+    rng = np.random.default_rng(0)
+    period = 33_333_333 + rng.integers(-3_000_000, 3_000_000, 99)
+    t = np.concatenate([[0], np.cumsum(period)])
+    with StreamBuffer.create(tmp_path / "sb", streams={"camera.compressed": BoxSpace(-1, 1, (), np.float64),
+                                                       "joint_states.effort": BoxSpace(-1, 1, (), np.float64)}) as buf:
+        buf.extend("camera.compressed", np.zeros(100), t)
+        buf.extend("joint_states.effort", np.zeros(100), np.arange(100) * 10_000_000)
+        buf.end_episode()
+    console = Console(width=120, record=True, file=open(tmp_path / "out.txt", "w"))
+    monkeypatch.setattr(cli_streams, "console", console)
+    cli_streams.info(str(tmp_path / "sb"), False)
+    text = console.export_text()
+    table = text.split("└")[0]
+    assert max(len(line) for line in text.splitlines()[1:]) <= 120  # the tables (line 0: the path, unwrapped)
+    assert "…" not in table and "e+" not in table
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in table.splitlines() if line.startswith("│")}
+    rates = describe_streams(tmp_path / "sb").streams[0].rates
+    assert rows["camera.compressed"][4:6] == [f"{rates.jitter_std_s * 1e3:.3f}", f"{rates.jitter_p99_s * 1e3:.3f}"]
+    assert 1.0 < rates.jitter_std_s * 1e3 < 3.0 and "joint_states.effort" in rows
 
 
 def test_episodes_show_each_streams_span(sbuf):
@@ -130,6 +160,24 @@ def test_timestamps_put_out_of_order_in_the_file_are_found(fresh):
     assert "DAMAGED: 1 problem(s)" in r.output
     d = json.loads(run("verify", fresh, "--json", "--no-progress").output)
     assert d["ok"] is False and d["streams"][1]["problems"] == 1
+
+
+def test_timestamps_out_of_order_at_the_int64_edge_are_found_where_they_are(fresh):
+    # sample 7 set to int64.min: `np.diff` would wrap (a huge positive period) and blame sample 8 instead
+    low = np.iinfo(np.int64).min
+    with h5py.File(timestamp_file(fresh, "joints"), "r+") as f:
+        f["timestamp"][507] = low
+    report = verify_stream_buffer(fresh)
+    [p] = report.problems
+    assert p.what == (f"stream 'joints', episode 1: timestamps out of order: sample 7 at {low} ns is before "
+                      f"sample 6 at {T1 + 12_000_000} ns (1 decrease(s) in the episode)")
+    r = run("info", fresh)
+    assert r.exit_code == 0, r.output
+    with StreamBuffer.load_from(fresh) as buf:
+        from trajstore.streams.rates import stream_rates
+
+        rates = stream_rates(buf, "joints")
+    assert (rates.non_monotonic, rates.first_non_monotonic) == (1, (1, 7))
 
 
 def test_a_damaged_payload_of_a_stream_is_reported_as_its_sub_buffer_is(fresh):
@@ -204,3 +252,28 @@ def test_a_replay_buffer_folder_is_still_described_as_one(tmp_path):
     assert not is_stream_folder(path)
     r = run("info", path)
     assert r.exit_code == 0 and "stream buffer" not in r.output and "27 steps" in r.output
+
+
+def test_stats_of_a_stream_buffer_are_each_streams(sbuf):
+    r = run("stats", sbuf)
+    assert r.exit_code == 0, r.output
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in r.output.splitlines() if line.startswith("│")]
+    gripper = next(row for row in rows if row[0] == "gripper")
+    # gripper: value = its time in s from the episode start, 50 + 51 samples (0 .. 0.98 s, 0.48 twice)
+    assert gripper[1:4] == ["()", "-", "101"] and gripper[4:6] == ["0", "0.98"]
+    assert any(row[0] == "wrist" and row[2] == "channel 0" for row in rows)
+    d = json.loads(run("stats", sbuf, "--json").output)
+    assert list(d) == ["wrist", "joints", "gripper"]
+    with StreamBuffer.load_from(sbuf) as buf:
+        want = buf.stats()["gripper"]["gripper"]
+    assert d["gripper"]["gripper"]["mean"] == pytest.approx(float(np.asarray(want.mean).reshape(-1)[0]))
+    assert np.asarray(d["joints"]["joints"]["count"]).reshape(-1).tolist() == [1000] * 7
+
+
+def test_preview_of_a_stream_buffer_says_what_to_run(sbuf, tmp_path):
+    r = run("preview", sbuf, "--episode", "0", "--out", tmp_path / "p.png")
+    assert r.exit_code == 2
+    text = " ".join(r.output.split())
+    assert text.startswith(f"error: {sbuf} is a stream buffer: `trajstore preview` shows an episode of a replay buffer")
+    assert f"`trajstore info {sbuf}`" in text and f"`trajstore export zarr {sbuf} OUT.zarr --anchor" in text
+    assert "StreamBuffer.load_from" not in text and not (tmp_path / "p.png").exists()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trajstore.streams.rates import GAP_FACTOR, measure_rates
+from trajstore.streams.rates import GAP_FACTOR, differences, measure_rates
 
 MS = 1_000_000  # ns
 
@@ -92,6 +92,36 @@ def test_duplicates_and_out_of_order_samples_are_counted_and_located():
     # the statistics use the positive periods only: median 10 ms
     assert r.median_period_s == pytest.approx(0.010)
     assert "OUT OF ORDER" in r.line()
+
+
+I64 = np.iinfo(np.int64)
+
+
+def test_times_at_the_int64_edges_are_ordered_by_comparison_not_a_wrapping_difference():
+    # np.diff wraps here: 1 -> int64.min looks like a huge positive period, int64.min -> 0 like a negative one
+    down = np.array([0, 1, I64.min], np.int64)
+    up = np.array([I64.min, 0, I64.max], np.int64)
+    r = measure_rates([down, up], episode_ids=[7, 8])
+    assert r.non_monotonic == 1 and r.first_non_monotonic == (7, 2) and not r.ordered
+    assert r.duplicates == 0
+    # the increasing episode's periods: 2**63 ns and 2**63 - 1 ns (as float64), its span 2**64 - 1 ns
+    r = measure_rates([up])
+    assert r.ordered and r.periods == 2
+    assert r.median_period_s == pytest.approx(2.0**63 * 1e-9)
+    assert r.span_s == pytest.approx(2.0**64 * 1e-9)
+    # a gap from an edge: 0, 10 ms, 20 ms, then int64.max: one gap, located at 20 ms from the start
+    r = measure_rates([np.array([0, 10 * MS, 20 * MS, I64.max], np.int64)])
+    assert r.gaps == 1 and r.median_period_s == pytest.approx(0.010)
+    assert r.max_gap_s == pytest.approx((I64.max - 20 * MS) * 1e-9) and r.max_gap_at_s == pytest.approx(0.020)
+
+
+def test_differences_have_the_sign_of_the_comparison():
+    later = np.array([I64.min, 0, I64.max, 5, I64.max], np.int64)
+    earlier = np.array([1, I64.min, I64.min, 5, I64.max - 3], np.int64)
+    d = differences(later, earlier)
+    assert d.dtype == np.float64
+    np.testing.assert_array_equal(d, [-(2.0**63) - 1, 2.0**63, 2.0**64 - 1, 0.0, 3.0])
+    assert list(np.sign(d)) == list(np.sign(later.astype(object) - earlier.astype(object)))
 
 
 def test_empty_and_single_sample_episodes():

@@ -23,6 +23,8 @@ ANCHOR_HELP = ("Stream buffer only: the stream whose samples are the exported st
                "at --fps).")
 HOW_HELP = ("Stream buffer only: STREAM=previous|nearest|linear, how a stream's value at a step's time is chosen "
             "(repeat; default previous: the latest sample at or before it).")
+STREAMS_HELP = ("Stream buffer only: a stream to export (repeat; default every stream), e.g. to leave out one "
+                "whose leaves the format cannot hold.")
 TOLERANCE_HELP = ("Stream buffer only: STREAM=SECONDS, a value farther than this from the step's time is flagged "
                   "in is_pad (repeat; default: flagged only before a stream's first sample).")
 
@@ -71,10 +73,16 @@ def export_lerobot_command(
     images: bool = typer.Option(False, "--images", help="Store cameras as PNG image features (exact) instead of video."),
     episode: Optional[List[int]] = typer.Option(None, help="Episode id to export (repeat the option); default: every "
                                                            "ended episode."),
-    fps: Optional[float] = typer.Option(None, help="Frame rate in Hz (default: the leaves' metadata fps)."),
+    fps: Optional[float] = typer.Option(None, help="Frame rate in Hz (default: the leaves' metadata fps; for a "
+                                                   "stream buffer at --anchor, that stream's fps metadata, else its "
+                                                   "measured rate)."),
     task: str = typer.Option("", help="Task text of episodes whose data has no 'task'."),
     robot_type: Optional[str] = typer.Option(None, help="robot_type of meta/info.json."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Leaf not to export, e.g. "
+                                                                        "imu/orientation_covariance (repeat)."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
     anchor: Optional[str] = typer.Option(None, help=ANCHOR_HELP),
+    streams: Optional[List[str]] = typer.Option(None, "--streams", help=STREAMS_HELP),
     how: Optional[List[str]] = typer.Option(None, "--how", help=HOW_HELP),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", help=TOLERANCE_HELP),
 ) -> None:
@@ -84,10 +92,11 @@ def export_lerobot_command(
     from trajstore.interop.lerobot.export import export_lerobot
 
     options = dict(episodes=episode or None, repo_id=repo_id, camera="image" if images else "video",
-                   vcodec=vcodec.value, crf=crf, default_task=task, robot_type=robot_type)
+                   vcodec=vcodec.value, crf=crf, default_task=task, robot_type=robot_type, exclude=exclude or (),
+                   progress=progress)
     try:
-        if _stream_source(src, {"--anchor": anchor, "--how": how, "--tolerance": tolerance}):
-            result = _export_streams("lerobot", src, out, fps, anchor, how, tolerance, options)
+        if _stream_source(src, {"--anchor": anchor, "--streams": streams, "--how": how, "--tolerance": tolerance}):
+            result = _export_streams("lerobot", src, out, fps, anchor, streams, how, tolerance, options)
         else:
             result = export_lerobot(src, out, fps=fps, **options)
     except (TrajstoreError, ImportError, ValueError, TypeError, OSError) as exc:
@@ -110,13 +119,14 @@ def _stream_source(src: Path, options: dict[str, object]) -> bool:
 
 
 def _export_streams(fmt: str, src: Path, out: Path, fps: Optional[float], anchor: Optional[str],
-                    how: Optional[List[str]], tolerance: Optional[List[str]], options: dict) -> object:
+                    streams: Optional[List[str]], how: Optional[List[str]], tolerance: Optional[List[str]],
+                    options: dict) -> object:
     """Export the stream buffer ``src`` through its aligned view; print the notes; the exporter's summary."""
     from trajstore.cli._output import console
     from trajstore.ops.stream_export import export_stream_buffer, parse_how, parse_tolerance
 
     result, notes = export_stream_buffer(fmt, src, out, fps=fps, anchor=anchor, how=parse_how(how),
-                                         tolerance=parse_tolerance(tolerance), **options)
+                                         tolerance=parse_tolerance(tolerance), streams=streams or None, **options)
     for note in notes:
         console.print(escape(f"note: {note}"), soft_wrap=True)
     return result
@@ -182,6 +192,7 @@ def export_zarr_command(
     fps: Optional[float] = typer.Option(None, help="Stream buffer only: steps on a regular grid at this rate (Hz), "
                                                    "unless --anchor is given."),
     anchor: Optional[str] = typer.Option(None, help=ANCHOR_HELP),
+    streams: Optional[List[str]] = typer.Option(None, "--streams", help=STREAMS_HELP),
     how: Optional[List[str]] = typer.Option(None, "--how", help=HOW_HELP),
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", help=TOLERANCE_HELP),
 ) -> None:
@@ -194,8 +205,9 @@ def export_zarr_command(
     options = dict(compressor=None if compressor is ZarrCompressor.raw else compressor.value, lossless=lossless,
                    episodes=episode or None, key_map=key_map, exclude=exclude or (), progress=progress)
     try:
-        if _stream_source(src, {"--fps": fps, "--anchor": anchor, "--how": how, "--tolerance": tolerance}):
-            summary = _export_streams("zarr", src, out, fps, anchor, how, tolerance, options)
+        if _stream_source(src, {"--fps": fps, "--anchor": anchor, "--streams": streams, "--how": how,
+                                "--tolerance": tolerance}):
+            summary = _export_streams("zarr", src, out, fps, anchor, streams, how, tolerance, options)
         else:
             summary = export_zarr(src, out, **options)
     except KeyError as exc:

@@ -133,12 +133,19 @@ def stats(path: str = typer.Argument(..., help="Buffer folder, or the URL of a p
           as_json: bool = typer.Option(False, "--json", help="Print JSON (every field, per element) instead."),
           storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
                                                              help=remote.STORAGE_OPTION_HELP)) -> None:
-    """Print each numeric leaf's normalisation statistics (min, max, mean, std, q01, q99)."""
+    """Print each numeric leaf's normalisation statistics (min, max, mean, std, q01, q99). For a stream
+    buffer: each stream's, over its samples at its own rate."""
     import json
 
     import numpy as np
 
+    from trajstore.ops.stream_info import is_stream_folder
     from trajstore.replay_buffer.statistics import stats_of
+
+    if is_stream_folder(path):
+        from trajstore.cli import streams
+
+        return streams.stats(path, as_json, STATS_ROWS)
 
     try:
         result = stats_of(path, storage_options=remote.parse_storage_options(storage_option))

@@ -23,7 +23,12 @@ def preview(path: Path = typer.Argument(..., help="Buffer folder."),
     """Write a preview of one episode: a .png contact sheet (frames labelled with their step number)
     or an .mp4 video at the buffer's fps."""
     from trajstore.ops.preview import write_preview
+    from trajstore.ops.stream_info import is_stream_folder
 
+    if is_stream_folder(path):
+        from trajstore.cli.streams import preview_refusal
+
+        raise fail(preview_refusal(str(path)))
     try:
         with progress_bar(desc="decoding frames", unit="step", enabled=progress) as bar:
             result = write_preview(path, episode, out, camera=camera, every=every, progress=bar.update)

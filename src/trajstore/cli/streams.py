@@ -17,8 +17,12 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3g}"
 
 
-def _us(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e6:.3g}"
+def _fixed_ms(seconds: float | None) -> str:
+    """Milliseconds in fixed notation, 3 decimals (1 us) below 1 s, whole ms above: never an exponent."""
+    if seconds is None:
+        return "-"
+    ms = seconds * 1e3
+    return f"{ms:.3f}" if abs(ms) < 1000 else f"{ms:,.0f}"
 
 
 def _hz(rate: float | None) -> str:
@@ -40,16 +44,20 @@ def info(path: str, as_json: bool) -> None:
     console.print(escape(f"{d.path}: stream buffer, {len(d.streams)} streams, {d.episodes} episodes "
                          f"({d.complete_episodes} complete, {d.interrupted_episodes} interrupted{state}), "
                          f"{d.duration_s:.3f} s recorded"), soft_wrap=True)
-    rates = Table("stream", "samples", "episodes", "Hz", "period ms", "jitter std us", "jitter p99 us", "gaps",
-                  "largest gap", "equal times", "out of order",
+    # short two-line headers and fixed-point ms: the table fits 120 columns without cutting a number
+    rates = Table("stream", "samples", "episodes", "Hz", "period\nms", "jitter\nstd ms", "jitter\np99 ms", "gaps",
+                  "largest gap", "equal\ntimes", "out of\norder",
                   title="measured rates (median period; gap: a period > 1.5 x it)")
-    rates.columns[8].no_wrap = True
+    for i in (1, 3, 4, 5, 6):
+        rates.columns[i].justify = "right"
+    rates.columns[0].overflow = "fold"  # a long stream name wraps whole, never cut to "camera.…"
     for s in d.streams:
         r = s.rates
         largest = ("-" if r.max_gap_s is None else
-                   f"{_ms(r.max_gap_s)} ms, episode {r.max_gap_episode} at {r.max_gap_at_s:.3f} s")
+                   f"{_ms(r.max_gap_s)} ms, ep {r.max_gap_episode} at {r.max_gap_at_s:.3f} s")
         rates.add_row(escape(s.name), f"{s.samples:,}", str(s.episodes_with_samples), _hz(r.rate_hz),
-                      _ms(r.median_period_s), _us(r.jitter_std_s), _us(r.jitter_p99_s), str(r.gaps), largest,
+                      _fixed_ms(r.median_period_s), _fixed_ms(r.jitter_std_s), _fixed_ms(r.jitter_p99_s), str(r.gaps),
+                      largest,
                       str(r.duplicates), str(r.non_monotonic) if r.ordered else f"[red]{r.non_monotonic}[/red]")
     console.print(rates)
     leaves = Table("stream", "leaf", "storage", "dtype", "shape", "metadata", "bytes on disk", title="streams")
@@ -127,3 +135,50 @@ def verify(path: str, as_json: bool, progress: bool) -> None:
             console.print(escape(f"DAMAGED: {len(report.problems)} problem(s); {summary}"), soft_wrap=True)
     if not report.ok:
         raise typer.Exit(EXIT_DAMAGE)
+
+
+def stats(path: str, as_json: bool, rows: int) -> None:
+    """Print the statistics of each stream of the stream buffer at ``path`` (``StreamBuffer.stats()``: every
+    held sample, at the stream's own rate, not aligned); at most ``rows`` elements of a leaf (all with JSON)."""
+    import numpy as np
+
+    from trajstore.streams import StreamBuffer
+
+    try:
+        with StreamBuffer.load_from(path, read_only=True) as buf:
+            result = buf.stats()
+    except (TrajstoreError, OSError, ValueError, ImportError) as exc:
+        raise fail(exc)
+    if as_json:
+        print(json.dumps({name: {leaf: s.to_json() for leaf, s in leaves.items()} for name, leaves in result.items()},
+                         indent=1))
+        return
+    table = Table("stream/leaf", "shape", "element", "count", "min", "max", "mean", "std", "q01", "q99",
+                  title=f"statistics of {path}: each stream's samples at its own rate (per channel for image leaves, "
+                        "per element for small leaves, else of the whole leaf)")
+    table.columns[0].overflow = "fold"  # whole names, wrapped
+    for column in table.columns[3:]:
+        column.no_wrap, column.justify = True, "right"
+    for name, leaves in result.items():
+        for leaf, s in leaves.items():
+            flat = {k: np.asarray(getattr(s, k)).reshape(-1) for k in ("count", "min", "max", "mean", "std", "q01",
+                                                                       "q99")}
+            n = flat["count"].size
+            for i in range(min(n, rows)):
+                index = str(tuple(int(k) for k in np.unravel_index(i, s.shape))) if s.shape else "-"
+                element = f"channel {i}" if s.per_channel else index
+                label = name if leaf == name else f"{name}/{leaf}"
+                table.add_row(escape(label) if i == 0 else "", str(s.shape) if i == 0 else "", element,
+                              f"{flat['count'][i]:,}",
+                              *(f"{flat[k][i]:.6g}" for k in ("min", "max", "mean", "std", "q01", "q99")))
+            if n > rows:
+                table.add_row("", "", f"... {n - rows} more (--json)", *[""] * 7)
+    console.print(table)
+
+
+def preview_refusal(path: str) -> str:
+    """Why ``trajstore preview`` does not take the stream buffer at ``path``, and what to run instead."""
+    return (f"{path} is a stream buffer: `trajstore preview` shows an episode of a replay buffer. Its streams and "
+            f"rates: `trajstore info {path}`; its episodes: `trajstore episodes {path}`; to see frames, export them "
+            f"aligned and import the result, `trajstore export zarr {path} OUT.zarr --anchor CAMERA_STREAM` then "
+            "`trajstore import zarr OUT.zarr RB` and `trajstore preview RB --episode 0 --out sheet.png`")

@@ -17,10 +17,13 @@ What each format keeps of the view's own leaves (``timestamp``: the anchor time 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from trajstore.ops.stream_info import is_stream_folder
-from trajstore.streams.rates import stream_rates
+from trajstore.spaces import DictSpace
+from trajstore.streams.rates import differences, episode_timestamps, stream_rates
 
 if TYPE_CHECKING:
     from trajstore.streams import StreamBuffer
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
 METHODS = ("previous", "nearest", "linear")
 #: The anchor stream's measured rate may differ from the export's fps by this fraction before a note says so.
 RATE_NOTE_FRACTION = 0.05
+#: Episodes a gaps note lists by id.
+GAP_NOTE_EPISODES = 8
 
 
 def parse_stream_options(values: Iterable[str] | None, option: str, convert: Callable[[str], Any] = str
@@ -76,25 +81,101 @@ def parse_tolerance(values: Iterable[str] | None) -> dict[str, float]:
     return parse_stream_options(values, "--tolerance", _seconds)
 
 
+def _check_names(buf: "StreamBuffer", anchor: str | None, streams: Sequence[str] | None,
+                 how: Mapping[str, str] | None, tolerance: Mapping[str, float] | None) -> None:
+    """Stream names of the options checked against the buffer, the errors naming the CLI options."""
+    known = list(buf.streams)
+    given = [("--anchor", [anchor] if anchor is not None else []), ("--streams", list(streams or [])),
+             ("--how", list(how or {})), ("--tolerance", list(tolerance or {}))]
+    for option, names in given:
+        unknown = [n for n in names if n not in buf.streams]
+        if unknown:
+            what = "is not a stream" if len(unknown) == 1 else "are not streams"
+            raise ValueError(f"{option}: {', '.join(map(repr, unknown))} {what} of the buffer (streams: {known})")
+    if streams:
+        for option, names in given[2:]:
+            left = [n for n in names if n not in streams]
+            if left:
+                raise ValueError(f"{option}: stream {left[0]!r} is not among the exported streams (--streams "
+                                 f"{' --streams '.join(streams)})")
+
+
+def anchor_fps(buf: "StreamBuffer", anchor: str) -> tuple[float, str]:
+    """The frame rate to record for an export at the anchor stream's samples when none is given: its
+    ``fps`` metadata (the stream space's, else the one its leaves agree on), else its measured median rate;
+    and a note saying which.
+
+    Raises:
+        ValueError: no ``fps`` metadata and no period to measure (fewer than two distinct sample times).
+    """
+    from trajstore.interop.lerobot._export_features import common_fps
+
+    space = buf.streams[anchor]
+    fps = space.metadata.get("fps") if isinstance(getattr(space, "metadata", None), Mapping) else None
+    if fps is None:
+        try:
+            fps = common_fps(space if hasattr(space, "spaces") else DictSpace({anchor: space}))
+        except Exception:  # noqa: BLE001 - leaves that disagree: measure instead
+            fps = None
+    if fps is not None and isinstance(fps, (int, float)) and np.isfinite(float(fps)) and float(fps) > 0:
+        return float(fps), f"no --fps: recording {float(fps):g} fps, the fps metadata of the anchor stream {anchor!r}"
+    rate = stream_rates(buf, anchor).rate_hz
+    if rate is None:
+        raise ValueError(f"--anchor {anchor}: the stream has no fps metadata and too few samples to measure its rate; "
+                         "give the frame rate to record with --fps HZ")
+    return rate, (f"no --fps: recording {rate:.6g} fps, the measured median rate of the anchor stream {anchor!r} "
+                  "(it has no fps metadata; --fps HZ sets the rate)")
+
+
+def gaps_note(buf: "StreamBuffer", anchor: str, episode_ids: Iterable[int], fps: float) -> str | None:
+    """A note when the anchor stream has gaps (dropped samples, :mod:`trajstore.streams.rates`) in the
+    exported episodes: LeRobot's ``timestamp`` is ``frame_index / fps``, so every frame after a gap is stamped
+    earlier than it was recorded. ``None`` without gaps."""
+    rates = stream_rates(buf, anchor)
+    if rates.median_period_s is None:
+        return None
+    wanted = set(int(i) for i in episode_ids)
+    eps = [e for e in buf.episodes if e.id in wanted]
+    limit = rates.gap_factor * rates.median_period_s * 1e9
+    counts = {}
+    for e, t in zip(eps, episode_timestamps(buf, anchor, eps)):
+        n = int(np.count_nonzero(differences(t[1:], t[:-1]) > limit))
+        if n:
+            counts[e.id] = n
+    if not counts:
+        return None
+    shown = ", ".join(f"episode {i}: {n}" for i, n in list(counts.items())[:GAP_NOTE_EPISODES])
+    more = f", ... ({len(counts) - GAP_NOTE_EPISODES} more episodes)" if len(counts) > GAP_NOTE_EPISODES else ""
+    total = sum(counts.values())
+    return (f"the anchor stream {anchor!r} has {total} gap{'s' if total != 1 else ''} (dropped samples, periods over "
+            f"{rates.gap_factor:g} x its median {rates.median_period_s * 1e3:.3g} ms) in {len(counts)} of the "
+            f"{len(eps)} exported episodes ({shown}{more}); LeRobot's timestamp is frame_index / fps ({fps:g}), so "
+            "every frame after a gap is stamped earlier than it was recorded; for true times export on a regular "
+            "grid instead: --fps HZ without --anchor")
+
+
 def aligned_for_export(buf: "StreamBuffer", *, fps: float | None, anchor: str | None,
-                       how: Mapping[str, str] | None = None, tolerance: Mapping[str, float] | None = None
-                       ) -> tuple[Any, list[str]]:
+                       how: Mapping[str, str] | None = None, tolerance: Mapping[str, float] | None = None,
+                       streams: Sequence[str] | None = None) -> tuple[Any, list[str]]:
     """The aligned view an export writes, and notes for the user.
 
     With ``anchor``: ``buf.aligned(anchor=anchor, ...)``; ``fps`` (if given) is only the rate the format
     records, and a note says when the anchor's measured median rate differs from it by more than
-    :data:`RATE_NOTE_FRACTION`. Without: ``buf.aligned(rate_hz=fps, ...)``.
+    :data:`RATE_NOTE_FRACTION`. Without: ``buf.aligned(rate_hz=fps, ...)``. ``streams``: the streams to
+    include (default all).
 
     Raises:
-        ValueError: neither ``anchor`` nor ``fps``, a non-positive ``fps``; and the errors of ``buf.aligned``
-            (``how``/``tolerance``/``anchor`` naming a stream the buffer does not have, a bad method,
-            ``"linear"`` for a non-float leaf).
+        ValueError: neither ``anchor`` nor ``fps``, a non-positive ``fps``, an option naming a stream the
+            buffer does not have or that ``streams`` leaves out (the message names the CLI option); and the
+            errors of ``buf.aligned`` (a bad method, ``"linear"`` for a non-float leaf).
     """
-    if fps is not None and not float(fps) > 0:
-        raise ValueError(f"fps must be a positive number of Hz, got {fps!r}")
+    if fps is not None and not (np.isfinite(float(fps)) and float(fps) > 0):
+        raise ValueError(f"--fps must be a positive number of Hz, got {fps!r}")
+    _check_names(buf, anchor, streams, how, tolerance)
     notes: list[str] = []
+    kwargs = dict(how=dict(how or {}), tolerance=dict(tolerance or {}), streams=list(streams) if streams else None)
     if anchor is not None:
-        view = buf.aligned(anchor=anchor, how=dict(how or {}), tolerance=dict(tolerance or {}))
+        view = buf.aligned(anchor=anchor, **kwargs)
         if fps is not None:
             rate = stream_rates(buf, anchor).rate_hz
             if rate is not None and abs(rate - float(fps)) > RATE_NOTE_FRACTION * float(fps):
@@ -104,7 +185,7 @@ def aligned_for_export(buf: "StreamBuffer", *, fps: float | None, anchor: str | 
         raise ValueError("a stream buffer is exported through an aligned view: pass an anchor stream "
                          "(--anchor NAME) or a rate (--fps HZ, a regular grid)")
     else:
-        view = buf.aligned(rate_hz=float(fps), how=dict(how or {}), tolerance=dict(tolerance or {}))
+        view = buf.aligned(rate_hz=float(fps), **kwargs)
     return view, notes
 
 
@@ -120,10 +201,13 @@ def flagged_steps(view: Any, episodes: Iterable[int] | None = None) -> dict[str,
 
 def export_stream_buffer(fmt: str, src: str | os.PathLike, out: str | os.PathLike, *, fps: float | None = None,
                          anchor: str | None = None, how: Mapping[str, str] | None = None,
-                         tolerance: Mapping[str, float] | None = None, **options: Any) -> tuple[Any, list[str]]:
+                         tolerance: Mapping[str, float] | None = None, streams: Sequence[str] | None = None,
+                         **options: Any) -> tuple[Any, list[str]]:
     """Open the stream buffer ``src`` read-only, align it (:func:`aligned_for_export`) and export the view
     to ``out`` with :func:`~trajstore.interop.lerobot.export_lerobot` (``fmt="lerobot"``, ``fps`` passed on)
     or :func:`~trajstore.interop.zarr.export_zarr` (``fmt="zarr"``); ``options`` go to the exporter.
+    LeRobot at an anchor without ``fps`` records :func:`anchor_fps` (a note says which), and a note names
+    the anchor's gaps in the exported episodes (:func:`gaps_note`).
 
     Returns:
         ``(the exporter's summary, notes)``.
@@ -140,11 +224,20 @@ def export_stream_buffer(fmt: str, src: str | os.PathLike, out: str | os.PathLik
     if not is_stream_folder(src):
         raise FormatError(f"{src} is not a stream buffer folder (no streams.json)")
     with StreamBuffer.load_from(src, read_only=True) as buf:
-        view, notes = aligned_for_export(buf, fps=fps, anchor=anchor, how=how, tolerance=tolerance)
+        first: list[str] = []
+        if fmt == "lerobot" and anchor is not None and fps is None and anchor in buf.streams:
+            fps, note = anchor_fps(buf, anchor)
+            first.append(note)
+        view, notes = aligned_for_export(buf, fps=fps, anchor=anchor, how=how, tolerance=tolerance, streams=streams)
+        notes = first + notes
         if fmt == "lerobot":
             from trajstore.interop.lerobot.export import export_lerobot
 
             result = export_lerobot(view, out, fps=fps, **options)
+            if anchor is not None:
+                gaps = gaps_note(buf, anchor, result.episodes, result.fps)
+                if gaps:
+                    notes.append(gaps)
             flagged = flagged_steps(view, result.episodes)
             if any(flagged.values()):
                 notes.append("LeRobot has no place for is_pad: " + ", ".join(
@@ -157,5 +250,5 @@ def export_stream_buffer(fmt: str, src: str | os.PathLike, out: str | os.PathLik
         return export_zarr(view, out, **options), notes
 
 
-__all__ = ["export_stream_buffer", "aligned_for_export", "flagged_steps", "parse_how", "parse_tolerance",
-           "parse_stream_options"]
+__all__ = ["export_stream_buffer", "aligned_for_export", "anchor_fps", "gaps_note", "flagged_steps", "parse_how",
+           "parse_tolerance", "parse_stream_options"]

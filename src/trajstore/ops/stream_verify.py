@@ -183,13 +183,13 @@ def _check_order(report: StreamVerifyReport, check: StreamCheck, times: list[np.
     """Timestamps non-decreasing within each episode; ``ids``: the stream buffer's episode id of each
     sub-buffer episode (``None``: unknown, the sub-buffer's episode position is named instead)."""
     for k, t in enumerate(times):
-        d = np.diff(t)
-        if np.any(d < 0):
-            i = int(np.argmax(d < 0)) + 1
+        down = t[1:] < t[:-1]  # neighbours compared: np.diff would wrap at the int64 edges
+        if np.any(down):
+            i = int(np.argmax(down)) + 1
             label = f"episode {ids[k]}" if ids is not None else f"episode {k} of its sub-buffer"
             _problem(report, check, check.folder,
                      f"stream {check.name!r}, {label}: timestamps out of order: sample {i} at {int(t[i])} ns is "
-                     f"before sample {i - 1} at {int(t[i - 1])} ns ({int(np.count_nonzero(d < 0))} decrease(s) in "
+                     f"before sample {i - 1} at {int(t[i - 1])} ns ({int(np.count_nonzero(down))} decrease(s) in "
                      "the episode)")
 
 

@@ -14,6 +14,9 @@ last sample of one episode and the first of the next is not a period). Of those 
   at least one sample missing. The largest gap is given with its episode and its time (of the sample
   before it, in ns and in s from the episode's first sample).
 
+Differences of timestamps are taken without int64 overflow (:func:`differences`): a stream holding times
+near both ends of int64 is measured, and its order judged, by comparing neighbours, not by ``np.diff``.
+
 Everything is vectorised NumPy over all episodes at once; :func:`measure_rates` reads no files,
 :func:`stream_rates` reads one stream's timestamps from a stream buffer (through its public API).
 """
@@ -111,6 +114,18 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
 
 
+def differences(later: np.ndarray, earlier: np.ndarray) -> np.ndarray:
+    """``later - earlier`` of two int64-nanosecond arrays of one shape, as float64 ns, without the int64
+    overflow of a plain subtraction (``np.diff([1, int64.min])`` wraps to a positive number): the sign comes
+    from comparing the neighbours, the magnitude from an unsigned subtraction (exact: it is below 2**64)."""
+    later = np.asarray(later, np.int64)
+    earlier = np.asarray(earlier, np.int64)
+    up = later >= earlier
+    lo, hi = later.view(np.uint64), earlier.view(np.uint64)
+    magnitude = np.where(up, lo - hi, hi - lo).astype(np.float64)
+    return np.where(up, magnitude, -magnitude)
+
+
 def measure_rates(timestamps: Sequence[np.ndarray], episode_ids: Sequence[int] | None = None, *,
                   gap_factor: float = GAP_FACTOR) -> StreamRates:
     """Measure one stream's rates from its timestamps, one array per episode.
@@ -147,9 +162,9 @@ def measure_rates(timestamps: Sequence[np.ndarray], episode_ids: Sequence[int] |
     # the first and last time of each non-empty episode: span, and time of a gap from its episode's start
     first = t[starts[nonempty]]
     last = t[starts[nonempty] + counts[nonempty] - 1]
-    span_s = float(np.sum(last - first)) * NS
-    # periods within episodes: every diff except those that cross from one episode into the next
-    d = np.diff(t)
+    span_s = float(np.sum(differences(last, first))) * NS
+    # periods within episodes: every difference except those that cross from one episode into the next
+    d = differences(t[1:], t[:-1])
     episode_of = np.repeat(np.arange(len(arrays)), counts)
     inside = episode_of[1:] == episode_of[:-1] if samples else np.zeros(0, bool)
     d, before = d[inside], np.flatnonzero(inside)  # before: index in t of the earlier sample of each period
@@ -161,7 +176,7 @@ def measure_rates(timestamps: Sequence[np.ndarray], episode_ids: Sequence[int] |
         i = int(before[np.argmax(negative)]) + 1
         k = int(episode_of[i])
         first_bad = (int(ids[k]), int(i - starts[k]))
-    positive = d[d > 0].astype(np.float64)
+    positive = d[d > 0]
     base = dict(samples=samples, episodes=len(arrays), episodes_with_samples=int(np.count_nonzero(nonempty)),
                 periods=n_periods, span_s=span_s, duplicates=duplicates, non_monotonic=non_monotonic,
                 first_non_monotonic=first_bad, gap_factor=float(gap_factor))
@@ -179,13 +194,13 @@ def measure_rates(timestamps: Sequence[np.ndarray], episode_ids: Sequence[int] |
     gap_fields: dict[str, Any] = dict(max_gap_s=None, max_gap_episode=None, max_gap_at_ns=None, max_gap_at_s=None)
     missing = 0
     if gaps:
-        gap_d = d[is_gap].astype(np.float64)
+        gap_d = d[is_gap]
         missing = int(np.sum(np.maximum(np.rint(gap_d / median) - 1, 1)))
         j = int(np.flatnonzero(is_gap)[np.argmax(gap_d)])  # the first of the longest
         i = int(before[j])
         k = int(episode_of[i])
         gap_fields = dict(max_gap_s=float(d[j]) * NS, max_gap_episode=int(ids[k]), max_gap_at_ns=int(t[i]),
-                          max_gap_at_s=float(t[i] - t[starts[k]]) * NS)
+                          max_gap_at_s=(int(t[i]) - int(t[starts[k]])) * NS)
     return StreamRates(**base, median_period_s=median * NS, rate_hz=1e9 / median,
                        mean_rate_hz=positive.size / span_s if span_s > 0 else None,
                        jitter_std_s=jitter_std, jitter_p99_s=jitter_p99, gaps=gaps, missing_estimate=missing,
@@ -215,4 +230,4 @@ def stream_rates(buf: "StreamBuffer", name: str, *, gap_factor: float = GAP_FACT
     return measure_rates(episode_timestamps(buf, name, eps), [e.id for e in eps], gap_factor=gap_factor)
 
 
-__all__ = ["StreamRates", "measure_rates", "stream_rates", "episode_timestamps", "GAP_FACTOR"]
+__all__ = ["StreamRates", "measure_rates", "differences", "stream_rates", "episode_timestamps", "GAP_FACTOR"]

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trajstore._fs import check_new_folder, staged_folder
-from trajstore.errors import InvalidValueError
+from trajstore.errors import InvalidValueError, UnknownLeafError, UnsupportedSpaceError
 from trajstore.interop.lerobot._export_episode import (DATA_PATH, VIDEO_PATH, OpenFiles, fsync_tree,
                                                              write_episode)
 from trajstore.interop.lerobot._export_features import common_fps, index_features, plan_features
@@ -45,9 +45,12 @@ from trajstore.interop.lerobot._export_video import CODECS, ExportVideo, pix_fmt
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.spaces import DictSpace, Space
+from trajstore.spaces.tree import leaf_paths, path_name, restrict
 
 CODEBASE_VERSION = "v3.0"
 EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
+#: Seconds of work before the progress bar appears (a quick export prints none).
+PROGRESS_DELAY_S = 1.0
 #: Task text of an episode whose data has no ``task``.
 DEFAULT_TASK = ""
 
@@ -88,7 +91,8 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
                    episodes: Sequence[int] | None = None, repo_id: str | None = None, fps: float | None = None,
                    camera: str = "video", vcodec: str = "h264", crf: int | None = None,
                    default_task: str = DEFAULT_TASK, robot_type: str | None = None, chunks_size: int = 1000,
-                   data_file_size_mb: float = 100, video_file_size_mb: float = 200) -> LeRobotExport:
+                   data_file_size_mb: float = 100, video_file_size_mb: float = 200, exclude: Sequence[str] = (),
+                   progress: bool = False) -> LeRobotExport:
     """Write episodes of a buffer as a new LeRobot v3.0 dataset folder ``out``.
 
     Args:
@@ -111,13 +115,17 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
         chunks_size: files per ``chunk-XXX`` folder (LeRobot's default 1000).
         data_file_size_mb, video_file_size_mb: a data / video file takes no more episodes once it is this
             big (MB, LeRobot's defaults 100 and 200); an episode is never split across files.
+        exclude: leaf names not to export (``"imu/orientation_covariance"``; a leaf LeRobot cannot hold).
+        progress: show a progress bar (tqdm, in frames, one update per episode) on stderr.
 
     Returns:
         :class:`LeRobotExport`.
 
     Raises:
-        UnsupportedSpaceError: a leaf LeRobot cannot hold, two leaves with the same key, leaves that
-            disagree on fps (names the leaves).
+        UnsupportedSpaceError: a leaf LeRobot cannot hold (names every such leaf and the ``exclude`` /
+            ``--exclude`` that leaves them out; for a view, also the streams to keep), two leaves with the same
+            key, leaves that disagree on fps (names the leaves).
+        UnknownLeafError: ``exclude`` names a leaf the buffer does not have.
         InvalidValueError: an episode's ``task`` data is not a string (names the episode).
         ValueError: no fps known, an unknown or unexported episode id, nothing to export, a bad option.
         StorageExistsError: ``out`` is a file or a non-empty folder.
@@ -131,7 +139,7 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
     try:
         return _export(rb, Path(out), episodes=episodes, repo_id=repo_id, fps=fps, camera=camera, vcodec=vcodec,
                        crf=crf, default_task=default_task, robot_type=robot_type, chunks_size=chunks_size,
-                       data_mb=data_file_size_mb, video_mb=video_file_size_mb)
+                       data_mb=data_file_size_mb, video_mb=video_file_size_mb, exclude=exclude, progress=progress)
     finally:
         if opened:
             rb.close()
@@ -151,6 +159,47 @@ def exported_space(rb: Any) -> Space:
     if not isinstance(rb, AlignedView):
         return rb.space
     return DictSpace({k: v for k, v in rb.space.items() if k not in ALIGNED_VIEW_LEAVES}, rb.space.metadata)
+
+
+def _without(space: Space, exclude: Sequence[str]) -> Space:
+    """``space`` without the leaves named in ``exclude``."""
+    if isinstance(exclude, str):
+        raise TypeError(f"exclude must be a collection of leaf names, got the str {exclude!r}")
+    names = {path_name(p): p for p in leaf_paths(space)}
+    unknown = sorted(set(exclude) - set(names))
+    if unknown:
+        raise UnknownLeafError(f"exclude names {unknown}, not leaves of the buffer (leaves: {sorted(names)})")
+    if not exclude:
+        return space
+    kept = [p for n, p in names.items() if n not in set(exclude)]
+    if not kept:
+        raise ValueError("every leaf is excluded: nothing to export")
+    return restrict(space, kept)
+
+
+def _plan(rb: Any, space: Space, camera: str) -> list[Any]:
+    """:func:`plan_features` of ``space``; a refusal of leaves LeRobot cannot hold names all of them and how
+    to leave them out (``exclude``; for an aligned view, the streams to keep)."""
+    try:
+        return plan_features(space, camera=camera)
+    except UnsupportedSpaceError as exc:
+        bad = []
+        for path in leaf_paths(space):
+            try:
+                plan_features(restrict(space, [path]), camera=camera)
+            except UnsupportedSpaceError:
+                bad.append(path_name(path))
+        if not bad:
+            raise
+        hint = (f"{exc}; LeRobot cannot hold {len(bad)} lea{'f' if len(bad) == 1 else 'ves'} ({', '.join(bad)}): "
+                f"leave {'it' if len(bad) == 1 else 'them'} out with exclude={bad} (on the command line "
+                + " ".join(f"--exclude {b}" for b in bad) + ")")
+        streams = list(getattr(rb, "streams", ()) or ()) if not isinstance(rb, ReplayBuffer) else []
+        keep = [n for n in streams if not any(b == n or b.startswith(n + "/") for b in bad)]
+        if streams and keep:
+            hint += (f", or keep only the other streams in the view: streams={keep} (on the command line "
+                     + " ".join(f"--streams {n}" for n in keep) + ")")
+        raise UnsupportedSpaceError(hint) from None
 
 
 def _select(rb: ReplayBuffer, ids: Sequence[int] | None) -> list[Episode]:
@@ -191,7 +240,7 @@ def _tasks(chosen: list[Episode], default_task: str) -> tuple[list[str], list[in
 
 
 def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcodec, crf, default_task, robot_type,
-            chunks_size, data_mb, video_mb) -> LeRobotExport:
+            chunks_size, data_mb, video_mb, exclude=(), progress=False) -> LeRobotExport:
     # -- every check first: nothing is written until all pass -------------------------------
     import pyarrow  # noqa: F401  (fail early when the extra is missing)
 
@@ -199,12 +248,12 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     from trajstore.interop.lerobot._export_video import _av
 
     _av()
-    space = exported_space(rb)
-    features = plan_features(space, camera=camera)
+    space = _without(exported_space(rb), exclude)
+    features = _plan(rb, space, camera)
     fps = float(fps) if fps is not None else common_fps(space)
     if fps is None or not np.isfinite(fps) or fps <= 0:
-        raise ValueError("no frame rate: no leaf has metadata 'fps'; pass fps= (Hz)" if fps is None
-                         else f"fps must be a positive number of Hz, got {fps!r}")
+        raise ValueError("no frame rate: no leaf has metadata 'fps'; pass fps= (Hz; on the command line --fps)"
+                         if fps is None else f"fps must be a positive number of Hz, got {fps!r}")
     if vcodec not in CODECS:
         raise ValueError(f"vcodec must be one of {sorted(CODECS)}, got {vcodec!r}")
     if not (isinstance(chunks_size, int) and chunks_size >= 1) or not data_mb > 0 or not video_mb > 0:
@@ -219,7 +268,10 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     # -- build in a hidden sibling, renamed into place at the end (_fs.staged_folder) ------------
     all_features = features + index_features()
     video_keys = [f.key for f in features if f.dtype == "video"]
-    with staged_folder(out) as tmp:
+    from tqdm import tqdm
+
+    with staged_folder(out) as tmp, tqdm(total=sum(len(e) for e in chosen), unit="frame", disable=not progress,
+                                         desc=f"export {out.name}", delay=PROGRESS_DELAY_S) as bar:
         tmp.mkdir()
         files = OpenFiles(tmp, tables.data_schema(all_features), chunks_size, data_mb * 1e6, video_mb * 1e6)
         try:
@@ -232,6 +284,7 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
                 rows.append(row)
                 stats.append(ep_stats)
                 first += len(ep)
+                bar.update(len(ep))
             files.close()
         except BaseException:
             try:  # close the open writers before the folder goes; the first error is the one to raise

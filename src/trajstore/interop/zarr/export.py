@@ -59,15 +59,20 @@ def _plan_leaves(space: Space, key_map: Mapping[str, str], exclude: set[str]) ->
     unknown = sorted((set(key_map) | exclude) - names)
     if unknown:
         raise UnknownLeafError(f"key_map/exclude name {unknown}, not leaves of the buffer (leaves: {sorted(names)})")
+    bad = [(tree.path_name(p), leaf) for p, leaf in tree.leaves(space)
+           if tree.path_name(p) not in exclude and not isinstance(leaf, (BoxSpace, BinarySpace))]
+    if bad:
+        names_bad = [n for n, _ in bad]
+        raise UnsupportedSpaceError(
+            f"leaf {names_bad[0]!r}: {type(bad[0][1]).__name__} has no zarr array form in Diffusion Policy's layout "
+            f"(numbers and bools only); leave {'it' if len(bad) == 1 else f'the {len(bad)} such leaves'} out with "
+            f"exclude={names_bad} (on the command line " + " ".join(f"--exclude {n}" for n in names_bad) + ")")
     plans: list[_LeafPlan] = []
     owner: dict[str, str] = {}
     for path, leaf in tree.leaves(space):
         name = tree.path_name(path)
         if name in exclude:
             continue
-        if not isinstance(leaf, (BoxSpace, BinarySpace)):
-            raise UnsupportedSpaceError(f"leaf {name!r}: {type(leaf).__name__} has no zarr array form in Diffusion "
-                                        "Policy's layout (numbers and bools only); pass exclude=[...] to leave it out")
         key = key_map.get(name) or leaf.metadata.get("zarr_key") or default_key(path)
         if not key or "/" in key or key in (".", "..") or key.startswith("__"):
             raise ValueError(f"leaf {name!r}: {key!r} cannot name a zarr array (no '/', not empty, '.', '..' or '__...')")
@@ -162,7 +167,8 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
         progress: show a progress bar (tqdm, in steps) on stderr.
 
     Raises:
-        UnsupportedSpaceError: a text leaf (names it; ``exclude`` it).
+        UnsupportedSpaceError: a text leaf (names every such leaf and the ``exclude`` / ``--exclude`` that
+            leaves them out).
         UnknownLeafError: (a ``KeyError``) ``key_map`` or ``exclude`` names a leaf the buffer does not have.
         ValueError: an unknown compressor, two leaves on one key, a key zarr cannot use, or
             ``episodes`` naming ids that are not ended episodes of the buffer.
