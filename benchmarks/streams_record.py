@@ -236,6 +236,8 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
         rb, s_calls, r_calls = rbs[name], calls["stream"][name], calls["replay"][name]
         period = 1.0 / config["rates"][SENSORS[name]]
         prof = cProfile.Profile() if config["profile"] else None
+        order = ((s_calls, lambda v, t: buf.append(name, v, t)),
+                 (r_calls, lambda v, t: rb.append({"timestamp": t, "value": v})))
         try:
             for k in range(episodes):
                 t_ns, rel, values = episode_data(config, name, k, frames)
@@ -251,22 +253,10 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
                             time.sleep(pause)
                         elif pause < -period:
                             late[name] += 1
-                    if i & 1:
+                    for out_calls, put in (order if i % 2 == 0 else order[::-1]):  # who goes first alternates
                         a = perf()
-                        rb.append({"timestamp": t, "value": v})
-                        b = perf()
-                        buf.append(name, v, t)
-                        c = perf()
-                        r_calls.append(b - a)
-                        s_calls.append(c - b)
-                    else:
-                        a = perf()
-                        buf.append(name, v, t)
-                        b = perf()
-                        rb.append({"timestamp": t, "value": v})
-                        c = perf()
-                        s_calls.append(b - a)
-                        r_calls.append(c - b)
+                        put(v, t)
+                        out_calls.append(perf() - a)
                     count[name] += 1
                 if prof:
                     prof.disable()
@@ -283,7 +273,8 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
     def snapshot() -> None:
         samples.append({"t": perf() - t_start, "appended": dict(count),
                         "replay": {n: rb.write_stats.steps_written for n, rb in rbs.items()},
-                        "stream": stream_written(buf)})
+                        "stream": None if (ws := stream_write_stats(buf)) is None else
+                        {n: x.steps_written for n, x in ws.items()}})
 
     def monitor() -> None:
         while not stop.wait(config["sample_every"]):
@@ -318,7 +309,7 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
     finally:
         for th in threads + [mon]:
             th.join()
-    stream_blocked = stream_blocked_seconds(buf)
+    stream_blocked = None if (ws := stream_write_stats(buf)) is None else sum(x.blocked_seconds for x in ws.values())
     replay_blocked = sum(rb.write_stats.blocked_seconds for rb in rbs.values())
     buf.close()
     for rb in rbs.values():
@@ -340,20 +331,11 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
     return result
 
 
-def stream_written(buf) -> dict[str, int] | None:
-    """Samples written so far per stream by the StreamBuffer's write-behind, if it says (``write_stats``:
-    a ``WriteStats`` per stream, or one for all under ``"all"``); None if it does not."""
+def stream_write_stats(buf) -> dict | None:
+    """The StreamBuffer's write-behind figures, if it gives them (``write_stats``: a ``WriteStats`` per
+    stream, or one for all streams, kept under ``"all"``); None if it does not."""
     ws = getattr(buf, "write_stats", None)
-    if isinstance(ws, dict):
-        return {n: s.steps_written for n, s in ws.items()}
-    return None if ws is None else {"all": ws.steps_written}
-
-
-def stream_blocked_seconds(buf) -> float | None:
-    ws = getattr(buf, "write_stats", None)
-    if isinstance(ws, dict):
-        return sum(s.blocked_seconds for s in ws.values())
-    return None if ws is None else ws.blocked_seconds
+    return ws if isinstance(ws, dict) or ws is None else {"all": ws}
 
 
 def backlog(samples: list[dict], side: str) -> dict[str, dict] | None:
