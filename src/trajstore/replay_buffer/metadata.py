@@ -84,6 +84,9 @@ def read_meta(folder: Path) -> dict[str, Any]:
                                                              else f"has no {META_FILE} ({folder / META_FILE} "
                                                                   "does not exist)")
         hint = ""
+        if folder.is_dir() and (folder / "streams.json").is_file():
+            raise FormatError(f"{folder} is a stream buffer: open it with StreamBuffer.load_from "
+                              "(trajstore.streams)")
         if not folder.exists() and (url := _collapsed_url(folder)):
             hint = (f" ({url} is a URL: commands that take a folder read a local one; `trajstore pull {url} "
                     "FOLDER` copies it here, and `trajstore info`, `episodes`, `stats` and "

@@ -1,0 +1,7 @@
+"""Sensors at their own rates: timestamped streams recorded natively (:class:`StreamBuffer`), read at
+their native rate or aligned to anchor times (``StreamBuffer.aligned``)."""
+
+from trajstore.streams.buffer import StreamBuffer
+from trajstore.streams.episodes import StreamEpisode, StreamSpan
+
+__all__ = ["StreamBuffer", "StreamEpisode", "StreamSpan"]
