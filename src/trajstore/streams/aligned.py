@@ -1,0 +1,350 @@
+"""``AlignedView``: a stream buffer read as steps at anchor times, with the replay buffer's read API.
+
+``buf.aligned(anchor="wrist")`` (the anchor stream's samples are the steps) or ``buf.aligned(rate_hz=30)``
+(steps every 1/30 s over the time every included stream covers) gives a read-only view whose step
+``i`` is ``{stream: value at the anchor time, ..., "timestamp": anchor time (int64 ns), "is_pad":
+{stream: flagged}}``. Each stream's value comes by its method (:mod:`trajstore.streams.align`):
+``"previous"`` (default; causal), ``"nearest"``, ``"linear"`` (float leaves). The view is a
+:class:`~trajstore.replay_buffer.training_api.TrainingAPI` over an
+:class:`~trajstore.streams.aligned_storage.AlignedStorage` and a fixed view of its episodes, so
+``len``, ``[i]``, ``episodes``, ``sample``, ``sample_windows``, ``windows_at``, ``select_episodes``,
+``split_episodes`` and the torch dataset are the replay buffer's own code. Only the stream samples a
+read needs are read and decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import is_dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from trajstore.damage import Damage
+from trajstore.replay_buffer.episodes import Episode
+from trajstore.replay_buffer.leaf_stats import LeafStats
+from trajstore.replay_buffer.ring import RingState
+from trajstore.replay_buffer.training_api import TrainingAPI
+from trajstore.replay_buffer.view import FixedView, View
+from trajstore.replay_buffer.window_plan import SEPARATOR, WindowRequest
+from trajstore.spaces import tree
+from trajstore.streams.align import check_method, tolerance_ns
+from trajstore.streams.aligned_reads import AlignedReads, TimeWindowRequest, time_offsets
+from trajstore.streams.aligned_steps import anchor_steps, episode_table, stream_plan
+from trajstore.streams.aligned_storage import IS_PAD, TIMESTAMP, AlignedStorage
+
+
+class AlignedView(TrainingAPI):
+    """A stream buffer's streams aligned at anchor times, read like a ``ReplayBuffer`` (read-only).
+
+    Args:
+        buffer: the ``StreamBuffer``.
+        anchor: the stream whose samples are the steps (its samples in episode ``k`` are that
+            episode's steps).
+        rate_hz: instead of ``anchor``: steps at ``t0 + round(i * 1e9 / rate_hz)`` ns from ``t0`` =
+            the latest first-sample time to the earliest last-sample time of the included streams in
+            each episode.
+        how: ``{stream: "previous" | "nearest" | "linear"}``; default ``"previous"``.
+        tolerance: ``{stream: seconds or None}``: ``is_pad[stream]`` is True where the sample used lies
+            strictly farther than this from the step's time; default ``None`` (flagged only where
+            there is no sample to use: ``previous`` before the first sample).
+        streams: the streams to include (default every stream, in the buffer's order).
+
+    Episodes in which the anchor or an included stream has no sample, or with no anchor time, are
+    left out. ``view.space`` is ``DictSpace({stream: its space, ..., "timestamp": int64 (),
+    "is_pad": {stream: bool ()}})``.
+
+    Raises:
+        TypeError: neither or both of ``anchor`` and ``rate_hz``; ``how``/``tolerance`` not mappings.
+        ValueError: an unknown stream (in ``anchor``, ``streams``, ``how`` or ``tolerance``; the message
+            lists the streams); a bad method; ``"linear"`` for a stream with a non-float leaf (names
+            the leaf); a negative or non-finite tolerance; ``rate_hz`` not a positive finite number.
+    """
+
+    def __init__(self, buffer: Any, anchor: str | None = None, rate_hz: float | None = None, *,
+                 how: Mapping[str, str] | None = None, tolerance: Mapping[str, float | None] | None = None,
+                 streams: Iterable[str] | None = None, _owns_buffer: bool = False):
+        spaces = buffer.streams
+        names, methods, tolerances, rate = _checked(spaces, anchor, rate_hz, how, tolerance, streams)
+        self.buffer, self.anchor, self.rate_hz = buffer, anchor, rate
+        self.how = {n: methods[n] for n in names}
+        self.tolerance = {n: (tolerance or {}).get(n) for n in names}
+        self.closed = False
+        self._owns_buffer = _owns_buffer
+        times = {n: np.asarray(buffer.timestamps(n), np.int64) for n in {*names, *([anchor] if anchor else [])}}
+        episodes = list(buffer.episodes)
+        self._steps = anchor_steps(episodes, names, times, anchor=anchor, rate_hz=rate)
+        plans = [stream_plan(n, spaces[n], methods[n], tolerances[n], times[n], self._steps) for n in names]
+        self._storage = AlignedStorage(buffer, plans, self._steps.times, self._steps.episode, self.cache_path)
+        self.space = self._storage.space
+        last = episodes[-1] if episodes else None
+        open_id = last.id if last is not None and not last.done and not last.interrupted else None
+        count = len(self._steps)
+        self._view = View(RingState(None, count, 0, count), episode_table(self._steps, open_id))
+        self._reader = AlignedReads(self._storage, self.space, None, FixedView(self._view, str(self.cache_path)))
+
+    # -- what it is --------------------------------------------------------------------------
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """The included streams, in the view's order."""
+        return tuple(self.how)
+
+    @property
+    def cache_path(self) -> Path | None:
+        """The stream buffer's folder."""
+        return self.buffer.cache_path
+
+    @property
+    def read_only(self) -> bool:
+        return True
+
+    @property
+    def damaged(self) -> Damage:
+        return Damage()
+
+    @property
+    def storage(self) -> AlignedStorage:
+        """The view's read-only storage (slots = anchor steps)."""
+        return self._storage
+
+    def __len__(self) -> int:
+        return self._view.count
+
+    @property
+    def episodes(self) -> list[Episode]:
+        """The view's episodes (each the anchor steps of one stream episode: its id, data, interrupted)."""
+        return self._view.episodes.episodes(0, self._view.ring.appended)
+
+    @property
+    def num_episodes(self) -> int:
+        return self._view.episodes.count(self._view.ring.appended)
+
+    def episode(self, k: int) -> Episode:
+        """``episodes[k]`` (``k`` a position, negative from the newest). Raises IndexError out of range."""
+        return self._view.episodes.episode_at(k, 0, self._view.ring.appended)
+
+    @property
+    def anchor_times(self) -> np.ndarray:
+        """int64 ``(len(view),)`` the time (ns) of every step (a copy)."""
+        return self._steps.times.copy()
+
+    # -- steps -------------------------------------------------------------------------------
+    def get_at(self, index: Any) -> Any:
+        """Steps at ``index`` (an int, a slice, a 1-D int array with any order and repeats, a bool mask),
+        as ``ReplayBuffer.get_at``: an int gives one step, else a batch with a leading axis ``N``.
+
+        Raises:
+            IndexError, TypeError, ValueError: a bad index.
+        """
+        return self._reads().steps(index)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.get_at(index)
+
+    def get_episode(self, k: int) -> Any:
+        """Every step of :meth:`episode` ``(k)`` as a batch."""
+        ep = self.episode(k)
+        return self.get_at(slice(ep.start, ep.stop))
+
+    # -- windows -----------------------------------------------------------------------------
+    def sample_windows(self, batch_size: int, window: int | None = None, *,
+                       delta_indices: Mapping[str, Any] | WindowRequest | None = None,
+                       delta_timestamps: Mapping[str, Any] | None = None, pad: bool | None = None,
+                       rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None,
+                       on_damaged: str = "raise") -> Any:
+        """``ReplayBuffer.sample_windows`` (``window`` or ``delta_indices`` in steps), plus ``delta_timestamps``.
+
+        ``delta_timestamps={stream: seconds}`` (LeRobot's convention): offsets from each anchor's time;
+        ``data[stream]`` has shape ``(B, T, ...)``, the stream's values at those times by its method,
+        and ``is_pad[stream]`` (bool ``(B, T)``) is True where the time lies outside the stream's samples
+        in the anchor's episode, or the value is flagged (beyond its tolerance; ``previous`` before the
+        first sample). May be given with ``delta_indices`` for other names (``pad`` goes to those);
+        every step is an anchor for the time offsets. Each stream sample a batch needs is read once.
+
+        With ``delta_indices``, ``is_pad[name]`` of a name inside a stream is also True where the
+        stream's value at that window step is flagged.
+
+        Raises:
+            TypeError, ValueError: as ``ReplayBuffer.sample_windows``; ``delta_timestamps`` with ``window``;
+                a ``delta_timestamps`` name that is not a stream of the view, or also in ``delta_indices``.
+        """
+        if delta_timestamps is None:
+            return super().sample_windows(batch_size, window, delta_indices=delta_indices, pad=pad, rng=rng,
+                                          episodes=episodes, on_damaged=on_damaged)
+        if window is not None:
+            raise TypeError("delta_timestamps goes with delta_indices or alone, not with window")
+        request = self.window_request(delta_indices, delta_timestamps=delta_timestamps,
+                                      pad=True if pad is None else pad, episodes=episodes, on_damaged=on_damaged)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        return self._reads().sample_time_windows(request, int(batch_size), rng or np.random.default_rng())
+
+    def window_request(self, delta_indices: Mapping[str, Any] | WindowRequest | TimeWindowRequest | None = None,
+                       *, delta_timestamps: Mapping[str, Any] | None = None, pad: bool = True,
+                       episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None,
+                       on_damaged: str = "raise") -> Any:
+        """``ReplayBuffer.window_request``; with ``delta_timestamps``, a :class:`TimeWindowRequest` that
+        :meth:`count_anchors`, :meth:`anchors_at` and :meth:`windows_at` take too.
+
+        Raises:
+            ValueError, TypeError: as :meth:`sample_windows`; ``leaves`` with ``delta_timestamps``.
+        """
+        if isinstance(delta_indices, TimeWindowRequest):
+            return delta_indices
+        if delta_timestamps is None:
+            return super().window_request(delta_indices, pad=pad, episodes=episodes, leaves=leaves,
+                                          on_damaged=on_damaged)
+        if leaves is not None:
+            raise TypeError("leaves= goes without delta_timestamps")
+        offsets = time_offsets(self.how, delta_timestamps)
+        named = {n.split(SEPARATOR, 1)[0] for n in (delta_indices or {})}
+        both = sorted(named & set(offsets))
+        if both:
+            raise ValueError(f"stream(s) {both} are named in both delta_indices and delta_timestamps")
+        others = [n for n in self.space.spaces if n not in offsets]  # type: ignore[attr-defined]
+        base = super().window_request(delta_indices, pad=pad, episodes=episodes, leaves=others,
+                                      on_damaged=on_damaged)
+        return TimeWindowRequest(base, offsets, dict(delta_timestamps))
+
+    def count_anchors(self, delta_indices: Any = None, *, pad: bool = True, episodes: Iterable[int] | None = None,
+                      on_damaged: str = "raise") -> int:
+        """As ``ReplayBuffer.count_anchors``; also takes a :class:`TimeWindowRequest`."""
+        if isinstance(delta_indices, TimeWindowRequest):
+            return self._reads().held(delta_indices.base).total
+        return super().count_anchors(delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
+
+    def anchors_at(self, numbers: Any, delta_indices: Any = None, *, pad: bool = True,
+                   episodes: Iterable[int] | None = None, on_damaged: str = "raise") -> np.ndarray:
+        """As ``ReplayBuffer.anchors_at``; also takes a :class:`TimeWindowRequest`."""
+        if isinstance(delta_indices, TimeWindowRequest):
+            delta_indices = delta_indices.base
+        return super().anchors_at(numbers, delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
+
+    def windows_at(self, numbers: Any, delta_indices: Any, *, pad: bool = True,
+                   episodes: Iterable[int] | None = None, on_damaged: str = "raise"
+                   ) -> tuple[Any, dict[str, np.ndarray]]:
+        """As ``ReplayBuffer.windows_at``; a :class:`TimeWindowRequest` reads its time windows (see
+        :meth:`sample_windows`)."""
+        if isinstance(delta_indices, TimeWindowRequest):
+            return self._reads().time_windows_at(delta_indices, numbers)
+        return super().windows_at(numbers, delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
+
+    # -- statistics --------------------------------------------------------------------------
+    def stats(self, keys: str | Iterable[str] | None = None) -> dict[str, LeafStats]:
+        """The included streams' statistics at their native rates (``StreamBuffer.stats()``: every held
+        sample, not the aligned steps), under the view's leaf names (``"joints"``, ``"wrist/rgb"``).
+
+        Args:
+            keys: leaf or stream names (a stream takes its numeric leaves); None: every numeric leaf.
+
+        Raises:
+            KeyError: a name that is not a stream leaf of the view (``"timestamp"`` and ``"is_pad"`` have none).
+        """
+        native = self.buffer.stats()
+        out: dict[str, LeafStats] = {}
+        for name in self.streams:
+            whole = tree.leaf_paths(self.space[name]) == ((),)  # a stream that is one leaf
+            for key, value in native.get(name, {}).items():
+                full = name if whole or not key else f"{name}{SEPARATOR}{key}"
+                out[full] = replace(value, name=full) if is_dataclass(value) else value
+        if keys is None:
+            return out
+        names = [keys] if isinstance(keys, str) else list(keys)
+        picked: dict[str, LeafStats] = {}
+        for key in names:
+            hits = {n: s for n, s in out.items() if n == key or n.startswith(key + SEPARATOR)}
+            if not hits:
+                raise KeyError(f"{key!r} has no statistics in this view (leaves with statistics: {sorted(out)})")
+            picked.update(hits)
+        return picked
+
+    def _statistics(self) -> Any:
+        raise NotImplementedError("an aligned view's statistics are its streams' (see AlignedView.stats)")
+
+    # -- the parts ---------------------------------------------------------------------------
+    def _reads(self) -> AlignedReads:
+        if self.closed:
+            raise ValueError(f"the aligned view of {self.cache_path} is closed")
+        return self._reader
+
+    def refresh(self) -> bool:
+        """A view is a fixed snapshot: ``False`` (make a new view to see what the writer added since)."""
+        return False
+
+    def flush(self) -> None:
+        """Nothing to write (a view is read-only)."""
+
+    def close(self) -> None:
+        """Close the view (and the stream buffer, if the view opened it itself: an unpickled copy)."""
+        if not self.closed and self._owns_buffer:
+            self.buffer.close()
+        self.closed = True
+
+    def __enter__(self) -> "AlignedView":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        """Pickle as the buffer folder plus the arguments; the copy reopens the folder read-only."""
+        if self.cache_path is None:
+            raise TypeError("an aligned view of an in-memory stream buffer cannot be pickled")
+        return (_reopen, (str(self.cache_path), self.anchor, self.rate_hz, dict(self.how), dict(self.tolerance),
+                          list(self.streams)))
+
+    def __repr__(self) -> str:
+        how = f"anchor={self.anchor!r}" if self.anchor is not None else f"rate_hz={self.rate_hz}"
+        return (f"AlignedView({self.cache_path or 'memory'}, {how}, steps={len(self)}, episodes={self.num_episodes}, "
+                f"streams={list(self.streams)})")
+
+
+def _reopen(path: str, anchor: str | None, rate_hz: float | None, how: dict, tolerance: dict, streams: list
+            ) -> AlignedView:
+    from trajstore.streams import StreamBuffer
+
+    buffer = StreamBuffer.load_from(path, read_only=True)
+    return AlignedView(buffer, anchor, rate_hz, how=how, tolerance=tolerance, streams=streams, _owns_buffer=True)
+
+
+def _checked(spaces: Mapping[str, Any], anchor: Any, rate_hz: Any, how: Any, tolerance: Any, streams: Any
+             ) -> tuple[list[str], dict[str, str], dict[str, int | None], float | None]:
+    """The arguments of :class:`AlignedView` checked once (see its Raises)."""
+    known = list(spaces)
+
+    def stream(name: Any, what: str) -> str:
+        if not isinstance(name, str) or name not in spaces:
+            raise ValueError(f"{what}: {name!r} is not a stream of the buffer (streams: {known})")
+        return name
+
+    if (anchor is None) == (rate_hz is None):
+        raise TypeError("aligned() takes exactly one of anchor= (a stream name) and rate_hz= (steps per second)")
+    rate = None
+    if anchor is not None:
+        stream(anchor, "anchor")
+    else:
+        if isinstance(rate_hz, (bool, np.bool_)) or not isinstance(rate_hz, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(float(rate_hz)) or float(rate_hz) <= 0:
+            raise ValueError(f"rate_hz must be a positive finite number of steps per second, got {rate_hz!r}")
+        rate = float(rate_hz)
+    if isinstance(streams, str):
+        raise TypeError(f"streams must be a collection of stream names, got the str {streams!r}")
+    names = known if streams is None else list(dict.fromkeys(stream(n, "streams") for n in streams))
+    if not names:
+        raise ValueError("streams is empty: include at least one stream")
+    for arg, value in (("how", how), ("tolerance", tolerance)):
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"{arg} must be a mapping of stream names, got {type(value).__name__}")
+        for name in value or {}:
+            if stream(name, arg) not in names:
+                raise ValueError(f"{arg}: stream {name!r} is not included in the view (streams={names})")
+    methods = {n: check_method((how or {}).get(n, "previous"), n) for n in names}
+    for n in names:
+        if methods[n] == "linear":
+            for path, leaf in tree.leaves(spaces[n]):
+                if np.dtype(getattr(leaf, "dtype", object)).kind != "f":
+                    where = SEPARATOR.join((n, *path))
+                    raise ValueError(f"how[{n!r}] = 'linear' needs float leaves; leaf {where!r} is "
+                                     f"{getattr(leaf, 'dtype', type(leaf).__name__)}: use 'previous' or 'nearest'")
+    tolerances = {n: tolerance_ns((tolerance or {}).get(n), n) for n in names}
+    return names, methods, tolerances, rate

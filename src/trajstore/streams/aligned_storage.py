@@ -1,0 +1,130 @@
+"""``AlignedStorage``: a read-only storage whose slots are an aligned view's anchor steps.
+
+Slot ``i`` holds, for each included stream, its value at anchor time ``i`` by the stream's method
+(see :mod:`trajstore.streams.align`), the anchor time (``"timestamp"``, int64 ns) and the flags
+(``"is_pad/<stream>"``, bool). A read computes the values of the slots asked only, from the stream
+samples they need, each read once per call through ``StreamBuffer.read_samples`` (a camera decodes
+those frames only); a stream whose leaves are not asked is not read at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from trajstore.errors import ReadOnlyError
+from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space, tree
+from trajstore.storages._selection import Selection
+from trajstore.storages.base import SpaceStorage
+from trajstore.streams.align import Alignment, interpolate
+from trajstore.streams.aligned_steps import StreamPlan
+
+#: The keys an aligned view adds to its streams.
+TIMESTAMP, IS_PAD = "timestamp", "is_pad"
+
+
+def view_space(plans: Sequence[StreamPlan]) -> DictSpace:
+    """``DictSpace({stream: its space, ..., "timestamp": int64 (), "is_pad": {stream: bool ()}})``."""
+    int64 = np.iinfo(np.int64)
+    return DictSpace({**{p.name: p.space for p in plans},
+                      TIMESTAMP: BoxSpace(int64.min, int64.max, (), np.int64),
+                      IS_PAD: DictSpace({p.name: BinarySpace(()) for p in plans})})
+
+
+class AlignedStorage(SpaceStorage):
+    """The anchor steps of an aligned view as slots (read-only; ``len`` = number of anchor steps).
+
+    Args:
+        buffer: the stream buffer (its ``read_samples`` is the only read made).
+        plans: the included streams, in the view's order.
+        times: int64 ``(S,)`` anchor times (ns).
+        episode: int64 ``(S,)`` the view episode of each anchor step.
+    """
+
+    type_name = "aligned-view"  # never registered: a view's storage is not written to a folder
+
+    def __init__(self, buffer: Any, plans: Sequence[StreamPlan], times: np.ndarray, episode: np.ndarray,
+                 cache_path: Path | None = None):
+        super().__init__(view_space(plans), capacity=None, cache_path=None, read_only=True)
+        self.buffer, self.plans, self.times, self.episode = buffer, tuple(plans), times, episode
+        self.where = cache_path
+        self._by_name = {p.name: p for p in self.plans}
+        # Leaf positions (tree.leaves order): each stream's leaves, then timestamp, then is_pad/<stream>.
+        self._leaf_ranges: list[tuple[StreamPlan, int, int]] = []
+        first = 0
+        for p in self.plans:
+            n = len(tree.leaves(p.space))
+            self._leaf_ranges.append((p, first, first + n))
+            first += n
+        self._timestamp = first
+        self._flags = {first + 1 + k: p for k, p in enumerate(self.plans)}
+
+    # -- the contract (read-only) ----------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def get_config(self) -> dict[str, Any]:
+        return {}
+
+    def _read(self, sel: Selection) -> list[np.ndarray]:
+        return self._read_some(sel, range(len(tree.leaves(self.space))))
+
+    def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
+        slots = sel.slots
+        wanted = set(which)
+        out: dict[int, np.ndarray] = {}
+        for plan, first, stop in self._leaf_ranges:
+            if wanted.isdisjoint(range(first, stop)):
+                continue  # no leaf of this stream asked: not read
+            a = plan.at_steps
+            for k, value in enumerate(self.values(plan, a.lo[slots], a.hi[slots], a.weight[slots])):
+                out[first + k] = value
+        out[self._timestamp] = self.times[slots]
+        for position, plan in self._flags.items():
+            out[position] = plan.at_steps.flagged[slots]
+        return [out[i] for i in which]
+
+    def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        raise ReadOnlyError("an aligned view is read-only: write to the stream buffer")
+
+    def _resize(self, length: int) -> None:
+        raise ReadOnlyError("an aligned view is read-only: write to the stream buffer")
+
+    # -- what the view's reads use ---------------------------------------------------------
+    def plan(self, name: str) -> StreamPlan:
+        return self._by_name[name]
+
+    def flagged(self, name: str, slots: np.ndarray) -> np.ndarray:
+        """``is_pad/<name>`` at ``slots`` (int64, any shape), bool of the same shape; no sample read."""
+        return self._by_name[name].at_steps.flagged[slots]
+
+    def values(self, plan: StreamPlan, lo: np.ndarray, hi: np.ndarray, weight: np.ndarray) -> list[np.ndarray]:
+        """The stream's leaf arrays ``(Q, ...)`` for rows ``(1 - w) v[lo] + w v[hi]`` (``lo``, ``hi``: int64
+        sample positions ``(Q,)``; ``weight``: float64 ``(Q,)``, all 0 but for ``linear``), reading each
+        needed sample once (only ``lo`` where the weight is 0)."""
+        blend = weight > 0
+        needed = np.concatenate((lo, hi[blend]))
+        if not len(needed):
+            return [np.zeros((0, *leaf.shape), leaf.dtype) for _, leaf in tree.leaves(plan.space)]
+        positions, inverse = np.unique(needed, return_inverse=True)
+        leaves = tree.flatten(plan.space, self.buffer.read_samples(plan.name, positions))
+        at_lo, at_hi = inverse[:len(lo)], inverse[len(lo):]
+        out = []
+        for (_, leaf_space), leaf in zip(tree.leaves(plan.space), leaves):
+            value = np.asarray(leaf)[at_lo]
+            if len(at_hi):
+                value[blend] = interpolate(value[blend], np.asarray(leaf)[at_hi], weight[blend], value.dtype)
+            out.append(value)
+        return out
+
+    def at_times(self, name: str, episode: np.ndarray, t: np.ndarray) -> tuple[list[np.ndarray], Alignment]:
+        """Stream ``name`` at times ``t`` (int64 ns ``(Q,)``) in view episodes ``episode``: its leaf arrays
+        ``(Q, ...)`` and the :class:`~trajstore.streams.align.Alignment` used."""
+        plan = self._by_name[name]
+        a = plan.align(episode, t)
+        return self.values(plan, a.lo, a.hi, a.weight), a
+
+    def __repr__(self) -> str:
+        return f"AlignedStorage({self.where or 'memory'}, steps={len(self)}, streams={list(self._by_name)})"
