@@ -17,8 +17,8 @@ first alternates from sample to sample, so that load hits both alike):
   ``rb.end_episode()`` (their times summed).
 
 Two pacings (``--modes``): ``paced``, each thread sleeps until its sample's simulated time (a real
-robot: the writers encode while the threads wait), and ``fast``, no sleep (throughput; the camera
-threads then wait for the JPEG writers: backpressure, ``write_stats.blocked_seconds``).
+robot: the writers encode while the threads wait), and ``fast``, no sleep (throughput: the backlog grows
+until staging is full, then ``append`` waits: backpressure, ``write_stats.blocked_seconds``).
 
 Reported per source, pacing and kind (``low-dim``: joints + force-torque appends; ``camera``: both
 cameras' appends): the caller's time per ``append`` in us, median / p99 / max, both contenders, and
@@ -27,8 +27,10 @@ thread reads, per sensor, the samples appended minus ``write_stats.steps_written
 queued samples not yet written); reported are its maximum over the first and the second half of the
 run and the slope of a line fit (samples/s; about 0: no growth), plus ``blocked_seconds``. The
 stream side is read through ``StreamBuffer.write_stats`` if it has one (a ``WriteStats`` per stream
-or in total), else marked ``-``. ``end_episode`` ms: median per episode. ``late``: the share of
-paced samples whose thread woke more than one period late (a sign of CPU starvation). A check after
+or in total), else marked ``-``. ``end_episode`` ms: median over the episodes where that side ended
+first (the two sides alternate; the first one waits for the write-behind of both, the second finds
+little left). ``late``: per stream, the share of paced samples whose thread woke more than one period
+late (CPU starvation or the GIL; the threads catch up without sleeping). A check after
 the run: every stream and every ReplayBuffer holds what was appended, episodes and low-dim values
 exact. ``--profile``: each recording thread runs under cProfile; the top entries are printed.
 
@@ -153,7 +155,8 @@ def report(args: argparse.Namespace, modes: list[str], results: dict[str, dict])
             if "failed" in res:
                 continue
             m = res["modes"][mode]
-            print(f"  {label}: wall {m['wall_s']:.1f} s, late {m['late_share'] * 100:.1f}% of paced samples, "
+            late = ", ".join(f"{n} {x * 100:.1f}%" for n, x in m["late"].items()) if mode == "paced" else "-"
+            print(f"  {label}: wall {m['wall_s']:.1f} s, late samples {late}, "
                   f"load average {m['load'][0]:.1f} -> {m['load'][1]:.1f}; check: "
                   f"{'ok' if not m['problems'] else '; '.join(m['problems'])}")
             if m.get("profile"):
@@ -284,7 +287,8 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
     mon = threading.Thread(target=monitor, name="backlog-monitor")
     for th in threads + [mon]:
         th.start()
-    ends: dict[str, list[float]] = {"stream": [], "replay": []}
+    ends: dict[str, list[tuple[float, bool]]] = {"stream": [], "replay": []}  # (seconds, ended first)
+    firsts = ("stream", "replay")
     try:
         for k in range(episodes):
             clock[0] = perf()
@@ -295,14 +299,14 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
                 stop.set()
                 mon.join()
                 snapshot()
-            for side in (("stream", "replay") if k % 2 == 0 else ("replay", "stream")):
+            for side in firsts if k % 2 == 0 else firsts[::-1]:
                 a = perf()
                 if side == "stream":
                     buf.end_episode()
                 else:
                     for rb in rbs.values():
                         rb.end_episode()
-                ends[side].append(perf() - a)
+                ends[side].append((perf() - a, side == firsts[k % 2]))
     except threading.BrokenBarrierError:
         stop.set()
         raise RuntimeError(f"a recording thread failed: {'; '.join(errors)}") from None
@@ -316,13 +320,15 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
         rb.close()
     result = {"wall_s": wall, "load": [load0[0], os.getloadavg()[0]], "episodes": episodes,
               "late_share": sum(late.values()) / max(1, sum(count.values())) if paced else 0.0,
+              "late": {n: late[n] / max(1, count[n]) for n in spaces},
               "problems": check(config, out, episodes, frames, count)}
     for side, blocked in (("stream", stream_blocked), ("replay", replay_blocked)):
         result[side] = {"calls": {**{kind: summary([x for n in names for x in calls[side][n]])
                                      for kind, names in KINDS.items()},
                                   **{n: summary(calls[side][n]) for n in spaces}},
                         "backlog": {"streams": backlog(samples, side), "blocked_s": blocked},
-                        "end_episode_ms": float(np.median(ends[side]) * 1e3)}
+                        "end_episode_ms": float(np.median([x for x, first in ends[side] if first]
+                                                          or [x for x, _ in ends[side]]) * 1e3)}
     if config["profile"]:
         stats = pstats.Stats(*[p for p in profiles.values() if p], stream=(text := io.StringIO()))
         stats.sort_stats("tottime").print_stats(config["profile_top"])
