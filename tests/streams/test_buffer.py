@@ -194,6 +194,7 @@ def test_appends_from_threads(tmp_path):
         for th in threads:
             th.join()
         buf.end_episode()
+        assert buf.write_stats("ft").blocks_written >= 1
     with StreamBuffer.load_from(tmp_path / "b") as buf:
         ep = buf.episode(0)
         assert {k: s.count for k, s in ep.streams.items()} == n
@@ -234,3 +235,76 @@ def test_folder_kinds_are_named(tmp_path):
     ReplayBuffer.create(HDF5Storage, BoxSpace(0, 1, (2,)), cache_path=tmp_path / "rb").close()
     with pytest.raises(FormatError, match="ReplayBuffer.load_from"):
         StreamBuffer.load_from(tmp_path / "rb")
+
+
+def _in_forked_child(buf, out):
+    try:
+        _, values = buf.read("joints", 0)
+        try:
+            buf.append("joints", joints(0), 9.0)
+            refused = False
+        except ReadOnlyError:
+            refused = True
+        out.put((buf.read_only, buf.num_episodes, buf.stream_length("joints"), values.tolist(), refused))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        out.put(repr(exc))
+
+
+def test_forked_child_reads_what_was_committed(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    with make(tmp_path / "b") as buf:
+        record_episode(buf)
+        buf.end_episode()
+        buf.append("joints", joints(50), 1.0)  # not flushed: the child does not see it
+        out = ctx.Queue()
+        child = ctx.Process(target=_in_forked_child, args=(buf, out))
+        child.start()
+        got = out.get(timeout=60)
+        child.join(60)
+        assert got == (True, 1, 20, batch("joints", range(20)).tolist(), True)
+        assert not buf.read_only and buf.stream_length("joints") == 21  # the parent writes on
+        buf.end_episode()
+        assert buf.num_episodes == 2
+
+
+READER = """
+import sys
+from trajstore.streams import StreamBuffer
+buf = StreamBuffer.load_from(sys.argv[1])
+def show():
+    print(buf.num_episodes, [buf.stream_length(n) for n in buf.streams],
+          buf.read("joints", -1)[1][:, 0].tolist() if buf.num_episodes else [], flush=True)
+show()
+for line in sys.stdin:
+    print(buf.refresh(), end=" ")
+    show()
+"""
+
+
+def test_reader_process_refreshes(tmp_path):
+    import subprocess
+    import sys
+
+    with make(tmp_path / "b") as buf:
+        record_episode(buf, n_joints=3)
+        buf.end_episode()
+        proc = subprocess.Popen([sys.executable, "-c", READER, str(tmp_path / "b")], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().split(" ", 2)[:2] == ["1", "[4,"]
+            buf.extend("joints", batch("joints", [40, 41]), [5.0, 5.1])
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "False 1 [4, 3, 40] [0.0, 0.125, 0.25]"  # nothing committed
+            buf.flush()
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "True 2 [4, 5, 40] [5.0, 5.125]"
+            proc.stdin.close()
+            assert proc.wait(60) == 0, proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -14,22 +14,22 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
 from trajstore.errors import UnknownLeafError
 from trajstore.replay_buffer.episode_data import episode_data, flag
-from trajstore.replay_buffer.leaf_stats import LeafStats, check_leaves
+from trajstore.replay_buffer.leaf_stats import check_leaves
+from trajstore.replay_buffer.staging import WriteStats
 from trajstore.spaces import Space
 from trajstore.storages import dict_storage_kwargs_from_space
 from trajstore.streams.episodes import StreamEpisode
-from trajstore.streams.folder import STREAMS_DIR, EpisodeLogFile, check_name, new_meta, write_meta
+from trajstore.streams.folder import STREAMS_DIR, EpisodeLogFile, check_name, new_meta, read_meta, write_meta
 from trajstore.streams.opening import FolderState, open_state
+from trajstore.streams.reading import StreamReads
 from trajstore.streams.writing import Stream, step_space
 
 
-class StreamBuffer(FolderOwner):
+class StreamBuffer(StreamReads, FolderOwner):
     """Timestamped streams (one per sensor, each at its own rate) in episodes that span every stream.
 
     ``append(name, value, t)`` / ``extend(name, values, t)`` record samples; ``end_episode(**data)``
@@ -42,10 +42,12 @@ class StreamBuffer(FolderOwner):
     ``ReplayBuffer.append``. ``end_episode``, ``flush`` and ``discard_episode`` take each stream's lock
     in turn: a stream's samples appended before its turn belong to the episode ended.
 
-    Crash safety: a killed writer leaves, per stream, what ``flush``/``end_episode`` committed; the
-    next writable open ends the episode left open (samples past the last closed episode, in any
-    stream) as interrupted and commits that at once. Readers (``load_from(path)``, other processes,
-    DataLoader workers: the buffer pickles by path) see committed data and :meth:`refresh`.
+    Crash safety: a killed writer leaves, per stream, a prefix of its samples that holds at least what
+    ``flush``/``end_episode`` committed (a stream flushed by a call the kill cut short keeps those samples
+    too); the next writable open ends the episode left open (samples past the last closed episode, in
+    any stream) as interrupted and commits that at once. Readers (``load_from(path)``, other processes,
+    DataLoader workers: the buffer pickles by path and reopens read-only) see what the writer last
+    committed, and more after :meth:`refresh`.
     """
 
     def __init__(self, state: FolderState, *, cache_path: Path, read_only: bool, multiprocessing: bool, lock: Any):
@@ -122,7 +124,6 @@ class StreamBuffer(FolderOwner):
             LockedError: ``read_only=False`` while another process is writing.
         """
         path = Path(local_path(cache_path))
-        from trajstore.streams.folder import read_meta
         read_meta(path)  # not a stream buffer folder: a FormatError before any lock is taken
         lock = lock_for(path, read_only)
         try:
@@ -225,21 +226,23 @@ class StreamBuffer(FolderOwner):
         interrupted = flag("end_episode: interrupted", interrupted)
         checked = episode_data(data)
         with self._top:
-            if not any(s.open_count() for s in self._state.streams.values()):
+            state = self._state
+            # Samples ended in a stream but not yet committed (an earlier call that failed) count too.
+            if not any(len(s.times) > state.index.closed(n) for n, s in state.streams.items()):
                 if checked:
                     raise ValueError("end_episode with data but no sample appended since the last episode ended")
                 return
             counts, lengths = {}, {}
-            for name, stream in self._state.streams.items():
+            for name, stream in state.streams.items():
                 with stream.lock:
-                    n = stream.end(interrupted)
+                    stream.end(interrupted)
+                    n = stream.open_start - state.index.closed(name)
                     if n:
                         stream.sub.flush()
                         counts[name] = n
                     lengths[name] = len(stream.times)  # all durable: the closed episodes were flushed
-            record = {"id": self._state.meta["next_id"], "interrupted": interrupted, "data": checked,
-                      "counts": counts}
-            self._state.commit([record], lengths)
+            record = {"id": state.meta["next_id"], "interrupted": interrupted, "data": checked, "counts": counts}
+            state.commit([record], lengths)
 
     def discard_episode(self) -> int:
         """Drop the open episode's samples in every stream (each sub-buffer commits that at once, then
@@ -282,6 +285,12 @@ class StreamBuffer(FolderOwner):
         stream = self._stream(name)
         return len(stream.times) if not self.read_only else self._state.lengths[name]
 
+    def write_stats(self, name: str) -> WriteStats:
+        """What stream ``name``'s write-behind has done since the buffer was opened (``ReplayBuffer.write_stats``
+        of its sub-buffer: blocks written, seconds the caller waited on a full staging area; zeros for a
+        reader). Raises UnknownLeafError."""
+        return self._stream(name).sub.write_stats
+
     @property
     def num_episodes(self) -> int:
         """Closed episodes, plus the open one if it has samples."""
@@ -307,63 +316,6 @@ class StreamBuffer(FolderOwner):
             lengths = {n: self.stream_length(n) for n in self._state.streams}
             return self._state.index.episode(k, lengths, self._state.meta["next_id"],
                                              lambda n, i: self._state.streams[n].times.at(i))
-
-    def timestamps(self, name: str, episode: int | None = None) -> np.ndarray:
-        """Timestamps (int64 ns, ``(N,)``) of every held sample of stream ``name`` (``episode=None``) or
-        of episode position ``episode``'s samples. Raises UnknownLeafError, IndexError."""
-        stream = self._stream(name)
-        if episode is None:
-            return stream.times.view(0, self.stream_length(name))
-        span = self.episode(episode).streams[name]
-        return stream.times.view(span.start, span.stop)
-
-    def read(self, name: str, episode: int) -> tuple[np.ndarray, Any]:
-        """``(t_ns, values)`` of stream ``name`` in episode position ``episode``: timestamps int64 ``(N,)``
-        and the values as a batch (leading axis ``N``) in the space's dtypes.
-
-        Raises:
-            UnknownLeafError: no stream ``name``. IndexError: no such episode.
-        """
-        stream = self._stream(name)
-        span = self.episode(episode).streams[name]
-        values = stream.sub.get_at(slice(span.start, span.stop))["value"]
-        return stream.times.view(span.start, span.stop), values
-
-    def read_samples(self, name: str, positions: Any) -> Any:
-        """Values of stream ``name`` at sample ``positions`` (ints, 1-D, any order, repeats allowed;
-        negative from the end; a position is an index in the stream's whole sample sequence, as
-        :class:`~trajstore.streams.episodes.StreamSpan` gives): a batch with a leading axis
-        ``len(positions)``. Only those samples are read (a camera decodes only those frames).
-
-        Raises:
-            UnknownLeafError: no stream ``name``. IndexError: a position outside the held samples.
-            TypeError: positions not integers.
-        """
-        stream = self._stream(name)
-        n = self.stream_length(name)
-        pos = np.asarray(positions)
-        if pos.ndim != 1 or (pos.dtype.kind not in "iu" and pos.size):
-            raise TypeError(f"stream {name!r}: positions must be a 1-D integer array, got {pos.dtype} {pos.shape}")
-        pos = pos.astype(np.int64)
-        if pos.size and (pos.min() < -n or pos.max() >= n):
-            bad = int(np.argmax((pos < -n) | (pos >= n)))
-            raise IndexError(f"stream {name!r}: position {int(pos[bad])} (index {bad}) is outside the stream's "
-                             f"{n} samples")
-        pos = np.where(pos < 0, pos + n, pos)
-        return stream.sub.get_at(pos)["value"]
-
-    def stats(self) -> dict[str, dict[str, LeafStats]]:
-        """Per stream, the statistics of its numeric value leaves (``ReplayBuffer.stats``), keyed by the
-        leaf's key within the stream (the stream's name for a stream whose space is not a dict)."""
-        out: dict[str, dict[str, LeafStats]] = {}
-        for name in self._state.streams:
-            sub = self._stream(name).sub
-            try:
-                raw = sub.stats("value")
-            except ValueError:  # no numeric leaf (text only)
-                raw = {}
-            out[name] = {(name if key == "value" else key[len("value/"):]): v for key, v in raw.items()}
-        return out
 
     def aligned(self, *args: Any, **kwargs: Any) -> Any:
         """An aligned, read-only view of the streams: :class:`trajstore.streams.aligned.AlignedView`

@@ -4,7 +4,7 @@ episodes (per-stream sample counts, prefix sums). No I/O."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 
@@ -36,7 +36,7 @@ class StreamEpisode:
 
     Attributes:
         id: episode number from 0 since creation (a discarded episode's number goes to the next one).
-        data: the JSON data of ``end_episode(**data)`` (a new dict; ``{}`` when none).
+        data: the JSON data of ``end_episode(**data)`` (this episode object's own copy; ``{}`` when none).
         interrupted: cut short (``end_episode(interrupted=True)``, or a writer that died or closed
             without ``end_episode``, ended when the folder was next opened for writing).
         done: ended by ``end_episode(interrupted=False)`` (False for the open episode).
@@ -45,14 +45,10 @@ class StreamEpisode:
     """
 
     id: int
-    _data: Mapping[str, Any] = field(repr=False)
+    data: dict[str, Any]
     interrupted: bool
     done: bool
     streams: dict[str, StreamSpan]
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return copy.deepcopy(dict(self._data))
 
     @property
     def first_ns(self) -> int | None:
@@ -120,5 +116,6 @@ class EpisodeIndex:
                                      time_at(name, stop - 1) if stop > start else None)
         if k < len(self.records):
             rec = self.records[k]
-            return StreamEpisode(rec["id"], rec["data"], rec["interrupted"], not rec["interrupted"], spans)
+            return StreamEpisode(rec["id"], copy.deepcopy(rec["data"]), rec["interrupted"], not rec["interrupted"],
+                                 spans)
         return StreamEpisode(next_id, {}, False, False, spans)

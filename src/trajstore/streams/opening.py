@@ -4,7 +4,6 @@ sync with what the writer committed, and the recovery of an episode a dead write
 from __future__ import annotations
 
 import copy
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +93,7 @@ def open_state(path: Path, *, read_only: bool, multiprocessing: bool) -> FolderS
         for name in meta["streams"]:
             folder = path / STREAMS_DIR / name
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    streams[name] = Stream.open(name, folder, read_only=read_only, multiprocessing=multiprocessing)
+                streams[name] = Stream.open(name, folder, read_only=read_only, multiprocessing=multiprocessing)
             except FormatError as exc:
                 raise FormatError(f"{path}: stream {name!r} ({folder}): {exc}") from exc
         log = EpisodeLogFile(path, read_only=read_only)

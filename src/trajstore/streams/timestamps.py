@@ -60,7 +60,7 @@ def many_ns(stream: str, t: Any, n: int) -> np.ndarray:
     bad = ~np.isfinite(arr) | (np.abs(arr) >= _MAX_SECONDS)
     if bad.any():
         first = int(np.argmax(bad))
-        raise InvalidValueError(f"stream {stream!r}: timestamp {first} is {arr[first]!r}; timestamps must be "
+        raise InvalidValueError(f"stream {stream!r}: timestamp {first} is {float(arr[first])}; timestamps must be "
                                 "finite seconds within int64 nanoseconds")
     return np.rint(arr.astype(np.float64) * 1e9).astype(np.int64)
 
@@ -103,6 +103,13 @@ class TimeColumn:
             self._data = grown
         self._data[self._n:need] = ns
         self._n = need
+
+    def add_one(self, ns: int) -> None:
+        if self._n == len(self._data):
+            self.add(np.array([ns], np.int64))
+            return
+        self._data[self._n] = ns
+        self._n += 1
 
     def truncate(self, n: int) -> None:
         self._n = min(self._n, n)

@@ -40,7 +40,6 @@ class Stream:
         self.times = TimeColumn()
         self.open_start = 0  # first sample of the open episode
         self._ts_request: Any = None
-        self._value_request: Any = None
 
     # -- making and opening ----------------------------------------------------------------
     @classmethod
@@ -76,13 +75,15 @@ class Stream:
         return self.times.at(len(self.times) - 1) if len(self.times) > self.open_start else None
 
     def append(self, value: Any, t: Any) -> None:
-        ns = np.array([one_ns(self.name, t)], np.int64)
-        check_order(self.name, ns, self.last_ns())
+        ns = one_ns(self.name, t)
+        n = len(self.times)
+        if n > self.open_start and ns < self.times.at(n - 1):
+            check_order(self.name, np.array([ns], np.int64), self.times.at(n - 1))  # raises, naming both times
         try:
-            self.sub.append({"timestamp": ns[0], "value": value})
+            self.sub.append({"timestamp": np.int64(ns), "value": value})
         except InvalidValueError as exc:
             raise type(exc)(f"stream {self.name!r}: {exc}") from None
-        self.times.add(ns)
+        self.times.add_one(ns)
 
     def extend(self, values: Any, t: Any) -> None:
         try:
@@ -102,7 +103,7 @@ class Stream:
         return len(self.times) - self.open_start
 
     def end(self, interrupted: bool) -> int:
-        """End the open episode's sub-episode (not committed); returns its sample count."""
+        """End the open episode's sub-episode (not committed: the buffer flushes); returns its sample count."""
         n = self.open_count()
         if n:
             self.sub.end_episode(interrupted=interrupted, flush=False)
@@ -114,14 +115,6 @@ class Stream:
         n = self.sub.discard_episode()
         self.times.truncate(self.open_start)
         return n
-
-    # -- reading ---------------------------------------------------------------------------
-    def values_at(self, positions: np.ndarray) -> Any:
-        """Values at sample positions (int64 1-D, any order, repeats); reads the value leaves only."""
-        if self._value_request is None:
-            self._value_request = self.sub.window_request(None, leaves=["value"])
-        data, _ = self.sub.windows_at(positions, self._value_request)
-        return data["value"]
 
     def close(self) -> None:
         self.sub.close()

@@ -1,0 +1,87 @@
+"""The native-rate reads of a stream buffer: timestamps, one episode's samples, samples by position,
+statistics. A base class of :class:`~trajstore.streams.StreamBuffer`, over its public episode API and
+each stream's sub-buffer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trajstore.replay_buffer.leaf_stats import LeafStats
+from trajstore.streams.episodes import StreamEpisode
+from trajstore.streams.writing import Stream
+
+
+class StreamReads:
+    """Reads at the streams' native rates (see :class:`~trajstore.streams.StreamBuffer`)."""
+
+    def _stream(self, name: str) -> Stream:
+        raise NotImplementedError
+
+    def stream_length(self, name: str) -> int:
+        raise NotImplementedError
+
+    def episode(self, k: int) -> StreamEpisode:
+        raise NotImplementedError
+
+    @property
+    def streams(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def timestamps(self, name: str, episode: int | None = None) -> np.ndarray:
+        """Timestamps (int64 ns, ``(N,)``) of every held sample of stream ``name`` (``episode=None``) or
+        of episode position ``episode``'s samples. Raises UnknownLeafError, IndexError."""
+        stream = self._stream(name)
+        if episode is None:
+            return stream.times.view(0, self.stream_length(name))
+        span = self.episode(episode).streams[name]
+        return stream.times.view(span.start, span.stop)
+
+    def read(self, name: str, episode: int) -> tuple[np.ndarray, Any]:
+        """``(t_ns, values)`` of stream ``name`` in episode position ``episode``: timestamps int64 ``(N,)``
+        and the values as a batch (leading axis ``N``) in the space's dtypes.
+
+        Raises:
+            UnknownLeafError: no stream ``name``. IndexError: no such episode.
+        """
+        stream = self._stream(name)
+        span = self.episode(episode).streams[name]
+        values = stream.sub.get_at(slice(span.start, span.stop))["value"]
+        return stream.times.view(span.start, span.stop), values
+
+    def read_samples(self, name: str, positions: Any) -> Any:
+        """Values of stream ``name`` at sample ``positions`` (ints, 1-D, any order, repeats allowed;
+        negative from the end; a position is an index in the stream's whole sample sequence, as
+        :class:`~trajstore.streams.episodes.StreamSpan` gives): a batch with a leading axis
+        ``len(positions)``. Only those samples are read (a camera decodes only those frames).
+
+        Raises:
+            UnknownLeafError: no stream ``name``. IndexError: a position outside the held samples.
+            TypeError: positions not integers.
+        """
+        stream = self._stream(name)
+        n = self.stream_length(name)
+        pos = np.asarray(positions)
+        if pos.ndim != 1 or (pos.dtype.kind not in "iu" and pos.size):
+            raise TypeError(f"stream {name!r}: positions must be a 1-D integer array, got {pos.dtype} {pos.shape}")
+        pos = pos.astype(np.int64)
+        if pos.size and (pos.min() < -n or pos.max() >= n):
+            bad = int(np.argmax((pos < -n) | (pos >= n)))
+            raise IndexError(f"stream {name!r}: position {int(pos[bad])} (index {bad}) is outside the stream's "
+                             f"{n} samples")
+        pos = np.where(pos < 0, pos + n, pos)
+        return stream.sub.get_at(pos)["value"]
+
+    def stats(self) -> dict[str, dict[str, LeafStats]]:
+        """Per stream, the statistics of its numeric value leaves (``ReplayBuffer.stats``), keyed by the
+        leaf's key within the stream (the stream's name for a stream whose space is not a dict)."""
+        out: dict[str, dict[str, LeafStats]] = {}
+        for name in self.streams:
+            sub = self._stream(name).sub
+            try:
+                raw = sub.stats("value")
+            except ValueError:  # no numeric leaf (text only)
+                raw = {}
+            out[name] = {(name if key == "value" else key[len("value/"):]): v for key, v in raw.items()}
+        return out
