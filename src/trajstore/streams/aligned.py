@@ -61,6 +61,9 @@ class AlignedView(TrainingAPI):
             the leaf); a negative or non-finite tolerance; ``rate_hz`` not a positive finite number.
     """
 
+    #: The space's ``"is_pad"`` holds the streams' flags; window masks extend it (the torch dataset merges them).
+    own_is_pad = True
+
     def __init__(self, buffer: Any, anchor: str | None = None, rate_hz: float | None = None, *,
                  how: Mapping[str, str] | None = None, tolerance: Mapping[str, float | None] | None = None,
                  streams: Iterable[str] | None = None, _owns_buffer: bool = False):

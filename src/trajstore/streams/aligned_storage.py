@@ -61,7 +61,15 @@ class AlignedStorage(SpaceStorage):
         self._timestamp = first
         self._flags = {first + 1 + k: p for k, p in enumerate(self.plans)}
 
-    # -- the contract (read-only) ----------------------------------------------------------
+    # -- the contract (read-only; never made or opened from a folder) -----------------------
+    @classmethod
+    def _create(cls, space: Space, **kwargs: Any) -> Any:
+        raise TypeError("an AlignedStorage is made by an aligned view (StreamBuffer.aligned), never created")
+
+    @classmethod
+    def _open(cls, path: Path, space: Space, **kwargs: Any) -> Any:
+        raise TypeError("an AlignedStorage is made by an aligned view (StreamBuffer.aligned), never opened")
+
     def __len__(self) -> int:
         return len(self.times)
 

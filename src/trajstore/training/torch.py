@@ -19,6 +19,7 @@ from trajstore.backends import to_torch
 from trajstore.errors import RetriesExhaustedError, StaleReadError
 from trajstore.training.normalizer import Normalizer  # re-exported: trajstore.training.torch.Normalizer
 from trajstore.replay_buffer import ReplayBuffer
+from trajstore.replay_buffer.training_api import TrainingAPI
 from trajstore.replay_buffer.view import MAX_READ_ATTEMPTS
 
 
@@ -34,7 +35,8 @@ class ReplayBufferDataset(Dataset):
 
     Args:
         buffer: a :class:`ReplayBuffer`, the path of a buffer folder, or the URL of a pushed buffer
-            (``s3://bucket/rb``), opened read-only.
+            (``s3://bucket/rb``), opened read-only; or an aligned view of a stream buffer
+            (``StreamBuffer.aligned(...)``: it pickles as its folder and arguments).
         storage_options: fsspec options (endpoint, credentials) for a URL ``buffer``, as for
             :meth:`ReplayBuffer.load_from`; ``TypeError`` with a :class:`ReplayBuffer`.
         transform: optional function applied to each item (nested dict of tensors).
@@ -46,6 +48,8 @@ class ReplayBufferDataset(Dataset):
             epoch, ``shuffle=True`` and ``DistributedSampler`` see each anchor once). Offsets as in
             ``rb.sample_windows``: a named leaf is ``(T, ...)``, another leaf is read at the anchor
             only; the item also has the key ``"is_pad"``: ``{name: bool tensor (T,)}``.
+        delta_timestamps: an aligned view only: ``{stream: seconds}`` offsets from each anchor's time
+            (``view.sample_windows``); item ``i`` is the window at step ``i``, with ``"is_pad"`` as above.
         pad: as in ``rb.sample_windows``: ``True`` (default) makes every held step an anchor and pads
             at episode boundaries; ``False`` keeps only anchors whose offsets all fall inside their episode.
         episodes: episode ids (``Episode.id``, e.g. from ``rb.split_episodes``): only the steps (or
@@ -84,24 +88,30 @@ class ReplayBufferDataset(Dataset):
     def __init__(self, buffer: ReplayBuffer | str | os.PathLike, *, transform: Callable[[Any], Any] | None = None,
                  multiprocessing: bool = True, refresh: bool = False, delta_indices: Mapping[str, Any] | None = None,
                  pad: bool | None = None, episodes: Iterable[int] | None = None,
-                 storage_options: dict[str, Any] | None = None, on_damaged: str = "raise"):
-        if not isinstance(buffer, ReplayBuffer):
+                 storage_options: dict[str, Any] | None = None, on_damaged: str = "raise",
+                 delta_timestamps: Mapping[str, Any] | None = None):
+        if not isinstance(buffer, TrainingAPI):  # a ReplayBuffer or an aligned view
             buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing,
                                             storage_options=storage_options)
         elif storage_options is not None:
             raise TypeError("storage_options go with a path or URL; this buffer is already open")
-        if delta_indices is None and pad is not None:
+        windows = delta_indices is not None or delta_timestamps is not None
+        if not windows and pad is not None:
             raise TypeError("pad goes with delta_indices")
-        if delta_indices is not None and IS_PAD in _top_keys(buffer.space):
+        # An aligned view's "is_pad" holds its streams' flags: the windows' flags extend it.
+        self._own_pad = bool(getattr(buffer, "own_is_pad", False))
+        if windows and IS_PAD in _top_keys(buffer.space) and not self._own_pad:
             raise ValueError(f"the space has a key {IS_PAD!r}: windows cannot add their padding flags")
         self.buffer = buffer
         self.transform = transform
         self.refresh = refresh
         self.delta_indices = dict(delta_indices) if delta_indices is not None else None
+        self.windows = windows
         self.pad = True if pad is None else bool(pad)
         #: The checked request every ``len()`` and batch reuses (offsets, padding, episodes): built once here.
+        times = {} if delta_timestamps is None else {"delta_timestamps": delta_timestamps}
         self.request = buffer.window_request(self.delta_indices, pad=self.pad, episodes=episodes,
-                                             on_damaged=on_damaged)
+                                             on_damaged=on_damaged, **times)
         self.episodes = None if self.request.episodes is None else list(self.request.episodes)
 
     def __len__(self) -> int:
@@ -113,7 +123,7 @@ class ReplayBufferDataset(Dataset):
         return self._count()
 
     def _count(self) -> int:
-        if self.delta_indices is None and self.episodes is None:
+        if not self.windows and self.episodes is None:
             return len(self.buffer)
         return self.buffer.count_anchors(self.request)
 
@@ -138,9 +148,9 @@ class ReplayBufferDataset(Dataset):
             try:
                 idx = self._indices(indices)
                 rb = self.buffer
-                if self.delta_indices is not None:
+                if self.windows:
                     data, is_pad = rb.windows_at(idx, self.request)
-                    return {**data, IS_PAD: is_pad}
+                    return {**data, IS_PAD: {**data[IS_PAD], **is_pad} if self._own_pad else is_pad}
                 if self.episodes is not None:
                     idx = rb.anchors_at(idx, self.request)
                 return rb[idx]
