@@ -25,9 +25,8 @@ cameras' appends): the caller's time per ``append`` in us, median / p99 / max, b
 the ratios stream / replay (target <= 1.5). Backlog: every ``--sample-every`` s (wall) a monitor
 thread reads, per sensor, the samples appended minus ``write_stats.steps_written`` (the staged and
 queued samples not yet written); reported are its maximum over the first and the second half of the
-run and the slope of a line fit (samples/s; about 0: no growth), plus ``blocked_seconds``. The
-stream side is read through ``StreamBuffer.write_stats`` if it has one (a ``WriteStats`` per stream
-or in total), else marked ``-``. ``end_episode`` ms: median over the episodes where that side ended
+run and the slope of a line fit (samples/s; about 0: no growth), plus ``blocked_seconds``; the stream
+side through ``StreamBuffer.write_stats(name)``. ``end_episode`` ms: median over the episodes where that side ended
 first (the two sides alternate; the first one waits for the write-behind of both, the second finds
 little left). ``late``: per stream, the share of paced samples whose thread woke more than one period
 late (CPU starvation or the GIL; the threads catch up without sleeping). A check after
@@ -338,10 +337,10 @@ def record(config: dict, mode: str, out: Path, frames: dict) -> dict:
 
 
 def stream_write_stats(buf) -> dict | None:
-    """The StreamBuffer's write-behind figures, if it gives them (``write_stats``: a ``WriteStats`` per
-    stream, or one for all streams, kept under ``"all"``); None if it does not."""
+    """Per stream, the StreamBuffer's write-behind figures (``buf.write_stats(name)``, a ``WriteStats``);
+    None from a tree without them."""
     ws = getattr(buf, "write_stats", None)
-    return ws if isinstance(ws, dict) or ws is None else {"all": ws}
+    return None if ws is None else {name: ws(name) for name in buf.streams}
 
 
 def backlog(samples: list[dict], side: str) -> dict[str, dict] | None:

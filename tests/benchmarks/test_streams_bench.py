@@ -52,11 +52,13 @@ def test_streams_record_reports_both_sides_per_kind_and_pacing(tmp_path):
                 assert 0 < calls["median_us"] <= calls["p99_us"] <= calls["max_us"]
             assert m[side]["calls"]["joints"]["n"] == 2 * 20
             assert m[side]["end_episode_ms"] > 0
-        replay_backlog = m["replay"]["backlog"]["streams"]
-        assert set(replay_backlog) == {"wrist", "front", "joints", "ft"}
-        for g in replay_backlog.values():
-            assert set(g) == {"first_half_max", "second_half_max", "slope_per_s", "final"}
-            assert g["final"] >= 0
+        for side in ("stream", "replay"):
+            backlog = m[side]["backlog"]["streams"]
+            assert set(backlog) == {"wrist", "front", "joints", "ft"}
+            for g in backlog.values():
+                assert set(g) == {"first_half_max", "second_half_max", "slope_per_s", "final"}
+                assert g["final"] >= 0
+            assert m[side]["backlog"]["blocked_s"] >= 0
         assert "sample" in m["profile"] or "append" in m["profile"]
     for title in ("== paced", "== fast", "ratio med", "max 2nd half", "trajstore this low-dim", "trajstore this camera",
                   "check: ok"):
