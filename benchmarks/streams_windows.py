@@ -27,8 +27,8 @@ Reported per source and pair: ms per batch, the median and the minimum of ``--re
 read-only), and the ratio stream / replay (target <= 1.5). A check first: at 8 anchors the view's step
 and the pre-resampled step hold the same frame, command and timestamp and joints within 1e-4, and
 both batches have the same leaves and shapes. ``--profile``: ``--profile-batches`` (5) aligned
-batches under cProfile (the top ``--profile-top`` entries by own time and by cumulative time),
-beside the replay batches' own-time top.
+batches of each pair under cProfile (the top ``--profile-top`` entries by own time and by cumulative
+time), beside the replay batches' own-time top.
 
 Each ``--src LABEL=DIR`` runs in a fresh process of its own (``PYTHONPATH=DIR``). No peer reads
 native-rate streams aligned, so there is no ``--peers``. No timing is asserted anywhere.
@@ -132,10 +132,10 @@ def report(args: argparse.Namespace, results: dict[str, dict]) -> None:
             continue
         print(f"  {label}: {res['anchors']} anchors held; load average {res['load'][0]:.1f} -> {res['load'][1]:.1f}; "
               f"check: {'ok' if not res['problems'] else '; '.join(res['problems'])}")
-        if res.get("profile"):
-            print(f"\n-- profile of {args.profile_batches} aligned batches ({label}):\n{res['profile']}")
-            print(f"-- profile of {args.profile_batches} replay batches ({label}), own time:\n{res['profile_replay']}")
-
+        for pair, text in (res.get("profile") or {}).items():
+            print(f"\n-- profile of {args.profile_batches} aligned batches, {pair} ({label}):\n{text}")
+            print(f"-- profile of {args.profile_batches} replay batches, {pair} ({label}), own time:\n"
+                  f"{res['profile_replay'][pair]}")
 
 # -- in the measured source tree's process -----------------------------------------------------------
 CAMERA, JOINTS, ACTION = "wrist", "joints", "action"
@@ -194,10 +194,12 @@ def run(config: dict) -> dict:
         result["pairs"][pair]["stream"]["open_ms"] = stream_open * 1e3
         result["pairs"][pair]["replay"]["open_ms"] = replay_open * 1e3
     if config["profile"]:
-        result["profile"] = profile(lambda rng: views["batch"].sample_windows(
-            config["batch"], delta_timestamps=delta_t["batch"], rng=rng), config, ("tottime", "cumulative"))
-        result["profile_replay"] = profile(lambda rng: replays["batch"].sample_windows(
-            config["batch"], delta_indices=delta_i["batch"], pad=True, rng=rng), config, ("tottime",), 15)
+        result["profile"], result["profile_replay"] = {}, {}
+        for pair, view in views.items():
+            result["profile"][pair] = profile(lambda rng: view.sample_windows(
+                config["batch"], delta_timestamps=delta_t[pair], rng=rng), config, ("tottime", "cumulative"))
+            result["profile_replay"][pair] = profile(lambda rng: replays[pair].sample_windows(
+                config["batch"], delta_indices=delta_i[pair], pad=True, rng=rng), config, ("tottime",), 15)
     for rb in replays.values():
         rb.close()
     reader.close()
