@@ -44,18 +44,14 @@ Run (the project's python)::
 Figures (``--seconds 30 --episode-seconds 10``, 2 cores shared with other jobs, load average 0.8 -> 2.4;
 us per append, median / p99, stream vs replay):
 
-=======  ========  ==================  ==================  =============
-pacing   kind      stream              replay              ratio med/p99
-=======  ========  ==================  ==================  =============
-paced    low-dim   31.1 / 158          25.6 / 144          x1.21 / x1.09
-paced    camera    145 / 12565         138 / 9879          x1.05 / x1.27
-fast     low-dim   13.9 / 75.7         12.0 / 63.5         x1.16 / x1.19
-fast     camera    178 / 30389         535 / 35088         x0.33 / x0.87
-=======  ========  ==================  ==================  =============
+* paced, low-dim: stream 31.1 / 158, replay 25.6 / 144 (x1.21 / x1.09); camera: 145 / 12565 against
+  138 / 9879 (x1.05 / x1.27);
+* fast, low-dim: 13.9 / 75.7 against 12.0 / 63.5 (x1.16 / x1.19); camera: 178 / 30389 against 535 / 35088
+  (x0.33 / x0.87: the camera threads compete with four JPEG writers; noise).
 
-No backlog growth when paced: slopes -0.5 .. 0 samples/s on both sides, the second half's maximum at or
-below the first's (cameras 6-10 frames after 21-22 at the start; joints 352, force-torque 319 stream /
-511 replay, i.e. under 0.7 s of data), nothing blocked. ``end_episode`` 83 ms (stream: 4 sub-buffer
+No backlog growth when paced: slopes -0.5 .. 0 samples/s on both sides; maxima first / second half:
+cameras 21-22 / 6-10 frames, joints 228 / 352 (both sides), force-torque 380 / 319 (stream) and 431 /
+511 (replay), i.e. under 0.7 s of data (a few staged blocks); nothing blocked. ``end_episode`` 83 ms (stream: 4 sub-buffer
 flushes and the log commit) against 46 ms for the four ReplayBuffers. Late wake-ups: 10-19% of the
 paced samples (19% at 1 kHz), so the p99 figures include the GIL and the machine's load. The stream
 side's extra per low-dim append is its timestamp work (``one_ns``, the order check, the in-memory
