@@ -268,6 +268,11 @@ def test_episode_selection_and_sampling(buf):
     np.testing.assert_array_equal(batch["cmd"], view[idx]["cmd"])
     np.testing.assert_array_equal(view.get_episode(-1)["timestamp"], view.anchor_times[ep.start:ep.stop])
     assert view.num_episodes == 2 and len(view.episode(0)) == 20
+    plain = view.sample_windows(6, 5, rng=np.random.default_rng(1))  # 5 consecutive anchor steps
+    assert plain["joints"].shape == (6, 5, 3) and plain["is_pad"]["cmd"].shape == (6, 5)
+    assert np.all(np.diff(plain["timestamp"], axis=1) > 0)
+    train, val = view.split_episodes(0.5, seed=0)
+    assert sorted(train + val) == [0, 1] and len(val) == 1
 
 
 def test_pickle_reopens_the_folder(buf, folder):
@@ -291,6 +296,10 @@ def test_the_open_episode_is_the_view_open_episode(tmp_path):
         buf.extend("ft", {"force": np.zeros((1, 2), np.float32), "count": np.zeros(1, np.int32)}, np.array([10**12]))
         view = buf.aligned(anchor="wrist", streams=["joints", "ft"])
         assert [(e.id, e.done, len(e)) for e in view.episodes] == [(0, True, 20), (1, False, 3)]
+        steps = view.get_episode(-1)  # a writer's view reads what it has not flushed yet
+        np.testing.assert_array_equal(steps["joints"], np.zeros((3, 3)))
+        np.testing.assert_array_equal(steps["is_pad"]["ft"], [False, False, False])
+        np.testing.assert_array_equal(steps["is_pad"]["joints"], [False, False, False])
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -366,3 +375,22 @@ def test_dataset_of_time_windows(buf):
     data, is_pad = view.windows_at([4], view.window_request(delta_timestamps={"joints": [-0.02, 0.0]}))
     np.testing.assert_array_equal(item["joints"].numpy(), data["joints"][0])
     np.testing.assert_array_equal(item["is_pad"]["joints"].numpy(), is_pad["joints"][0])
+
+
+def test_empty_and_non_overlapping_episodes(tmp_path):
+    spaces = {"a": BoxSpace(-1, 1, (2,), np.float32), "b": BoxSpace(-1, 1, (), np.float32)}
+    with StreamBuffer.create(tmp_path / "b", streams=spaces) as buf:
+        view = buf.aligned(rate_hz=10.0)
+        assert len(view) == 0 and view.episodes == [] and view[:]["a"].shape == (0, 2)
+        with pytest.raises(ValueError, match="empty"):
+            view.sample(2)
+        buf.extend("a", np.zeros((3, 2), np.float32), np.array([0, 1, 2]) * 10**8)
+        buf.extend("b", np.array([0.5, 1.0], np.float32), np.array([5, 6]) * 10**8)
+        assert len(buf.aligned(rate_hz=10.0)) == 0  # no time both streams cover
+        view = buf.aligned(anchor="a", how={"b": "linear"}, tolerance={"b": 0.45})
+        steps = view[:]
+        # before b's first sample: linear takes the edge sample, flagged only by distance (> 0.45 s)
+        np.testing.assert_array_equal(steps["b"], [0.5, 0.5, 0.5])
+        np.testing.assert_array_equal(steps["is_pad"]["b"], [True, False, False])  # 0.5, 0.4, 0.3 s away
+        prev = buf.aligned(anchor="a", streams=["b"])[:]
+        np.testing.assert_array_equal(prev["is_pad"]["b"], [True, True, True])  # nothing at or before

@@ -108,10 +108,9 @@ class StreamTimes:
         self.base = np.concatenate(([0], np.cumsum(spans)[:-1])).astype(np.int64) if len(spans) else spans
         # Keys: each segment's times shifted to start at its base; the key axis increases over segments.
         shift = np.repeat(self.base - self.first, counts)
-        self.keys = np.empty(int(counts.sum()), np.int64)
-        self._key_positions = np.repeat(self.starts, counts) + _ranks(counts)
-        self.keys[:] = self.times[self._key_positions] + shift
+        self.keys = self.times[np.repeat(self.starts, counts) + _ranks(counts)] + shift
         self.counts = counts
+        self.rank_start = (np.cumsum(counts) - counts).astype(np.int64)  # rank of each segment's first key
 
     def align(self, segment: np.ndarray, t: np.ndarray, method: str, tolerance: int | None = None) -> Alignment:
         """Answer queries at times ``t`` (int64 ns, any shape, flattened to ``(Q,)``) in segments
@@ -120,26 +119,27 @@ class StreamTimes:
         Raises:
             ValueError: an unknown method, or a query in an empty segment (names the segment).
         """
-        check_method(method, "?")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
         seg = np.asarray(segment, np.int64).reshape(-1)
         t = np.asarray(t, np.int64).reshape(-1)
         if len(seg) and np.any(self.counts[seg] == 0):
             raise ValueError(f"segment {int(seg[self.counts[seg] == 0][0])} has no sample to align to")
-        first, last, stop = self.first[seg], self.last[seg], self.stops[seg]
+        first, last = self.first[seg], self.last[seg]
+        to_position = self.starts[seg] - self.rank_start[seg]  # key rank + this = sample position
         before, after = t < first, t > last
         clipped = np.minimum(np.maximum(t, first), last)
         q = clipped - first + self.base[seg]
-        # Key ranks -> positions: keys hold the non-empty segments in order, so rank k is position
-        # ``_key_positions[k]``; searches stay inside the segment since q lies in its key range.
-        prev_rank = np.searchsorted(self.keys, q, "right") - 1  # the last key <= q: inside the segment
-        lo = self._key_positions[prev_rank]  # before the first sample: the (last) first sample
+        # q lies in its segment's key range, so the searches below stay inside the segment.
+        prev_rank = np.searchsorted(self.keys, q, "right") - 1  # the last key <= q
+        lo = prev_rank + to_position  # before the first sample: the (last) first sample
+        stop = self.stops[seg]
         hi, weight = lo, np.zeros(len(t))
         if method == "nearest":
             # The next time after t: its last sample (among equal times, the last one), if in the segment.
+            has_next = ~before & (prev_rank + 1 + to_position < stop)  # its key is > q (prev_rank is the last <= q)
             next_rank = np.minimum(prev_rank + 1, len(self.keys) - 1)
-            has_next = ~before & (self._key_positions[next_rank] < stop) & (self.keys[next_rank] > q)
-            next_rank = np.searchsorted(self.keys, self.keys[next_rank], "right") - 1
-            nxt = self._key_positions[next_rank]
+            nxt = np.searchsorted(self.keys, self.keys[next_rank], "right") - 1 + to_position
             take_next = has_next & ((self.times[nxt] - t) < (t - self.times[lo]))
             lo = np.where(take_next, nxt, lo)
             hi = lo

@@ -22,6 +22,7 @@ from trajstore.replay_buffer.reads import BufferReads, Drawn
 from trajstore.replay_buffer.view import Touched, View
 from trajstore.replay_buffer.window_plan import SEPARATOR, WindowPlan, WindowRequest
 from trajstore.spaces import tree
+from trajstore.streams.aligned_storage import IS_PAD, TIMESTAMP
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class AlignedReads(BufferReads):
         out = {}
         for name, mask in masks.items():
             stream = name.split(SEPARATOR, 1)[0]
-            if stream in data and stream != "is_pad" and stream != "timestamp":
+            if stream in data and stream not in (IS_PAD, TIMESTAMP):
                 indices = samplers.window_indices(*drawn, plan.groups[plan.names[name]].offsets)[0]
                 mask = mask | storage.flagged(stream, indices)  # type: ignore[attr-defined]
             out[name] = mask
