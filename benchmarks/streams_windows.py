@@ -150,6 +150,7 @@ def report(args: argparse.Namespace, results: dict[str, dict]) -> None:
             print(f"-- profile of {args.profile_batches} replay batches, {pair} ({label}), own time:\n"
                   f"{res['profile_replay'][pair]}")
 
+
 # -- in the measured source tree's process -----------------------------------------------------------
 CAMERA, JOINTS, ACTION = "wrist", "joints", "action"
 CHUNK = 32  # samples per extend while writing
@@ -180,7 +181,7 @@ def run(config: dict) -> dict:
     stream_open = perf() - a
     try:
         views["low_dim"] = reader.aligned(anchor=CAMERA, how=how, streams=[JOINTS, ACTION])
-    except Exception as exc:  # a view must include its anchor stream: the pair is left out, with the reason
+    except Exception as exc:  # a tree whose view cannot leave its anchor out: no low-dim pair, the reason given
         result["pairs"]["low_dim"] = {"failed": f"aligned(anchor={CAMERA!r}, streams=[joints, action]): "
                                                 f"{type(exc).__name__}: {exc}"}
     a = perf()
