@@ -394,3 +394,26 @@ def test_empty_and_non_overlapping_episodes(tmp_path):
         np.testing.assert_array_equal(steps["is_pad"]["b"], [True, False, False])  # 0.5, 0.4, 0.3 s away
         prev = buf.aligned(anchor="a", streams=["b"])[:]
         np.testing.assert_array_equal(prev["is_pad"]["b"], [True, True, True])  # nothing at or before
+
+
+def test_time_window_requests_are_checked_once_and_reused(buf):
+    view = buf.aligned(anchor="wrist")
+    a = view.window_request(delta_timestamps={"cmd": np.arange(4) * 0.02}, delta_indices={"ft": [0, 1]})
+    b = view.window_request(delta_timestamps={"cmd": [0.0, 0.02, 0.04, 0.06]}, delta_indices={"ft": [0, 1]})
+    assert a is b
+    c = view.window_request(delta_timestamps={"cmd": [0.0, 0.02, 0.04, 0.06]}, delta_indices={"ft": [0, 1]},
+                            pad=False)
+    assert c is not a and c.base.pad is False
+    assert view.window_request(delta_timestamps={"cmd": [0.0]}).offsets["cmd"].tolist() == [0]
+
+
+@pytest.mark.parametrize("spread", [5, 10**6])
+def test_unique_positions_by_marks_or_sorting(spread):
+    from trajstore.streams.aligned_storage import _unique
+
+    values = np.random.default_rng(spread).integers(100, 100 + spread, 300)
+    got, inverse = _unique(values)
+    want, want_inverse = np.unique(values, return_inverse=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(inverse, want_inverse)
+    np.testing.assert_array_equal(got[inverse], values)

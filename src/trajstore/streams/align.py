@@ -183,8 +183,9 @@ def interpolate(lo_values: np.ndarray, hi_values: np.ndarray, weight: np.ndarray
     """
     w = weight.reshape(-1, *([1] * (lo_values.ndim - 1)))
     lo = lo_values.astype(np.float64)
-    out = lo + w * (hi_values.astype(np.float64) - lo)
-    out = np.where(w == 0, lo, out)
+    out = lo + w * (hi_values - lo)  # float64, as lo
+    if not bool(np.all(w)):
+        out = np.where(w == 0, lo, out)
     return out.astype(dtype, copy=False)
 
 

@@ -28,7 +28,7 @@ from trajstore.replay_buffer.training_api import TrainingAPI
 from trajstore.replay_buffer.view import FixedView, View
 from trajstore.replay_buffer.window_plan import SEPARATOR, WindowRequest
 from trajstore.spaces import tree
-from trajstore.streams.align import check_method, tolerance_ns
+from trajstore.streams.aligned_args import UNHASHABLE, checked_arguments, frozen
 from trajstore.streams.aligned_reads import AlignedReads, TimeWindowRequest, time_offsets
 from trajstore.streams.aligned_steps import anchor_steps, episode_table, stream_plan
 from trajstore.streams.aligned_storage import AlignedStorage
@@ -70,12 +70,13 @@ class AlignedView(TrainingAPI):
                  how: Mapping[str, str] | None = None, tolerance: Mapping[str, float | None] | None = None,
                  streams: Iterable[str] | None = None, _owns_buffer: bool = False):
         spaces = buffer.streams
-        names, methods, tolerances, rate = _checked(spaces, anchor, rate_hz, how, tolerance, streams)
+        names, methods, tolerances, rate = checked_arguments(spaces, anchor, rate_hz, how, tolerance, streams)
         self.buffer, self.anchor, self.rate_hz = buffer, anchor, rate
         self.how = {n: methods[n] for n in names}
         self.tolerance = {n: (tolerance or {}).get(n) for n in names}
         self.closed = False
         self._owns_buffer = _owns_buffer
+        self._requests: dict[Any, TimeWindowRequest] = {}  # checked time-window requests, by their arguments
         # Episodes first: a writer only adds samples after them, so every span lies inside the times read next.
         episodes = list(buffer.episodes)
         times = {n: np.asarray(buffer.timestamps(n), np.int64) for n in {*names, *([anchor] if anchor else [])}}
@@ -202,6 +203,12 @@ class AlignedView(TrainingAPI):
                                           on_damaged=on_damaged)
         if leaves is not None:
             raise TypeError("leaves= goes without delta_timestamps")
+        key = tuple(frozen(v) for v in (delta_indices, delta_timestamps, bool(pad),
+                                         None if episodes is None else list(episodes), on_damaged))
+        key = None if UNHASHABLE in key else key
+        cached = self._requests.get(key) if key is not None else None
+        if cached is not None:
+            return cached
         offsets = time_offsets(self.how, delta_timestamps)
         named = {n.split(SEPARATOR, 1)[0] for n in (delta_indices or {})}
         both = sorted(named & set(offsets))
@@ -210,7 +217,12 @@ class AlignedView(TrainingAPI):
         others = [n for n in self.space.spaces if n not in offsets]  # type: ignore[attr-defined]
         base = super().window_request(delta_indices, pad=pad, episodes=episodes, leaves=others,
                                       on_damaged=on_damaged)
-        return TimeWindowRequest(base, offsets, dict(delta_timestamps))
+        request = TimeWindowRequest(base, offsets, dict(delta_timestamps))
+        if key is not None:
+            if len(self._requests) >= 8:  # a few requests are in use at a time
+                self._requests.clear()
+            self._requests[key] = request
+        return request
 
     def count_anchors(self, delta_indices: Any = None, *, pad: bool = True, episodes: Iterable[int] | None = None,
                       on_damaged: str = "raise") -> int:
@@ -311,46 +323,3 @@ def _reopen(path: str, anchor: str | None, rate_hz: float | None, how: dict, tol
 
     buffer = StreamBuffer.load_from(path, read_only=True)
     return AlignedView(buffer, anchor, rate_hz, how=how, tolerance=tolerance, streams=streams, _owns_buffer=True)
-
-
-def _checked(spaces: Mapping[str, Any], anchor: Any, rate_hz: Any, how: Any, tolerance: Any, streams: Any
-             ) -> tuple[list[str], dict[str, str], dict[str, int | None], float | None]:
-    """The arguments of :class:`AlignedView` checked once (see its Raises)."""
-    known = list(spaces)
-
-    def stream(name: Any, what: str) -> str:
-        if not isinstance(name, str) or name not in spaces:
-            raise ValueError(f"{what}: {name!r} is not a stream of the buffer (streams: {known})")
-        return name
-
-    if (anchor is None) == (rate_hz is None):
-        raise TypeError("aligned() takes exactly one of anchor= (a stream name) and rate_hz= (steps per second)")
-    rate = None
-    if anchor is not None:
-        stream(anchor, "anchor")
-    else:
-        if isinstance(rate_hz, (bool, np.bool_)) or not isinstance(rate_hz, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(float(rate_hz)) or float(rate_hz) <= 0:
-            raise ValueError(f"rate_hz must be a positive finite number of steps per second, got {rate_hz!r}")
-        rate = float(rate_hz)
-    if isinstance(streams, str):
-        raise TypeError(f"streams must be a collection of stream names, got the str {streams!r}")
-    names = known if streams is None else list(dict.fromkeys(stream(n, "streams") for n in streams))
-    if not names:
-        raise ValueError("streams is empty: include at least one stream")
-    for arg, value in (("how", how), ("tolerance", tolerance)):
-        if value is not None and not isinstance(value, Mapping):
-            raise TypeError(f"{arg} must be a mapping of stream names, got {type(value).__name__}")
-        for name in value or {}:
-            if stream(name, arg) not in names:
-                raise ValueError(f"{arg}: stream {name!r} is not included in the view (streams={names})")
-    methods = {n: check_method((how or {}).get(n, "previous"), n) for n in names}
-    for n in names:
-        if methods[n] == "linear":
-            for path, leaf in tree.leaves(spaces[n]):
-                if np.dtype(getattr(leaf, "dtype", object)).kind != "f":
-                    where = SEPARATOR.join((n, *path))
-                    raise ValueError(f"how[{n!r}] = 'linear' needs float leaves; leaf {where!r} is "
-                                     f"{getattr(leaf, 'dtype', type(leaf).__name__)}: use 'previous' or 'nearest'")
-    tolerances = {n: tolerance_ns((tolerance or {}).get(n), n) for n in names}
-    return names, methods, tolerances, rate

@@ -116,14 +116,15 @@ class AlignedStorage(SpaceStorage):
         needed = np.concatenate((lo, hi[blend]))
         if not len(needed):
             return [np.zeros((0, *leaf.shape), leaf.dtype) for _, leaf in tree.leaves(plan.space)]
-        positions, inverse = np.unique(needed, return_inverse=True)
+        positions, inverse = _unique(needed)
         leaves = tree.flatten(plan.space, self.buffer.read_samples(plan.name, positions))
         at_lo, at_hi = inverse[:len(lo)], inverse[len(lo):]
         out = []
-        for (_, leaf_space), leaf in zip(tree.leaves(plan.space), leaves):
-            value = np.asarray(leaf)[at_lo]
+        for leaf in leaves:
+            leaf = np.asarray(leaf)
+            value = leaf[at_lo]
             if len(at_hi):
-                value[blend] = interpolate(value[blend], np.asarray(leaf)[at_hi], weight[blend], value.dtype)
+                value[blend] = interpolate(value[blend], leaf[at_hi], weight[blend], value.dtype)
             out.append(value)
         return out
 
@@ -136,3 +137,15 @@ class AlignedStorage(SpaceStorage):
 
     def __repr__(self) -> str:
         return f"AlignedStorage({self.where or 'memory'}, steps={len(self)}, streams={list(self._by_name)})"
+
+
+def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of int64 ``(Q,)``; by a mark array when the values lie
+    close together (a batch's samples usually do), else by sorting."""
+    low, high = int(values.min()), int(values.max())
+    if high - low > 16 * len(values):
+        return np.unique(values, return_inverse=True)
+    marks = np.zeros(high - low + 1, bool)
+    marks[values - low] = True
+    rank = np.cumsum(marks) - 1
+    return np.flatnonzero(marks) + low, rank[values - low]
