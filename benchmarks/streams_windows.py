@@ -37,17 +37,20 @@ Run (the project's python)::
 
     python benchmarks/streams_windows.py [--src LABEL=DIR ...] [--repeats 20] [--profile]
 
-Figures (defaults, 2 cores shared with other jobs, load average 2.3 -> 2.7), ms per batch, median / min:
-``batch`` stream 181 / 113, replay 271 / 126 (x0.67 / x0.89: JPEG decoding of the up to 128 frames
-dominates both, on the codec threads); ``low-dim`` stream 2.08 / 1.25, replay 0.975 / 0.534 (x2.13 /
-x2.33; a second run with 48x64 frames: 1.07 / 0.99 against 0.55 / 0.51, x1.95). The low-dim aligned
-batch misses 1.5x. Where its time goes (cProfile, 200 batches, cumulative share): ``at_times`` 72%
-(joints 40%, action 22% without the profiler), of which ``StreamBuffer.read_samples`` 42% (each a whole
-``ReplayBuffer.get_at`` of the sub-buffer: both leaves, ``timestamp`` included, the reader's freshness
-checks ``check_read`` / ``file_signature`` ~10%, an HDF5 covering read of the 500 Hz joints dataset,
-h5py ``__getitem__`` 15% own), ``align`` 13%, ``values`` (``np.unique``, interpolation) ~14%;
-``window_request`` rebuilt per call 11.5% (45 us unprofiled); the anchor's ``timestamp`` / ``is_pad``
-leaves 7.7%; drawing anchors 6%.
+Figures (2 cores shared with other jobs, load average 1.6-3.8), ms per batch, median / min, stream vs replay:
+
+* defaults (480x640): ``batch`` 469 / 193 against 458 / 155 (x1.02 / x1.25; JPEG decoding of up to 128
+  frames dominates both); an earlier run 181 / 113 against 271 / 126 (x0.67 / x0.89);
+* ``low-dim`` (no camera): 2.00 / 1.14 against 1.08 / 0.569 (x1.84 / x2.01); with 48x64 frames x1.77-2.05;
+  ``--episodes 60`` (10 min, 300,000 joint samples): x5.1-7.8. The low-dim batch misses 1.5x, and more so
+  the longer the streams: each stream is read through ``StreamBuffer.read_samples`` (a sub-buffer
+  ``get_at``, ``timestamp`` leaf included) whose HDF5 read covers the span of the needed samples (one
+  slice read, then a gather): at 60 episodes h5py ``__getitem__`` is 52% of the batch's own time and
+  ``read_samples`` 70% cumulative (a whole read of the 300,000-row joints values takes 3.1 ms), against
+  ``align`` 8%; at 6 episodes ``read_samples`` 42%, ``align`` 13%, ``np.unique`` and interpolation ~14%.
+  Keeping a low-dim stream's samples in memory after the view's first read (up to 64 MiB a stream; the
+  cameras still read by position) gave, in a trial: ``low-dim`` x0.95 (6 episodes) and x0.88 (60),
+  ``batch`` x0.97 and x1.12.
 """
 
 from __future__ import annotations
