@@ -51,8 +51,8 @@ us per append, median / p99, stream vs replay):
 
 No backlog growth when paced: slopes -0.5 .. 0 samples/s on both sides; maxima first / second half:
 cameras 21-22 / 6-10 frames, joints 228 / 352 (both sides), force-torque 380 / 319 (stream) and 431 /
-511 (replay), i.e. under 0.7 s of data (a few staged blocks); nothing blocked. ``end_episode`` 83 ms (stream: 4 sub-buffer
-flushes and the log commit) against 46 ms for the four ReplayBuffers. Late wake-ups: 10-19% of the
+511 (replay), i.e. under 0.7 s of data (a few staged blocks); nothing blocked. ``end_episode`` 83 ms
+(stream: 4 sub-buffer flushes and the log commit) against 46 ms for the four ReplayBuffers. Late wake-ups: 10-19% of the
 paced samples (19% at 1 kHz), so the p99 figures include the GIL and the machine's load. The stream
 side's extra per low-dim append is its timestamp work (``one_ns``, the order check, the in-memory
 time column, the stream lock): a few us on a ~10-25 us ``ReplayBuffer.append``.
