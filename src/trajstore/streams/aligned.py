@@ -43,7 +43,7 @@ class AlignedView(TrainingAPI):
             episode's steps).
         rate_hz: instead of ``anchor``: steps at ``t0 + round(i * 1e9 / rate_hz)`` ns from ``t0`` =
             the latest first-sample time to the earliest last-sample time of the included streams in
-            each episode.
+            each episode (every anchor inside that range; a period longer than it: ``t0`` only).
         how: ``{stream: "previous" | "nearest" | "linear"}``; default ``"previous"``.
         tolerance: ``{stream: seconds or None}``: ``is_pad[stream]`` is True where the sample used lies
             strictly farther than this from the step's time (``float("inf")``: never, for a stream
@@ -62,7 +62,9 @@ class AlignedView(TrainingAPI):
         TypeError: neither or both of ``anchor`` and ``rate_hz``; ``how``/``tolerance`` not mappings.
         ValueError: an unknown stream (in ``anchor``, ``streams``, ``how`` or ``tolerance``; the message
             lists the streams); a bad method; ``"linear"`` for a stream with a non-float leaf (names
-            the leaf); a negative or non-finite tolerance; ``rate_hz`` not a positive finite number.
+            the leaf); a negative or NaN tolerance; ``rate_hz`` not a positive finite number, or one
+            that gives more than ``2**31`` anchor steps (counted from the episodes' time ranges before
+            any is made; the message gives the count).
     """
 
     #: The space's ``"is_pad"`` holds the streams' flags; window masks extend it (the torch dataset merges them).

@@ -1,0 +1,67 @@
+"""Aligned views at the edges of int64 nanoseconds and of memory: rates whose period or anchor count
+does not fit, time offsets beyond int64 ns, and copies of a view (pickle, DataLoader workers) made on a
+writer's buffer with samples not yet flushed."""
+
+import re
+
+import numpy as np
+import pytest
+
+from trajstore.spaces import BoxSpace
+from trajstore.streams import StreamBuffer
+from trajstore.streams.aligned_steps import MAX_RATE_STEPS, rate_count, rate_times
+
+I64 = np.iinfo(np.int64)
+SPACES = {"a": BoxSpace(-1e9, 1e9, (2,), np.float32), "b": BoxSpace(-1e9, 1e9, (), np.float64)}
+
+
+def two_streams(path, t_ns):
+    buf = StreamBuffer.create(path, streams=SPACES)
+    t_ns = np.asarray(t_ns, np.int64)
+    buf.extend("b", np.arange(len(t_ns), dtype=np.float64), t_ns)
+    buf.extend("a", np.zeros((len(t_ns), 2), np.float32), t_ns)
+    buf.end_episode()
+    return buf
+
+
+@pytest.mark.parametrize("rate", [1e-12, 1e-300, 5e-324, 0.01])
+def test_a_period_longer_than_the_episode_gives_only_its_start(tmp_path, rate):
+    with two_streams(tmp_path / "b", (np.arange(5) + 1) * 10**9) as buf:
+        view = buf.aligned(rate_hz=rate)
+        assert view.anchor_times.tolist() == [10**9]
+        assert len(view) == 1 and float(view[0]["b"]) == 0.0 and not view[0]["is_pad"]["b"]
+
+
+@pytest.mark.parametrize("first, last, rate", [
+    (I64.min, I64.max, 1e-9),       # a period of 1e18 ns over the whole int64 range
+    (I64.max - 10, I64.max, 3e8),   # steps of 3.33 ns up to int64 max
+    (I64.min, I64.min + 7, 1e9),
+    (0, 10**9, 1e-12),
+])
+def test_rate_times_stay_inside_the_episode(first, last, rate):
+    t = rate_times(first, last, rate)
+    assert len(t) and int(t[0]) == first
+    assert all(first <= int(x) <= last for x in t)
+    assert np.all(np.diff(t) > 0)
+    assert rate_count(first, last, rate) >= len(t)
+    span = last - first
+    period = 1e9 / rate
+    want = [first + round(i * period) for i in range(len(t) + 2) if round(i * period) <= span]
+    assert [int(x) for x in t] == want
+
+
+def test_rate_times_by_hand():
+    assert rate_times(0, 10**9, 4.0).tolist() == [0, 250_000_000, 500_000_000, 750_000_000, 10**9]
+    assert rate_times(5, 4, 4.0).tolist() == []
+    assert rate_count(0, 10**9, 4.0) == 5
+
+
+@pytest.mark.parametrize("rate, count", [(1e8, "10,000,000,001"), (1e300, "9,223,372,036,854,775,809")])
+def test_a_rate_with_too_many_anchors_is_refused_before_allocating(tmp_path, rate, count):
+    with two_streams(tmp_path / "b", np.array([0, 100]) * 10**9) as buf:
+        with pytest.raises(ValueError, match=rf"rate_hz={re.escape(repr(rate))} gives about {count} anchor steps over the 100 s "
+                                             rf"of 1 episode\(s\), more than the 2,147,483,648 \(2\*\*31\)"):
+            buf.aligned(rate_hz=rate)
+        # just under the bound is accepted (counted, not made, here)
+        assert rate_count(0, 100 * 10**9, (MAX_RATE_STEPS - 2) / 100) <= MAX_RATE_STEPS
+        assert len(buf.aligned(rate_hz=1e3)) == 100_001
