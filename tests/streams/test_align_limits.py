@@ -65,3 +65,52 @@ def test_a_rate_with_too_many_anchors_is_refused_before_allocating(tmp_path, rat
         # just under the bound is accepted (counted, not made, here)
         assert rate_count(0, 100 * 10**9, (MAX_RATE_STEPS - 2) / 100) <= MAX_RATE_STEPS
         assert len(buf.aligned(rate_hz=1e3)) == 100_001
+
+
+@pytest.mark.parametrize("offset, shown", [(1e10, "10000000000.0"), (-9.3e9, "-9300000000.0"), (1e30, "1e+30")])
+def test_time_offsets_beyond_int64_ns_are_refused(tmp_path, offset, shown):
+    with two_streams(tmp_path / "b", np.arange(5) * 10**9) as buf:
+        view = buf.aligned(anchor="a")
+        with pytest.raises(ValueError, match=rf"delta_timestamps\['b'\] must be finite seconds within int64 "
+                                             rf"nanoseconds .*got {re.escape(shown)}"):
+            view.sample_windows(2, delta_timestamps={"b": [0.0, offset]})
+        for bad in (np.nan, np.inf, -np.inf):
+            with pytest.raises(ValueError, match=r"delta_timestamps\['b'\] must be a non-empty 1-D sequence of finite"):
+                view.window_request(delta_timestamps={"b": [bad]})
+        # the largest offsets that fit are accepted: far past every sample, the edge sample, flagged
+        data, pad = view.windows_at([0, 4], view.window_request(delta_timestamps={"b": [9.2e9, -9.2e9, 1.0]}))
+        assert data["b"].tolist() == [[4.0, 0.0, 1.0], [4.0, 0.0, 4.0]]
+        assert pad["b"].tolist() == [[True, True, False], [True, True, True]]
+
+
+def test_anchor_plus_offset_past_int64_saturates_instead_of_wrapping(tmp_path):
+    with StreamBuffer.create(tmp_path / "b", streams=SPACES) as buf:
+        buf.extend("b", np.array([0.0, 1.0]), np.array([I64.max - 20, I64.max - 10]))
+        buf.extend("a", np.zeros((2, 2), np.float32), np.array([I64.max - 25, I64.max - 10]))
+        buf.end_episode()
+        view = buf.aligned(anchor="a", tolerance={"b": 1.0})
+        assert view[:]["b"].tolist() == [0.0, 1.0] and view[:]["is_pad"]["b"].tolist() == [True, False]
+        data, pad = view.windows_at([0, 1], view.window_request(delta_timestamps={"b": [-5.0, 0.0, 5.0]}))
+        # + 5 s lies past int64: after b's last sample (not wrapped round to before its first), and
+        # flagged (5 s from it, farther than the tolerance)
+        assert data["b"].tolist() == [[0.0, 0.0, 1.0], [0.0, 1.0, 1.0]]
+        assert pad["b"].tolist() == [[True, True, True], [True, False, True]]
+
+
+def test_kernel_distances_and_spans_at_the_int64_edges():
+    from trajstore.streams.align import StreamTimes, add_ns, align, distance_ns
+
+    a = align(np.array([I64.min, I64.min + 5]), np.array([I64.max, I64.min + 2]), "nearest", tolerance=10)
+    assert a.lo.tolist() == [1, 0] and a.distance.tolist() == [I64.max, 2] and a.flagged.tolist() == [True, False]
+    a = align(np.array([I64.max - 4, I64.max]), np.array([I64.min, I64.max - 1]), "linear", tolerance=1)
+    assert a.lo.tolist() == [0, 0] and a.hi.tolist() == [0, 1] and a.weight[1] == 0.75
+    assert a.distance.tolist() == [I64.max, 1] and a.flagged.tolist() == [True, False]
+    # two episodes at both ends of int64: their spans lay end to end
+    split = StreamTimes(np.array([I64.min, I64.min + 3, I64.max - 1, I64.max]), np.array([0, 2]), np.array([2, 4]))
+    a = split.align(np.array([0, 1, 1]), np.array([I64.min + 2, I64.max, 0]), "previous")
+    assert a.lo.tolist() == [0, 3, 2] and a.flagged.tolist() == [False, False, True]
+    with pytest.raises(ValueError, match="span more time than int64"):
+        StreamTimes(np.array([I64.min, I64.max]), np.array([0]), np.array([2]))
+    assert distance_ns(np.array([I64.min]), np.array([I64.max])).tolist() == [I64.max]
+    total, past = add_ns(np.array([I64.max - 1, I64.min + 1, 5]), np.array([5, -5, -7]))
+    assert total.tolist() == [I64.max, I64.min, -2] and past.tolist() == [True, True, False]

@@ -177,7 +177,9 @@ class AlignedView(TrainingAPI):
 
         Raises:
             TypeError, ValueError: as ``ReplayBuffer.sample_windows``; ``delta_timestamps`` with ``window``;
-                a ``delta_timestamps`` name that is not a stream of the view, or also in ``delta_indices``.
+                a ``delta_timestamps`` name that is not a stream of the view, or also in ``delta_indices``;
+                an offset that is not finite or lies beyond int64 nanoseconds (``|s| >= 9.22e9``; names the
+                stream). An anchor time plus an offset past the int64 range lies past every sample (flagged).
         """
         if delta_timestamps is None:
             return super().sample_windows(batch_size, window, delta_indices=delta_indices, pad=pad, rng=rng,
