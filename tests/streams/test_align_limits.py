@@ -2,6 +2,7 @@
 does not fit, time offsets beyond int64 ns, and copies of a view (pickle, DataLoader workers) made on a
 writer's buffer with samples not yet flushed."""
 
+import pickle
 import re
 
 import numpy as np
@@ -114,3 +115,78 @@ def test_kernel_distances_and_spans_at_the_int64_edges():
     assert distance_ns(np.array([I64.min]), np.array([I64.max])).tolist() == [I64.max]
     total, past = add_ns(np.array([I64.max - 1, I64.min + 1, 5]), np.array([5, -5, -7]))
     assert total.tolist() == [I64.max, I64.min, -2] and past.tolist() == [True, True, False]
+
+
+def writer_with_unflushed_samples(path):
+    """Episode 0 committed (5 steps at anchor 'a'); episode 1 open with 5 samples per stream, not flushed."""
+    buf = StreamBuffer.create(path, streams=SPACES)
+    buf.extend("b", np.arange(5.0), np.arange(5) * 10**8)
+    buf.extend("a", np.ones((5, 2), np.float32), np.arange(5) * 10**8 + 1)
+    buf.end_episode()
+    buf.extend("b", np.arange(5.0) + 100, np.arange(5) * 10**8 + 10**10)
+    buf.extend("a", np.ones((5, 2), np.float32), np.arange(5) * 10**8 + 10**10 + 1)
+    return buf
+
+
+def test_a_copy_of_a_view_has_its_steps_or_refuses_clearly(tmp_path):
+    with writer_with_unflushed_samples(tmp_path / "b") as buf:
+        view = buf.aligned(anchor="a", how={"b": "nearest"})
+        want = view[:]
+        assert want["b"].tolist() == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]
+        with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but 5 are flushed.*flush\(\) the "
+                                             r"writer before sending the view to other processes"):
+            pickle.dumps(view)
+        buf.flush()
+        data = pickle.dumps(view)
+        # the writer goes on: more samples of the open episode, flushed, then a new episode
+        buf.extend("b", np.array([200.0]), np.array([10**10 + 4 * 10**8 + 1]))
+        buf.extend("a", np.ones((1, 2), np.float32), np.array([10**10 + 10**9]))
+        buf.end_episode()
+        buf.extend("b", np.arange(3.0), np.arange(3) * 10**8 + 10**11)
+        buf.extend("a", np.ones((3, 2), np.float32), np.arange(3) * 10**8 + 10**11)
+        buf.end_episode()
+        for copy in (pickle.loads(data), pickle.loads(pickle.dumps(view))):
+            with copy:  # the steps the original was made with, not the samples committed since
+                assert len(copy) == 10 and [(e.id, e.done, len(e)) for e in copy.episodes] == [(0, True, 5),
+                                                                                                  (1, False, 5)]
+                got = copy[:]
+                np.testing.assert_array_equal(got["b"], want["b"])
+                np.testing.assert_array_equal(got["timestamp"], want["timestamp"])
+                np.testing.assert_array_equal(got["is_pad"]["b"], want["is_pad"]["b"])
+        assert len(buf.aligned(anchor="a")) == 14
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_of_a_view_with_unflushed_samples(tmp_path, context):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from trajstore.training.torch import ReplayBufferDataset
+
+    with writer_with_unflushed_samples(tmp_path / "b") as buf:
+        view = buf.aligned(anchor="a")
+        ds = ReplayBufferDataset(view, delta_timestamps={"b": [-0.1, 0.0]})
+        assert len(ds) == 10
+        loader = DataLoader(ds, batch_size=10, num_workers=2, multiprocessing_context=context)
+        with pytest.raises(ValueError, match=r"but 5 are flushed.*flush\(\) the writer before sending the view"):
+            list(loader)
+        buf.flush()
+        buf.extend("b", np.array([7.0]), np.array([10**10 + 4 * 10**8 + 1]))  # after the view: not in its steps
+        buf.flush()
+        batches = list(DataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context=context))
+        got = torch.cat([b["b"] for b in batches]).numpy()
+        want, _ = view.windows_at(np.arange(10), ds.request)
+        np.testing.assert_array_equal(got, want["b"])
+        assert got[:, 1].tolist() == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]
+
+
+def test_unpickling_refuses_a_folder_that_lost_the_view_samples(tmp_path):
+    with writer_with_unflushed_samples(tmp_path / "b") as buf:
+        buf.flush()
+        with StreamBuffer.load_from(tmp_path / "b") as reader:
+            view = reader.aligned(anchor="a")
+            assert len(view) == 10
+            data = pickle.dumps(view)  # a reader's view: no check at pickling
+            assert buf.discard_episode() == 10  # the open episode's samples are gone from the folder
+            with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but 5 are flushed"):
+                pickle.loads(data)
