@@ -133,7 +133,7 @@ def test_a_copy_of_a_view_has_its_steps_or_refuses_clearly(tmp_path):
         view = buf.aligned(anchor="a", how={"b": "nearest"})
         want = view[:]
         assert want["b"].tolist() == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]
-        with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but 5 are flushed.*flush\(\) the "
+        with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but only 5 are held here.*flush\(\) the "
                                              r"writer before sending the view to other processes"):
             pickle.dumps(view)
         buf.flush()
@@ -168,7 +168,7 @@ def test_dataloader_workers_of_a_view_with_unflushed_samples(tmp_path, context):
         ds = ReplayBufferDataset(view, delta_timestamps={"b": [-0.1, 0.0]})
         assert len(ds) == 10
         loader = DataLoader(ds, batch_size=10, num_workers=2, multiprocessing_context=context)
-        with pytest.raises(ValueError, match=r"but 5 are flushed.*flush\(\) the writer before sending the view"):
+        with pytest.raises(ValueError, match=r"but only 5 are held here.*flush\(\) the writer before sending the view"):
             list(loader)
         buf.flush()
         buf.extend("b", np.array([7.0]), np.array([10**10 + 4 * 10**8 + 1]))  # after the view: not in its steps
@@ -188,5 +188,5 @@ def test_unpickling_refuses_a_folder_that_lost_the_view_samples(tmp_path):
             assert len(view) == 10
             data = pickle.dumps(view)  # a reader's view: no check at pickling
             assert buf.discard_episode() == 10  # the open episode's samples are gone from the folder
-            with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but 5 are flushed"):
+            with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but only 5 are held here"):
                 pickle.loads(data)

@@ -147,7 +147,7 @@ def check_holds(path: Any, name: str, held: int, needed: int) -> None:
     (pickled, a DataLoader worker), which reads the folder, holding only flushed samples."""
     if held < needed:
         raise ValueError(f"this aligned view of {path} was made with {needed} samples of stream {name!r}, but "
-                         f"{held} are flushed: other processes (an unpickled copy, DataLoader workers) read the "
+                         f"only {held} are held here: other processes (an unpickled copy, DataLoader workers) read the "
                          f"folder, which holds only the samples the writer flushed; flush() the writer before "
                          f"sending the view to other processes")
 
