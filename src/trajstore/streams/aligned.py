@@ -58,8 +58,8 @@ class AlignedView(TrainingAPI):
     left out. Building a view reads every timestamp of the included streams (not their values) and keeps
     about 16 bytes per sample and 40 bytes per step and stream; it is a snapshot (make a new one to see
     samples added since); its copies (pickle, DataLoader workers) have the same steps: ``flush()`` a
-    writer before sending its view to other processes. ``view.space`` is ``DictSpace({stream: its space, ..., "timestamp": int64 (),
-    "is_pad": {stream: bool ()}})``.
+    writer before sending its view to other processes. ``view.space`` is ``DictSpace({stream: its
+    space, ..., "timestamp": int64 (), "is_pad": {stream: bool ()}})``.
 
     Raises:
         TypeError: neither or both of ``anchor`` and ``rate_hz``; ``how``/``tolerance`` not mappings.
