@@ -60,7 +60,8 @@ def test_rate_times_by_hand():
 @pytest.mark.parametrize("rate, count", [(1e8, "10,000,000,001"), (1e300, "9,223,372,036,854,775,809")])
 def test_a_rate_with_too_many_anchors_is_refused_before_allocating(tmp_path, rate, count):
     with two_streams(tmp_path / "b", np.array([0, 100]) * 10**9) as buf:
-        with pytest.raises(ValueError, match=rf"rate_hz={re.escape(repr(rate))} gives about {count} anchor steps over the 100 s "
+        with pytest.raises(ValueError, match=rf"rate_hz={re.escape(repr(rate))} gives about {count} anchor steps "
+                                             rf"over the 100 s "
                                              rf"of 1 episode\(s\), more than the 2,147,483,648 \(2\*\*31\)"):
             buf.aligned(rate_hz=rate)
         # just under the bound is accepted (counted, not made, here)
@@ -133,7 +134,8 @@ def test_a_copy_of_a_view_has_its_steps_or_refuses_clearly(tmp_path):
         view = buf.aligned(anchor="a", how={"b": "nearest"})
         want = view[:]
         assert want["b"].tolist() == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]
-        with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but only 5 are held here.*flush\(\) the "
+        with pytest.raises(ValueError, match=r"made with 10 samples of stream '.', but only 5 are held here.*"
+                                             r"flush\(\) the "
                                              r"writer before sending the view to other processes"):
             pickle.dumps(view)
         buf.flush()
