@@ -65,6 +65,47 @@ def check_method(method: str, where: str) -> str:
     return method
 
 
+#: int64 nanoseconds, as Python ints.
+NS_MIN, NS_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
+def seconds_to_ns(seconds: np.ndarray, where: str) -> np.ndarray:
+    """Seconds (any real array) as int64 nanoseconds, rounded.
+
+    Raises:
+        ValueError: a NaN or infinite value, or one beyond int64 nanoseconds (about +-292 years, 9.22e9 s);
+            names ``where`` (e.g. ``delta_timestamps['b']``) and the first such value.
+    """
+    ns = np.round(np.asarray(seconds, np.float64) * 1e9)
+    bad = ~(np.abs(ns) < 2.0 ** 63)  # NaN and inf too; the largest float below 2**63 fits int64
+    if np.any(bad):
+        value = np.asarray(seconds).reshape(-1)[int(np.argmax(bad.reshape(-1)))].item()
+        raise ValueError(f"{where} must be finite seconds within int64 nanoseconds (|s| < 9.22e9, about 292 "
+                         f"years), got {value!r}")
+    return ns.astype(np.int64)
+
+
+def add_ns(t: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(t + offset, past)``: the sum of int64 ns arrays (broadcast) saturated at the int64 limits instead
+    of wrapping round, and the bool mask of the sums that did not fit (no timestamp lies there)."""
+    t, offset = np.asarray(t, np.int64), np.asarray(offset, np.int64)
+    out = t + offset  # wraps where it overflows: fixed below
+    up = (offset > 0) & (out < t)
+    down = (offset < 0) & (out > t)
+    past = up | down
+    if np.any(past):
+        out = np.where(up, NS_MAX, np.where(down, NS_MIN, out))
+    return out, past
+
+
+def distance_ns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|a - b|`` of int64 ns arrays, exact, saturated at the int64 maximum (the difference of two int64
+    times may not fit)."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    hi, lo = np.maximum(a, b).view(np.uint64), np.minimum(a, b).view(np.uint64)
+    return np.minimum(hi - lo, np.uint64(NS_MAX)).astype(np.int64)  # uint64 difference: exact, >= 0
+
+
 def tolerance_ns(tolerance: float | None, where: str) -> int | None:
     """A tolerance in seconds (``None``: none) as int64 nanoseconds, rounded; ``float("inf")`` (flag
     nothing by distance: a stream published on change) and very large values become the int64 maximum.
@@ -79,8 +120,7 @@ def tolerance_ns(tolerance: float | None, where: str) -> int | None:
     value = float(tolerance)
     if np.isnan(value) or value < 0:
         raise ValueError(f"tolerance[{where!r}] must be a number of seconds >= 0, got {tolerance!r}")
-    biggest = int(np.iinfo(np.int64).max)
-    return biggest if value * 1e9 >= biggest else int(round(value * 1e9))
+    return NS_MAX if value * 1e9 >= NS_MAX else int(round(value * 1e9))
 
 
 class StreamTimes:
@@ -108,13 +148,16 @@ class StreamTimes:
         self.last = np.zeros(len(counts), np.int64)
         self.first[full] = self.times[self.starts[full]]
         self.last[full] = self.times[self.stops[full] - 1]
-        spans = np.where(full, self.last - self.first + 1, 0)
-        if sum(int(s) for s in spans) >= 2 ** 62:
+        # Python ints: a segment's span (last - first) may itself not fit int64.
+        spans = [int(b) - int(a) + 1 if f else 0 for a, b, f in zip(self.first, self.last, full)]
+        if sum(spans) >= 2 ** 62:
             raise ValueError("the stream's episodes span more time than int64 nanoseconds can lay end to end")
+        spans = np.asarray(spans, np.int64)
         self.base = np.concatenate(([0], np.cumsum(spans)[:-1])).astype(np.int64) if len(spans) else spans
         # Keys: each segment's times shifted to start at its base; the key axis increases over segments.
-        shift = np.repeat(self.base - self.first, counts)
-        self.keys = self.times[np.repeat(self.starts, counts) + _ranks(counts)] + shift
+        # (times - first) fits (a span < 2**62), and so does adding the base.
+        position = np.repeat(self.starts, counts) + _ranks(counts)
+        self.keys = (self.times[position] - np.repeat(self.first, counts)) + np.repeat(self.base, counts)
         self.counts = counts
         self.rank_start = (np.cumsum(counts) - counts).astype(np.int64)  # rank of each segment's first key
 
@@ -156,9 +199,10 @@ class StreamTimes:
             # lo is the last sample <= t; its successor is the first > t (same segment, inside).
             t_lo, t_hi = self.times[lo[inside]], self.times[hi[inside]]
             weight[inside] = (t[inside] - t_lo).astype(np.float64) / (t_hi - t_lo).astype(np.float64)
-        distance = np.abs(self.times[lo] - t)
+        # A query outside its segment may lie farther from it than int64 holds: saturated.
+        distance = distance_ns(self.times[lo], t)
         if method == "linear":
-            distance = np.minimum(distance, np.where(hi != lo, np.abs(self.times[hi] - t), distance))
+            distance = np.minimum(distance, np.where(hi != lo, distance_ns(self.times[hi], t), distance))
         # One rule for steps and windows alike: a value from the future (previous before the first
         # sample) always; else farther than the tolerance, or, without one, any query outside the samples.
         flagged = before & (method == "previous")

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from trajstore.damage import Damage
+from trajstore.errors import AlignmentWarning
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import LeafStats
 from trajstore.replay_buffer.ring import RingState
@@ -31,7 +32,8 @@ from trajstore.spaces import tree
 from trajstore.streams.aligned_args import UNHASHABLE, checked_arguments, frozen
 from trajstore.streams.aligned_reads import AlignedReads, TimeWindowRequest, time_offsets
 from trajstore.streams.aligned_steps import anchor_steps, episode_table, stream_plan
-from trajstore.streams.aligned_storage import AlignedStorage
+from trajstore.streams.aligned_storage import AlignedStorage, check_holds
+from trajstore.streams.folder import read_meta
 
 
 class AlignedView(TrainingAPI):
@@ -43,7 +45,7 @@ class AlignedView(TrainingAPI):
             episode's steps).
         rate_hz: instead of ``anchor``: steps at ``t0 + round(i * 1e9 / rate_hz)`` ns from ``t0`` =
             the latest first-sample time to the earliest last-sample time of the included streams in
-            each episode.
+            each episode (every anchor inside that range; a period longer than it: ``t0`` only).
         how: ``{stream: "previous" | "nearest" | "linear"}``; default ``"previous"``.
         tolerance: ``{stream: seconds or None}``: ``is_pad[stream]`` is True where the sample used lies
             strictly farther than this from the step's time (``float("inf")``: never, for a stream
@@ -55,14 +57,17 @@ class AlignedView(TrainingAPI):
     Episodes in which the anchor or an included stream has no sample, or with no anchor time, are
     left out. Building a view reads every timestamp of the included streams (not their values) and keeps
     about 16 bytes per sample and 40 bytes per step and stream; it is a snapshot (make a new one to see
-    samples added since). ``view.space`` is ``DictSpace({stream: its space, ..., "timestamp": int64 (),
-    "is_pad": {stream: bool ()}})``.
+    samples added since); its copies (pickle, DataLoader workers) have the same steps: ``flush()`` a
+    writer before sending its view to other processes. ``view.space`` is ``DictSpace({stream: its
+    space, ..., "timestamp": int64 (), "is_pad": {stream: bool ()}})``.
 
     Raises:
         TypeError: neither or both of ``anchor`` and ``rate_hz``; ``how``/``tolerance`` not mappings.
         ValueError: an unknown stream (in ``anchor``, ``streams``, ``how`` or ``tolerance``; the message
             lists the streams); a bad method; ``"linear"`` for a stream with a non-float leaf (names
-            the leaf); a negative or non-finite tolerance; ``rate_hz`` not a positive finite number.
+            the leaf); a negative or NaN tolerance; ``rate_hz`` not a positive finite number, or one
+            that gives more than ``2**31`` anchor steps (counted from the episodes' time ranges before
+            any is made; the message gives the count).
     """
 
     #: The space's ``"is_pad"`` holds the streams' flags; window masks extend it (the torch dataset merges them).
@@ -70,7 +75,7 @@ class AlignedView(TrainingAPI):
 
     def __init__(self, buffer: Any, anchor: str | None = None, rate_hz: float | None = None, *,
                  how: Mapping[str, str] | None = None, tolerance: Mapping[str, float | None] | None = None,
-                 streams: Iterable[str] | None = None, _owns_buffer: bool = False):
+                 streams: Iterable[str] | None = None, _owns_buffer: bool = False, _episodes: Any = None):
         spaces = buffer.streams
         names, methods, tolerances, rate = checked_arguments(spaces, anchor, rate_hz, how, tolerance, streams)
         self.buffer, self.anchor, self.rate_hz = buffer, anchor, rate
@@ -80,8 +85,13 @@ class AlignedView(TrainingAPI):
         self._owns_buffer = _owns_buffer
         self._requests: dict[Any, TimeWindowRequest] = {}  # checked time-window requests, by their arguments
         # Episodes first: a writer only adds samples after them, so every span lies inside the times read next.
-        episodes = list(buffer.episodes)
+        # A copy (pickle, DataLoader workers) is given the episodes its original saw: the same steps.
+        episodes = list(buffer.episodes) if _episodes is None else list(_episodes)
         times = {n: np.asarray(buffer.timestamps(n), np.int64) for n in {*names, *([anchor] if anchor else [])}}
+        self._episodes_seen = tuple(episodes)
+        self._needs = {n: max((ep.streams[n].stop for ep in episodes), default=0) for n in times}
+        for n, t in times.items():
+            check_holds(self.cache_path, n, len(t), self._needs[n])
         self._steps = anchor_steps(episodes, names, times, anchor=anchor, rate_hz=rate)
         plans = [stream_plan(n, spaces[n], methods[n], tolerances[n], times[n], self._steps) for n in names]
         self._storage = AlignedStorage(buffer, plans, self._steps.times, self._steps.episode, self.cache_path)
@@ -175,7 +185,9 @@ class AlignedView(TrainingAPI):
 
         Raises:
             TypeError, ValueError: as ``ReplayBuffer.sample_windows``; ``delta_timestamps`` with ``window``;
-                a ``delta_timestamps`` name that is not a stream of the view, or also in ``delta_indices``.
+                a ``delta_timestamps`` name that is not a stream of the view, or also in ``delta_indices``;
+                an offset that is not finite or lies beyond int64 nanoseconds (``|s| >= 9.22e9``; names the
+                stream). An anchor time plus an offset past the int64 range lies past every sample (flagged).
         """
         if delta_timestamps is None:
             return super().sample_windows(batch_size, window, delta_indices=delta_indices, pad=pad, rng=rng,
@@ -307,11 +319,22 @@ class AlignedView(TrainingAPI):
         self.close()
 
     def __reduce__(self) -> Any:
-        """Pickle as the buffer folder plus the arguments; the copy reopens the folder read-only."""
+        """Pickle as the buffer folder, the arguments and the episodes the view was made from; the copy
+        reopens the folder read-only and has the same steps (samples committed since are not in them).
+
+        Raises:
+            ValueError: a view of a writer's buffer made with samples not yet flushed (``flush()`` the
+                writer first); unpickling raises it too when the folder holds fewer samples than the view
+                was made with.
+        """
         if self.cache_path is None:
             raise TypeError("an aligned view of an in-memory stream buffer cannot be pickled")
+        if not self.buffer.read_only:  # a writer's buffer: the copy will see what is committed, so refuse here
+            held = read_meta(self.cache_path).get("lengths", {})
+            for name, needed in self._needs.items():
+                check_holds(self.cache_path, name, int(held.get(name, 0)), needed)
         return (_reopen, (str(self.cache_path), self.anchor, self.rate_hz, dict(self.how), dict(self.tolerance),
-                          list(self.streams)))
+                          list(self.streams), self._episodes_seen))
 
     def __repr__(self) -> str:
         how = f"anchor={self.anchor!r}" if self.anchor is not None else f"rate_hz={self.rate_hz}"
@@ -319,9 +342,18 @@ class AlignedView(TrainingAPI):
                 f"streams={list(self.streams)})")
 
 
-def _reopen(path: str, anchor: str | None, rate_hz: float | None, how: dict, tolerance: dict, streams: list
-            ) -> AlignedView:
+def _reopen(path: str, anchor: str | None, rate_hz: float | None, how: dict, tolerance: dict, streams: list,
+            episodes: Any = None) -> AlignedView:
+    import warnings
+
     from trajstore.streams import StreamBuffer
 
     buffer = StreamBuffer.load_from(path, read_only=True)
-    return AlignedView(buffer, anchor, rate_hz, how=how, tolerance=tolerance, streams=streams, _owns_buffer=True)
+    try:
+        with warnings.catch_warnings():  # the episodes left out were named when the original was made
+            warnings.simplefilter("ignore", AlignmentWarning)
+            return AlignedView(buffer, anchor, rate_hz, how=how, tolerance=tolerance, streams=streams,
+                               _owns_buffer=True, _episodes=episodes)
+    except BaseException:
+        buffer.close()
+        raise

@@ -22,6 +22,7 @@ from trajstore.replay_buffer.reads import BufferReads, Drawn
 from trajstore.replay_buffer.view import Touched, View
 from trajstore.replay_buffer.window_plan import SEPARATOR, WindowPlan, WindowRequest
 from trajstore.spaces import tree
+from trajstore.streams.align import add_ns, seconds_to_ns
 from trajstore.streams.aligned_storage import IS_PAD, TIMESTAMP
 
 
@@ -52,7 +53,7 @@ def time_offsets(streams: Mapping[str, Any], delta_timestamps: Any) -> dict[str,
     Raises:
         TypeError: not a mapping of str.
         ValueError: empty; a name that is not an included stream (lists them); offsets that are not a
-            non-empty 1-D sequence of finite numbers.
+            non-empty 1-D sequence of finite numbers, or beyond int64 nanoseconds (|s| >= 9.22e9).
     """
     if not isinstance(delta_timestamps, Mapping):
         raise TypeError(f"delta_timestamps must be a mapping of stream names to offsets in seconds, "
@@ -68,7 +69,7 @@ def time_offsets(streams: Mapping[str, Any], delta_timestamps: Any) -> dict[str,
         if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)):
             raise ValueError(f"delta_timestamps[{name!r}] must be a non-empty 1-D sequence of finite seconds, "
                              f"got {value!r:.100}")
-        out[name] = np.round(arr.astype(np.float64) * 1e9).astype(np.int64)
+        out[name] = seconds_to_ns(arr, f"delta_timestamps[{name!r}]")
     return out
 
 
@@ -96,13 +97,14 @@ class AlignedReads(BufferReads):
         storage = self.storage
         anchors = drawn[0]
         for name, offsets in request.offsets.items():
-            t = storage.times[anchors][:, None] + offsets[None, :]  # type: ignore[attr-defined]
+            # Saturated, never wrapped round: a time past int64 ns lies past every sample (and is flagged).
+            t, past = add_ns(storage.times[anchors][:, None], offsets[None, :])  # type: ignore[attr-defined]
             episode = np.repeat(storage.episode[anchors], len(offsets))  # type: ignore[attr-defined]
             leaves, a = storage.at_times(name, episode, t.reshape(-1))  # type: ignore[attr-defined]
             shape = (len(anchors), len(offsets))
             data[name] = tree.unflatten(storage.plan(name).space,  # type: ignore[attr-defined]
                                         [v.reshape(*shape, *v.shape[1:]) for v in leaves])
-            masks[name] = a.flagged.reshape(shape)
+            masks[name] = a.flagged.reshape(shape) | past
         return data, masks
 
     def sample_time_windows(self, request: TimeWindowRequest, batch_size: int, rng: np.random.Generator

@@ -45,15 +45,47 @@ class AnchorSteps:
         return len(self.times)
 
 
+#: The most anchor steps a view made with ``rate_hz`` may have: a view keeps about 40 bytes per step and
+#: stream in memory (over 100 GiB at this count), and step indices stay within int32.
+MAX_RATE_STEPS = 2 ** 31
+
+
+def rate_count(first_ns: int, last_ns: int, rate_hz: float) -> int:
+    """How many anchor times :func:`rate_times` gives from ``first_ns`` to ``last_ns`` (to within one, never
+    fewer), without making them; at most ``2**63``."""
+    if last_ns < first_ns:
+        return 0
+    steps = (int(last_ns) - int(first_ns)) / _period(rate_hz)  # Python int span: exact over all of int64
+    return int(min(steps, 2.0 ** 63)) + 1
+
+
 def rate_times(first_ns: int, last_ns: int, rate_hz: float) -> np.ndarray:
     """Anchor times ``first + round(i * 1e9 / rate_hz)`` ns for ``i = 0, 1, ...`` up to ``last_ns``
-    (included), int64 ``(n,)``; empty when ``last_ns < first_ns``."""
+    (included), int64 ``(n,)``, every one in ``[first_ns, last_ns]`` (a period longer than that: only
+    ``first_ns``); empty when ``last_ns < first_ns``. The caller bounds ``n`` (:func:`rate_count`)."""
     if last_ns < first_ns:
         return np.zeros(0, np.int64)
-    period = 1e9 / rate_hz
-    n = int((last_ns - first_ns) // period) + 2
-    t = first_ns + np.round(np.arange(n) * period).astype(np.int64)
-    return t[t <= last_ns]
+    span = int(last_ns) - int(first_ns)
+    offsets = np.round(np.arange(rate_count(first_ns, last_ns, rate_hz) + 1, dtype=np.float64) * _period(rate_hz))
+    offsets = offsets[offsets < 2.0 ** 64].astype(np.uint64)
+    offsets = offsets[offsets <= np.uint64(span)]  # exact: past last_ns never, so the sum below fits int64
+    return (np.asarray(first_ns, np.int64).view(np.uint64) + offsets).view(np.int64)
+
+
+def _period(rate_hz: float) -> float:
+    """``1e9 / rate_hz`` ns, capped at ``2**64`` (longer than any int64 span; never inf)."""
+    return min(1e9 / rate_hz, 2.0 ** 64)
+
+
+def rate_bound(episodes: Sequence[tuple[int, int]], rate_hz: float) -> None:
+    """Refuse (ValueError) a rate that gives more than :data:`MAX_RATE_STEPS` anchor steps over the
+    ``(first_ns, last_ns)`` time ranges ``episodes``, before any is made."""
+    total = sum(rate_count(first, last, rate_hz) for first, last in episodes)
+    if total > MAX_RATE_STEPS:
+        seconds = sum(max(0, last - first) for first, last in episodes) * 1e-9
+        raise ValueError(f"rate_hz={rate_hz!r} gives about {total:,} anchor steps over the {seconds:.6g} s of "
+                         f"{len(episodes)} episode(s), more than the {MAX_RATE_STEPS:,} (2**31) a view may have "
+                         f"(it keeps about 40 bytes per step and stream in memory): use a lower rate_hz")
 
 
 def anchor_steps(episodes: Sequence[Any], names: Sequence[str], times: dict[str, np.ndarray], *,
@@ -70,17 +102,22 @@ def anchor_steps(episodes: Sequence[Any], names: Sequence[str], times: dict[str,
     """
     needed = list(dict.fromkeys([*names, *([anchor] if anchor is not None else [])]))
     chunks, kept, counts, left_out = [], [], [], []
+    full = []  # the episodes in which every needed stream has a sample
     for ep in episodes:
         spans = [ep.streams[n] for n in needed]
         empty = [n for n, s in zip(needed, spans) if s.count == 0]
         if empty:  # a stream without a sample in the episode: nothing to align to
             left_out.append(f"{ep.id} (no sample of {', '.join(map(repr, empty[:3]))})")
-            continue
+        else:
+            full.append((ep, max(int(s.first_ns) for s in spans), min(int(s.last_ns) for s in spans)))
+    if rate_hz is not None:
+        rate_bound([(first, last) for _, first, last in full], rate_hz)
+    for ep, first, last in full:
         if anchor is not None:
             span = ep.streams[anchor]
             t = times[anchor][span.start:span.stop]
         else:
-            t = rate_times(max(int(s.first_ns) for s in spans), min(int(s.last_ns) for s in spans), rate_hz)
+            t = rate_times(first, last, rate_hz)
         if len(t):
             chunks.append(np.asarray(t, np.int64))
             kept.append(ep)

@@ -117,6 +117,8 @@ class AlignedStorage(SpaceStorage):
         if not len(needed):
             return [np.zeros((0, *leaf.shape), leaf.dtype) for _, leaf in tree.leaves(plan.space)]
         positions, inverse = _unique(needed)
+        # A forked process (DataLoader workers) holds only what the writer had flushed.
+        check_holds(self.where, plan.name, self.buffer.stream_length(plan.name), int(positions[-1]) + 1)
         leaves = tree.flatten(plan.space, self.buffer.read_samples(plan.name, positions))
         at_lo, at_hi = inverse[:len(lo)], inverse[len(lo):]
         out = []
@@ -137,6 +139,17 @@ class AlignedStorage(SpaceStorage):
 
     def __repr__(self) -> str:
         return f"AlignedStorage({self.where or 'memory'}, steps={len(self)}, streams={list(self._by_name)})"
+
+
+def check_holds(path: Any, name: str, held: int, needed: int) -> None:
+    """Raise ValueError when stream ``name`` holds ``held`` samples, fewer than the ``needed`` an aligned
+    view was made with: the view (made on a writer's buffer before it flushed) was sent to another process
+    (pickled, a DataLoader worker), which reads the folder, holding only flushed samples."""
+    if held < needed:
+        raise ValueError(f"this aligned view of {path} was made with {needed} samples of stream {name!r}, but "
+                         f"only {held} are held here: other processes (an unpickled copy, DataLoader workers) read the "
+                         f"folder, which holds only the samples the writer flushed; flush() the writer before "
+                         f"sending the view to other processes")
 
 
 def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
