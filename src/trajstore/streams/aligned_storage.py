@@ -23,6 +23,10 @@ from trajstore.streams.aligned_steps import StreamPlan
 
 #: The keys an aligned view adds to its streams.
 TIMESTAMP, IS_PAD = "timestamp", "is_pad"
+#: A low-dim stream (no leaf with ``kind`` metadata) whose samples take at most this many bytes is read
+#: whole on a view's first read of it and kept: a batch is then a NumPy gather, not an HDF5 read whose
+#: cost grows with the stream's length (random anchors touch most of a 500 Hz stream's chunks).
+HELD_BYTES = 64 << 20
 
 
 def view_space(plans: Sequence[StreamPlan]) -> DictSpace:
@@ -116,10 +120,15 @@ class AlignedStorage(SpaceStorage):
         needed = np.concatenate((lo, hi[blend]))
         if not len(needed):
             return [np.zeros((0, *leaf.shape), leaf.dtype) for _, leaf in tree.leaves(plan.space)]
-        positions, inverse = _unique(needed)
-        # A forked process (DataLoader workers) holds only what the writer had flushed.
-        check_holds(self.where, plan.name, self.buffer.stream_length(plan.name), int(positions[-1]) + 1)
-        leaves = tree.flatten(plan.space, self.buffer.read_samples(plan.name, positions))
+        held = self._held_values(plan)
+        if held is not None:
+            check_holds(self.where, plan.name, len(held[0]), int(needed.max()) + 1)
+            leaves, inverse = [v[needed] for v in held], np.arange(len(needed))
+        else:
+            positions, inverse = _unique(needed)
+            # A forked process (DataLoader workers) holds only what the writer had flushed.
+            check_holds(self.where, plan.name, self.buffer.stream_length(plan.name), int(positions[-1]) + 1)
+            leaves = tree.flatten(plan.space, self.buffer.read_samples(plan.name, positions))
         at_lo, at_hi = inverse[:len(lo)], inverse[len(lo):]
         out = []
         for leaf in leaves:
@@ -129,6 +138,20 @@ class AlignedStorage(SpaceStorage):
                 value[blend] = interpolate(value[blend], leaf[at_hi], weight[blend], value.dtype)
             out.append(value)
         return out
+
+    def _held_values(self, plan: StreamPlan) -> list[np.ndarray] | None:
+        """Every held sample of ``plan``'s stream as leaf arrays, read on first use and kept, for a stream
+        without a camera leaf (no ``kind`` metadata) of at most :data:`HELD_BYTES`; else ``None``."""
+        cache = self.__dict__.setdefault("_held", {})
+        if plan.name not in cache:
+            leaves = tree.leaves(plan.space)
+            row = sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for _, leaf in leaves)
+            n = self.buffer.stream_length(plan.name)
+            small = n * row <= HELD_BYTES and not any((getattr(leaf, "metadata", None) or {}).get("kind")
+                                                      for _, leaf in leaves)
+            cache[plan.name] = ([np.asarray(v) for v in tree.flatten(plan.space, self.buffer.read_samples(
+                plan.name, np.arange(n)))] if small else None)
+        return cache[plan.name]
 
     def at_times(self, name: str, episode: np.ndarray, t: np.ndarray) -> tuple[list[np.ndarray], Alignment]:
         """Stream ``name`` at times ``t`` (int64 ns ``(Q,)``) in view episodes ``episode``: its leaf arrays
