@@ -285,7 +285,10 @@ def _concat(batches: list[Any]) -> Any:
 def warn_lost(src: BagSource) -> dict[str, int | None]:
     """Warn (:class:`RosbagWarning`) about what of ``src`` could not be read; returns ``src.lost()``."""
     lost = src.lost()
-    if lost or src.problem:
+    if src.problem and src.read_all():
+        warnings.warn(RosbagWarning(f"{src.path}: {src.problem}; every message was read and imported"),
+                      stacklevel=3)
+    elif lost or src.problem:
         what = ", ".join(f"{t}: {'an unknown number of' if n is None else n} messages (read "
                          f"{src.read_counts.get(t, 0)})" for t, n in lost.items())
         why = src.problem or "messages missing"

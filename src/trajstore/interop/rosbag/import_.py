@@ -167,7 +167,7 @@ def _import_bag(buf: Any, src: BagSource, plans: list, stamp: str, samples: dict
             samples[plan.name] += len(t)
             bar.update(len(t))
     lost = warn_lost(src)
-    partial = bool(lost) or src.problem is not None
+    partial = not src.read_all()  # a bag cut after its last message imports whole
     if not any(src.read_counts.values()):
         warnings.warn(RosbagWarning(f"{src.path}: no message of the imported topics; no episode made"),
                       stacklevel=3)
