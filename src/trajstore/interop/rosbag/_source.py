@@ -10,6 +10,7 @@ declared.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,7 @@ class BagSource:
         what was cut off held no message, or the bag declares a count for each of them and none is missing."""
         if self.problem is None or self.whole_data:
             return not self.lost()
-        return all(t in self.declared for t in self.read_counts) and not self.lost()
+        return bool(self.read_counts) and all(t in self.declared for t in self.read_counts) and not self.lost()
 
     def close(self) -> None:
         if self._reader is not None:
@@ -235,10 +236,8 @@ def _default_typestore() -> Any:
 
 def _prefix_source(path: Path, files: list[Path], meta: dict | None, problem: str) -> BagSource:
     """A recording read past rosbags: its MCAP files record by record."""
-    from rosbags.typesys import get_types_from_msg, get_typestore, Stores
-
     channels: dict[tuple[int, int], tuple[str, str]] = {}
-    types: dict[str, Any] = {}
+    schemas: dict[str, str] = {}
     start: int | None = None
     for i, f in enumerate(files):
         gen = _mcap_records.scan(f, messages=True)
@@ -255,18 +254,31 @@ def _prefix_source(path: Path, files: list[Path], meta: dict | None, problem: st
                 continue
             channels[(i, cid)] = (ch.topic, schema.name)
             if schema.encoding == "ros2msg" and schema.data:
-                try:
-                    types.update(get_types_from_msg(schema.data, schema.name))
-                except Exception:  # a definition rosbags cannot parse: the default store may know the type
-                    pass
-    store = get_typestore(Stores.LATEST)
-    if types:  # the bag's own definitions (each schema holds its dependencies), as rosbags' AnyReader does
-        need = {msgtype for _, msgtype in channels.values()}
-        store = get_typestore(Stores.EMPTY)
-        store.register(types if need <= types.keys() else {**get_typestore(Stores.LATEST).fielddefs, **types})
+                schemas[schema.name] = schema.data
+    store = _typestore(tuple(sorted(schemas.items())), frozenset(msgtype for _, msgtype in channels.values()))
     topics = {topic: msgtype for topic, msgtype in channels.values()}
     declared = _declared(meta) if meta is not None else {}
     for entry in (meta or {}).get("topics_with_message_count") or []:  # topics cut off before their channel
         topics.setdefault(str(entry["topic_metadata"]["name"]), str(entry["topic_metadata"]["type"]))
     return BagSource(path, topics, declared, start, problem, _typestore=store, _prefix_files=list(files),
                      _channels=channels)
+
+
+@functools.lru_cache(maxsize=8)
+def _typestore(schemas: tuple[tuple[str, str], ...], need: frozenset[str]) -> Any:
+    """The typestore of a recording read past rosbags, from its ``(type name, ros2msg text)`` schemas: their
+    definitions (each holds its dependencies) when they give every type of ``need``, as rosbags' AnyReader
+    does, else the default store's with theirs over them. Kept for the next cut-short bag of the recorder."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    types: dict[str, Any] = {}
+    for name, text in schemas:
+        try:
+            types.update(get_types_from_msg(text, name))
+        except Exception:  # a definition rosbags cannot parse: the default store may know the type
+            pass
+    if not types:
+        return get_typestore(Stores.LATEST)
+    store = get_typestore(Stores.EMPTY)
+    store.register(types if need <= types.keys() else {**get_typestore(Stores.LATEST).fielddefs, **types})
+    return store
