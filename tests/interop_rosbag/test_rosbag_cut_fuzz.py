@@ -203,3 +203,11 @@ def test_cli_cut_in_the_metadata_record_and_in_the_footer(tmp_path):
         assert result.exit_code == 0, result.output
         assert "Traceback" not in result.output and said in result.output
         assert "imported 1 bag (5 streams, 789 samples)" in result.output
+
+
+def test_cut_in_the_header_record_says_why_there_is_no_topic(tmp_path):
+    mcap = tmp_path / "rec.mcap"
+    mcap.write_bytes((FIXTURE / "episode_0" / "episode_0.mcap").read_bytes()[:20])
+    with pytest.raises(FormatError, match=r"no topic in .*rec.mcap \(rec.mcap ends without its MCAP summary "
+                                          r"\(the recording was cut short\)\)"):
+        read_bag(mcap)

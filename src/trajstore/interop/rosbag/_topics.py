@@ -116,7 +116,8 @@ def choose_topics(sources: Sequence[BagSource], topics: Mapping[str, str | None]
             if found.setdefault(topic, msgtype) != msgtype:
                 raise FormatError(f"topic {topic!r} is a {found[topic]} in one bag and a {msgtype} in {src.path}")
     if not found:
-        raise FormatError(f"no topic in {', '.join(str(s.path) for s in sources)}")
+        why = "; ".join(s.problem for s in sources if s.problem)  # cut before its first channel
+        raise FormatError(f"no topic in {', '.join(str(s.path) for s in sources)}" + (f" ({why})" if why else ""))
     if missing := [t for t in topics if t not in found]:
         raise ValueError(f"topics {missing} are in none of the bags; they have {sorted(found)}")
     chosen: dict[str, tuple[str, str]] = {}
