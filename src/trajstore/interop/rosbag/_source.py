@@ -5,7 +5,7 @@ Messages come out in log-time order as ``(topic, log time ns, CDR bytes)``. What
 because the recording was cut short (an MCAP file without its summary and footer, a folder without
 ``metadata.yaml``) is read up to where it stops (:mod:`~trajstore.interop.rosbag._mcap_records`), and
 :attr:`BagSource.problem` says why; :meth:`BagSource.lost` compares what was read with what the bag
-declared.
+declared, :meth:`BagSource.read_all` says whether nothing was lost (a file cut after its last message).
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def open_bag(path: str | Path) -> BagSource:
     Raises:
         FileNotFoundError: ``path`` does not exist.
         FormatError: not a rosbag2 folder or ``.mcap``/``.db3`` file (names it and what was expected), a
-            ``metadata.yaml`` above :data:`MAX_METADATA_BYTES`, a declared size beyond the file or the import's
-            bounds, a file rosbags cannot open and that is not a cut-short MCAP file.
+            ``metadata.yaml`` above :data:`MAX_METADATA_BYTES`, a chunk declaring more than its record holds or
+            the import's bounds, a file rosbags cannot open and that is not a cut-short MCAP file.
         ImportError: rosbags is not installed: ``pip install 'trajstore[ros]'``.
     """
     try:
