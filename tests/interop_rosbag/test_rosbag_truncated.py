@@ -69,6 +69,25 @@ def test_cut_mcap_imports_its_prefix_with_a_warning(tmp_path, b):
             assert frames[i, 0, 0, 0] == ks[i]
 
 
+@pytest.mark.parametrize("b", [0, 1])
+def test_cut_after_the_last_message_imports_whole(tmp_path, b):
+    """Cut in its summary section (10 bytes before its end: in the footer): every message is imported, the
+    episode is not interrupted, a warning says the file was cut."""
+    size = (FIXTURE / f"episode_{b}" / f"episode_{b}.mcap").stat().st_size
+    bag = cut_copy(tmp_path, b, size - 10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = import_rosbag(bag, tmp_path / "out")
+    assert rosbag_warnings(caught) == [f"{bag}: episode_{b}.mcap is cut short in the MCAP summary section, after "
+                                       "the last message; every message was read and imported"]
+    assert summary.lost == {} and "partly" not in summary.line()
+    with StreamBuffer.load_from(tmp_path / "out") as buf:
+        ep = buf.episode(0)
+        assert ep.done and not ep.interrupted and "lost" not in ep.data
+        for topic, v in EXPECTED[f"episode_{b}"]["topics"].items():
+            assert ep.streams[topic.strip("/").replace("/", ".")].count == v["count"]
+
+
 def test_cut_bare_mcap_file_counts_are_unknown(tmp_path):
     mcap = tmp_path / "rec.mcap"
     mcap.write_bytes((FIXTURE / "episode_0" / "episode_0.mcap").read_bytes()[:300_000])

@@ -1,9 +1,10 @@
 """MCAP files record by record (https://mcap.dev/spec), for what rosbags cannot read: the declared sizes
 of a file checked before rosbags allocates them, and the readable prefix of a file cut short (a recorder
-killed before it wrote the summary and footer).
+killed before it wrote the summary and footer, or a copy cut anywhere, its summary section included).
 
 Only the records needed are parsed: Header, Schema, Channel, Message and Chunk (uncompressed, zstd or
-lz4; a chunk cut short yields the whole messages it still holds), and the sizes of Chunk Index records.
+lz4; a chunk cut short yields the whole messages it still holds), the sizes of Chunk Index records, and
+where the Data End record is (after it come only summary records: no message).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Scan:
     channels: dict[int, Channel]
     complete: bool = False       # the file ends with a footer and the magic
     readable_bytes: int = 0      # offset of the first byte that could not be read
+    data_end: bool = False       # the Data End record was read: every record of the data section is whole
 
 
 def _u(fmt: str, data: bytes, offset: int = 0) -> tuple:
@@ -102,9 +104,13 @@ def scan(path: Path, *, messages: bool = False) -> Iterator[tuple[int, int, byte
     every whole message of the readable part, in file order (a chunk's messages by log time). The
     generator's return value (``StopIteration.value``) is the :class:`Scan`.
 
+    A record whose length runs past the end of the file (the file was cut there, or the length is hostile)
+    ends the readable part: a chunk yields the whole messages it still holds; nothing past it is read.
+
     Raises:
-        FormatError: not an MCAP file (magic, header), a profile other than ``ros2``, a declared size beyond
-            the file or :data:`MAX_CHUNK_BYTES` (names the file and offset), an unknown chunk compression.
+        FormatError: not an MCAP file (magic, header), a profile other than ``ros2``, a chunk (or chunk index)
+            declaring more than its record holds or :data:`MAX_CHUNK_BYTES` (names the file and offset), an
+            unknown chunk compression, a whole record that does not parse.
     """
     found = Scan({}, {})
     size = path.stat().st_size
@@ -119,16 +125,13 @@ def scan(path: Path, *, messages: bool = False) -> Iterator[tuple[int, int, byte
                 return found
             op, length = head[0], _u("<Q", head, 1)[0]
             where = f"{path} (record at offset {pos})"
-            if pos + 9 + length > size:  # cut short (or a hostile length): stop reading here
+            if pos + 9 + length > size:  # cut short (or a hostile length): nothing past here is read
                 found.readable_bytes = pos
                 if op == CHUNK and messages:
                     yield from _chunk_prefix(f, size - pos - 9, found, where)
                 elif op == CHUNK:
                     _check_chunk_head(f.read(min(length, size - pos - 9, 64)), where, whole=False)
-                if op not in (CHUNK, MESSAGE, SCHEMA, CHANNEL, 0x07):
-                    raise FormatError(f"{where}: a record declares {length} bytes, beyond the end of the file "
-                                      f"({size} bytes)")
-                return found
+                return found  # any other record (message index, metadata, summary, footer) holds no message
             if op == FOOTER:
                 found.complete = f.read(length + 8)[length:] == MAGIC
                 found.readable_bytes = size
@@ -143,6 +146,7 @@ def scan(path: Path, *, messages: bool = False) -> Iterator[tuple[int, int, byte
                     _check_chunk_head(f.read(min(length, 128)), where, whole=True, length=length)
                     f.seek(pos + 9 + length)
             else:
+                found.data_end = found.data_end or op == DATA_END
                 f.seek(length, 1)
             pos += 9 + length
 

@@ -5,11 +5,12 @@ Messages come out in log-time order as ``(topic, log time ns, CDR bytes)``. What
 because the recording was cut short (an MCAP file without its summary and footer, a folder without
 ``metadata.yaml``) is read up to where it stops (:mod:`~trajstore.interop.rosbag._mcap_records`), and
 :attr:`BagSource.problem` says why; :meth:`BagSource.lost` compares what was read with what the bag
-declared.
+declared, :meth:`BagSource.read_all` says whether nothing was lost (a file cut after its last message).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +32,15 @@ class RosbagWarning(UserWarning):
 @dataclass
 class BagSource:
     """An open recording. ``topics``: topic -> ROS type name; ``declared``: topic -> message count the bag's
-    metadata (or MCAP summary) gives, when it gives one; ``problem``: why only a prefix could be read."""
+    metadata (or MCAP summary) gives, when it gives one; ``problem``: why only a prefix could be read;
+    ``whole_data``: the part cut off held no message (an MCAP file cut in its summary section)."""
 
     path: Path
     topics: dict[str, str]
     declared: dict[str, int]
     start_ns: int | None
     problem: str | None = None
+    whole_data: bool = False
     read_counts: dict[str, int] = field(default_factory=dict)
     _reader: Any = None
     _typestore: Any = None
@@ -90,9 +93,16 @@ class BagSource:
             if topic in self.declared:
                 if self.declared[topic] > n:
                     out[topic] = self.declared[topic] - n
-            elif self.problem is not None:
+            elif self.problem is not None and not self.whole_data:
                 out[topic] = None
         return out
+
+    def read_all(self) -> bool:
+        """Whether the last full :meth:`messages` read every message of its topics: nothing went wrong, or
+        what was cut off held no message, or the bag declares a count for each of them and none is missing."""
+        if self.problem is None or self.whole_data:
+            return not self.lost()
+        return bool(self.read_counts) and all(t in self.declared for t in self.read_counts) and not self.lost()
 
     def close(self) -> None:
         if self._reader is not None:
@@ -106,8 +116,8 @@ def open_bag(path: str | Path) -> BagSource:
     Raises:
         FileNotFoundError: ``path`` does not exist.
         FormatError: not a rosbag2 folder or ``.mcap``/``.db3`` file (names it and what was expected), a
-            ``metadata.yaml`` above :data:`MAX_METADATA_BYTES`, a declared size beyond the file or the import's
-            bounds, a file rosbags cannot open and that is not a cut-short MCAP file.
+            ``metadata.yaml`` above :data:`MAX_METADATA_BYTES`, a chunk declaring more than its record holds or
+            the import's bounds, a file rosbags cannot open and that is not a cut-short MCAP file.
         ImportError: rosbags is not installed: ``pip install 'trajstore[ros]'``.
     """
     try:
@@ -118,7 +128,9 @@ def open_bag(path: str | Path) -> BagSource:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such bag (a rosbag2 folder, or a .mcap or .db3 file)")
     files, meta = _storage_files(path)
-    incomplete = [f.name for f in files if f.suffix == ".mcap" and not _complete_mcap(f)]
+    scans = {f.name: _scan_mcap(f) for f in files if f.suffix == ".mcap"}
+    incomplete = [name for name, found in scans.items() if not found.complete]
+    in_summary = [name for name in incomplete if scans[name].data_end]  # cut after their last message
     cut = [f for f in files if f.name in incomplete]
     unfinished = meta is None and path.is_dir()  # ros2 bag writes metadata.yaml last
     if unfinished and len(files) > 1:
@@ -141,11 +153,18 @@ def open_bag(path: str | Path) -> BagSource:
                 declared[c.topic] = declared.get(c.topic, 0) + int(c.msgcount)
         start = int(reader.start_time) if reader.message_count else None
         return BagSource(path, topics, declared, start, None, _reader=reader, _typestore=reader.typestore)
-    problem = "; ".join(([f"{', '.join(incomplete)} ends without its MCAP summary (the recording was cut short)"]
-                         if incomplete else []) + (["the bag folder has no metadata.yaml"] if unfinished else []))
+    before = [name for name in incomplete if name not in in_summary]
+    problem = "; ".join(
+        ([f"{', '.join(before)} {'ends' if len(before) == 1 else 'end'} without its MCAP summary (the recording "
+          "was cut short)"] if before else [])
+        + ([f"{', '.join(in_summary)} {'is' if len(in_summary) == 1 else 'are'} cut short in the MCAP summary "
+            "section, after the last message"] if in_summary else [])
+        + (["the bag folder has no metadata.yaml"] if unfinished else []))
     if any(f.suffix == ".db3" for f in files):
         raise FormatError(f"{path}: {problem}, and it mixes .db3 and .mcap files; import its files one by one")
-    return _prefix_source(path, files, meta, problem or "")
+    source = _prefix_source(path, files, meta, problem or "")
+    source.whole_data = all(scans[f.name].complete or scans[f.name].data_end for f in files)
+    return source
 
 
 def _storage_files(path: Path) -> tuple[list[Path], dict | None]:
@@ -198,14 +217,15 @@ def _declared(meta: dict) -> dict[str, int]:
     return out
 
 
-def _complete_mcap(path: Path) -> bool:
-    """Whether an MCAP file ends with its footer; checks every declared size on the way (FormatError)."""
+def _scan_mcap(path: Path) -> _mcap_records.Scan:
+    """What a scan of an MCAP file finds (whether it ends with its footer, whether its data section is
+    whole); checks every declared size on the way (FormatError)."""
     gen = _mcap_records.scan(path)
     try:
         while True:
             next(gen)
     except StopIteration as stop:
-        return bool(stop.value.complete)
+        return stop.value
 
 
 def _default_typestore() -> Any:
@@ -216,10 +236,8 @@ def _default_typestore() -> Any:
 
 def _prefix_source(path: Path, files: list[Path], meta: dict | None, problem: str) -> BagSource:
     """A recording read past rosbags: its MCAP files record by record."""
-    from rosbags.typesys import get_types_from_msg, get_typestore, Stores
-
     channels: dict[tuple[int, int], tuple[str, str]] = {}
-    types: dict[str, Any] = {}
+    schemas: dict[str, str] = {}
     start: int | None = None
     for i, f in enumerate(files):
         gen = _mcap_records.scan(f, messages=True)
@@ -236,17 +254,31 @@ def _prefix_source(path: Path, files: list[Path], meta: dict | None, problem: st
                 continue
             channels[(i, cid)] = (ch.topic, schema.name)
             if schema.encoding == "ros2msg" and schema.data:
-                try:
-                    types.update(get_types_from_msg(schema.data, schema.name))
-                except Exception:  # a definition rosbags cannot parse: the default store may know the type
-                    pass
-    store = get_typestore(Stores.LATEST)
-    if types:
-        store = get_typestore(Stores.EMPTY)
-        store.register({**get_typestore(Stores.LATEST).fielddefs, **types})
+                schemas[schema.name] = schema.data
+    store = _typestore(tuple(sorted(schemas.items())), frozenset(msgtype for _, msgtype in channels.values()))
     topics = {topic: msgtype for topic, msgtype in channels.values()}
     declared = _declared(meta) if meta is not None else {}
     for entry in (meta or {}).get("topics_with_message_count") or []:  # topics cut off before their channel
         topics.setdefault(str(entry["topic_metadata"]["name"]), str(entry["topic_metadata"]["type"]))
     return BagSource(path, topics, declared, start, problem, _typestore=store, _prefix_files=list(files),
                      _channels=channels)
+
+
+@functools.lru_cache(maxsize=8)
+def _typestore(schemas: tuple[tuple[str, str], ...], need: frozenset[str]) -> Any:
+    """The typestore of a recording read past rosbags, from its ``(type name, ros2msg text)`` schemas: their
+    definitions (each holds its dependencies) when they give every type of ``need``, as rosbags' AnyReader
+    does, else the default store's with theirs over them. Kept for the next cut-short bag of the recorder."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    types: dict[str, Any] = {}
+    for name, text in schemas:
+        try:
+            types.update(get_types_from_msg(text, name))
+        except Exception:  # a definition rosbags cannot parse: the default store may know the type
+            pass
+    if not types:
+        return get_typestore(Stores.LATEST)
+    store = get_typestore(Stores.EMPTY)
+    store.register(types if need <= types.keys() else {**get_typestore(Stores.LATEST).fielddefs, **types})
+    return store

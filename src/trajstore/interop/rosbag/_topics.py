@@ -49,7 +49,19 @@ def stream_name(topic: str) -> str:
     """A stream name for a topic: ``"/camera/image_raw"`` -> ``"camera.image_raw"`` (``/`` -> ``.``, other
     characters than letters, digits, ``_ - .`` -> ``_``; ``timestamp``/``is_pad`` get a trailing ``_``)."""
     name = re.sub(r"[^A-Za-z0-9_.\-]", "_", topic.strip("/").replace("/", ".")) or "topic"
+    if name in (".", ".."):  # not a folder name; "/.." -> "__"
+        name = "_" * len(name)
     return name + "_" if name in RESERVED else name
+
+
+def name_clash_message(clashes: Mapping[str, Sequence[str]]) -> str:
+    """The error for topics that would share a stream: ``{stream name: [topic, ...]}`` -> which topics
+    clash and how to name them apart, in Python (``topics=``) and on the command line (``--topic``)."""
+    what = "; ".join(f"topics {', '.join(ts)} would all be the stream {name!r}" for name, ts in clashes.items())
+    rename = [t for ts in clashes.values() for t in ts[1:]]
+    python = ", ".join(f"{t!r}: 'NAME'" for t in rename)
+    cli = " ".join(f"--topic {t}=NAME" for t in rename)
+    return f"several topics become one stream: {what}. Name them apart: topics={{{python}}} (command line: {cli})"
 
 
 def measured_fps(t_ns: np.ndarray) -> float | None:
@@ -104,7 +116,8 @@ def choose_topics(sources: Sequence[BagSource], topics: Mapping[str, str | None]
             if found.setdefault(topic, msgtype) != msgtype:
                 raise FormatError(f"topic {topic!r} is a {found[topic]} in one bag and a {msgtype} in {src.path}")
     if not found:
-        raise FormatError(f"no topic in {', '.join(str(s.path) for s in sources)}")
+        why = "; ".join(s.problem for s in sources if s.problem)  # cut before its first channel
+        raise FormatError(f"no topic in {', '.join(str(s.path) for s in sources)}" + (f" ({why})" if why else ""))
     if missing := [t for t in topics if t not in found]:
         raise ValueError(f"topics {missing} are in none of the bags; they have {sorted(found)}")
     chosen: dict[str, tuple[str, str]] = {}
@@ -119,11 +132,17 @@ def choose_topics(sources: Sequence[BagSource], topics: Mapping[str, str | None]
             skipped.append(f"{topic} ({msgtype})")
             continue
         name = topics.get(topic) or stream_name(topic)
-        check_name(name)
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise type(exc)(f"topic {topic}: {exc}; name its stream with topics={{{topic!r}: 'NAME'}} (command "
+                            f"line: --topic {topic}=NAME)") from None
         chosen[topic] = (msgtype, name)
-    names = [n for _, n in chosen.values()]
-    if dupes := sorted({n for n in names if names.count(n) > 1}):
-        raise ValueError(f"several topics become the streams {dupes}; name them with topics={{topic: name}}")
+    clashes: dict[str, list[str]] = {}
+    for topic, (_, name) in chosen.items():
+        clashes.setdefault(name, []).append(topic)
+    if clashes := {name: ts for name, ts in sorted(clashes.items()) if len(ts) > 1}:
+        raise ValueError(name_clash_message(clashes))
     if skipped:
         warnings.warn(RosbagWarning(f"topics of types not imported are left out: {', '.join(skipped)}"), stacklevel=3)
     if not chosen:
@@ -285,7 +304,10 @@ def _concat(batches: list[Any]) -> Any:
 def warn_lost(src: BagSource) -> dict[str, int | None]:
     """Warn (:class:`RosbagWarning`) about what of ``src`` could not be read; returns ``src.lost()``."""
     lost = src.lost()
-    if lost or src.problem:
+    if src.problem and src.read_all():
+        warnings.warn(RosbagWarning(f"{src.path}: {src.problem}; every message was read and imported"),
+                      stacklevel=3)
+    elif lost or src.problem:
         what = ", ".join(f"{t}: {'an unknown number of' if n is None else n} messages (read "
                          f"{src.read_counts.get(t, 0)})" for t, n in lost.items())
         why = src.problem or "messages missing"

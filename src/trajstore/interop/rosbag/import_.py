@@ -95,9 +95,12 @@ def import_rosbag(bags: str | os.PathLike | Iterable[str | os.PathLike], out: st
     - **Episode data**: ``{"bag": name, "path": absolute path, "start_ns": first log time, "topics":
       {topic: ROS type}, "streams": {topic: stream}, "stamp": stamp}``, plus ``"lost": {topic: count or
       None}`` for a bag that was only partly readable (that episode is ``interrupted``).
-    - **Cut-short bags** (a recorder killed: an MCAP file without its summary, a folder without
-      ``metadata.yaml``, a sqlite3 database missing rows its metadata counts) import their readable prefix,
-      with a :class:`RosbagWarning` naming the bag and the messages lost per topic.
+    - **Cut-short bags** (a recorder killed: an MCAP file without its summary, or cut anywhere else, a
+      folder without ``metadata.yaml``, a sqlite3 database missing rows its metadata counts) import their
+      readable prefix, with a :class:`RosbagWarning` naming the bag and the messages lost per topic (that
+      episode is ``interrupted``). An MCAP file cut after its last message (in its summary section, or with
+      ``metadata.yaml`` counting no more messages than were read) imports whole: a warning says so, the
+      episode is not interrupted.
 
     Args:
         bags: bag paths (a rosbag2 folder, or a ``.mcap``/``.db3`` file), or one path.
@@ -111,8 +114,8 @@ def import_rosbag(bags: str | os.PathLike | Iterable[str | os.PathLike], out: st
 
     Raises:
         FileNotFoundError: a bag path does not exist.
-        FormatError: a path that is not a ROS 2 bag, a declared size beyond the file or the import's bounds
-            (checked before it is read), a topic with different types in different bags, a message that
+        FormatError: a path that is not a ROS 2 bag, a chunk declaring more than its record holds or the
+            import's bounds (checked before it is read), a topic with different types in different bags, a message that
             cannot be deserialized or does not match its topic's first message (sizes), times going back.
         ValueError: a listed topic in no bag, two topics with one stream name, a bad stream name, an unknown
             ``stamp`` or ``camera``, no bag given.
@@ -167,7 +170,7 @@ def _import_bag(buf: Any, src: BagSource, plans: list, stamp: str, samples: dict
             samples[plan.name] += len(t)
             bar.update(len(t))
     lost = warn_lost(src)
-    partial = bool(lost) or src.problem is not None
+    partial = not src.read_all()  # a bag cut after its last message imports whole
     if not any(src.read_counts.values()):
         warnings.warn(RosbagWarning(f"{src.path}: no message of the imported topics; no episode made"),
                       stacklevel=3)
