@@ -283,7 +283,11 @@ class StreamBuffer(StreamReads, FolderOwner):
     def stream_length(self, name: str) -> int:
         """Samples of stream ``name`` held (a reader: as of its last refresh). Raises UnknownLeafError."""
         stream = self._stream(name)
-        return len(stream.times) if not self.read_only else self._state.lengths[name]
+        with stream.lock:
+            return self._held(stream)
+
+    def _held(self, stream: Stream) -> int:
+        return len(stream.times) if not self.read_only else self._state.lengths[stream.name]
 
     def write_stats(self, name: str) -> WriteStats:
         """What stream ``name``'s write-behind has done since the buffer was opened (``ReplayBuffer.write_stats``
@@ -314,8 +318,12 @@ class StreamBuffer(StreamReads, FolderOwner):
         with self._top:
             self._check_open()
             lengths = {n: self.stream_length(n) for n in self._state.streams}
-            return self._state.index.episode(k, lengths, self._state.meta["next_id"],
-                                             lambda n, i: self._state.streams[n].times.at(i))
+            return self._state.index.episode(k, lengths, self._state.meta["next_id"], self._time_at)
+
+    def _time_at(self, name: str, i: int) -> int:
+        stream = self._state.streams[name]
+        with stream.lock:
+            return stream.times.at(i)
 
     def aligned(self, *args: Any, **kwargs: Any) -> Any:
         """An aligned, read-only view of the streams: :class:`trajstore.streams.aligned.AlignedView`

@@ -52,14 +52,15 @@ class FolderState:
         for rec in self.log.read(start, meta["log"]["bytes"], meta["log"]["records"] - done):
             self.index.add(rec)
         for name, stream in self.streams.items():
-            stream.sub.refresh()
-            shown = min(meta["lengths"][name], stream.held())
-            if old is not None and old["discards"][name] != meta["discards"][name]:
-                stream.times.truncate(old_closed[name])  # the open episode's samples were replaced
-            stream.times.truncate(shown)
-            stream.load_times(shown)
-            stream.open_start = self.index.closed(name)
-            self.lengths[name] = shown
+            with stream.lock:  # reads of the stream from other threads wait
+                stream.sub.refresh()
+                shown = min(meta["lengths"][name], stream.held())
+                if old is not None and old["discards"][name] != meta["discards"][name]:
+                    stream.times.truncate(old_closed[name])  # the open episode's samples were replaced
+                stream.times.truncate(shown)
+                stream.load_times(shown)
+                stream.open_start = self.index.closed(name)
+                self.lengths[name] = shown
         self.meta = meta
 
     def refresh(self) -> bool:
