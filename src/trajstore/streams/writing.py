@@ -78,7 +78,7 @@ class Stream:
         ns = one_ns(self.name, t)
         n = len(self.times)
         if n > self.open_start and ns < self.times.at(n - 1):
-            check_order(self.name, np.array([ns], np.int64), self.times.at(n - 1))  # raises, naming both times
+            check_order(self.name, np.array([ns], np.int64), self.times.at(n - 1), single=True)  # raises
         try:
             self.sub.append({"timestamp": np.int64(ns), "value": value})
         except InvalidValueError as exc:
