@@ -95,7 +95,7 @@ class StreamBuffer(StreamReads, FolderOwner):
         with fresh_folder(cache_path) as (path, lock):
             assert path is not None
             (path / STREAMS_DIR).mkdir()
-            log = EpisodeLogFile(path, read_only=False, create=True)
+            log = EpisodeLogFile(path, read_only=False, create=True, names=names)
             made: dict[str, Stream] = {}
             try:
                 for name in names:
