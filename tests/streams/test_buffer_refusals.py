@@ -159,3 +159,14 @@ def test_extend_at_the_int64_edges_and_float16_seconds(tmp_path):
             with pytest.raises(InvalidValueError, match="stream 'b': timestamp at index 1 is inf"):
                 b.extend("b", np.array([1.0, 2.0]), np.array([3.0, np.inf], np.float16))
         assert b.timestamps("b").tolist() == [I64.min, 0, I64.max, I64.min, I64.max, 1_500_000_000, 2_000_000_000]
+
+
+def test_long_stream_names(tmp_path):
+    with pytest.raises(InvalidValueError, match="stream name 'xxxxxxxxxxxxxxxxxxxx'... is 300 characters long"):
+        StreamBuffer.create(tmp_path / "b", streams={"ok": BoxSpace(0, 1, ()), "x" * 300: BoxSpace(0, 1, ())})
+    assert not (tmp_path / "b").exists()
+    with StreamBuffer.create(tmp_path / "b", streams={"y" * 100: BoxSpace(0, 1, ())}) as buf:
+        buf.append("y" * 100, 0.5, 0)
+        buf.end_episode()
+    with StreamBuffer.load_from(tmp_path / "b") as buf:
+        assert buf.read("y" * 100, 0)[1].tolist() == [0.5]

@@ -72,8 +72,8 @@ class StreamBuffer(StreamReads, FolderOwner):
                 step space ``{"timestamp", "value"}`` (leaf keys ``"value"`` or ``"value/<key>"``).
 
         Raises:
-            InvalidValueError: a bad stream name (non-empty letters, digits, ``_ - .``; not ``timestamp``
-                or ``is_pad``), a bad ``"stats"`` mark in a leaf's metadata.
+            InvalidValueError: a bad stream name (non-empty letters, digits, ``_ - .``, at most 100
+                characters; not ``timestamp`` or ``is_pad``), a bad ``"stats"`` mark in a leaf's metadata.
             TypeError: ``streams`` is not a non-empty mapping of Spaces, ``check_bounds`` not a bool, an
                 unknown routing keyword.
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.

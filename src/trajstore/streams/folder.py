@@ -42,10 +42,13 @@ LOG_HEADER = json.dumps({"format": "trajstore-streams.episode_log", "version": 1
 #: Names taken by aligned views (``view[i]["timestamp"]``, ``view[i]["is_pad"]``).
 RESERVED = ("timestamp", "is_pad")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
+#: Longest stream name (a folder name: file systems allow 255 bytes; ``streams/<name>/...`` paths stay short).
+MAX_NAME = 100
 
 
 def check_name(name: Any) -> str:
-    """A stream name: non-empty, letters, digits, ``_``, ``-``, ``.`` (one safe path part), not reserved.
+    """A stream name: non-empty, at most :data:`MAX_NAME` characters, letters, digits, ``_``, ``-``, ``.``
+    (one safe path part), not reserved.
 
     Raises:
         InvalidValueError: anything else, naming the name and the rule.
@@ -53,6 +56,9 @@ def check_name(name: Any) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidValueError(f"stream name {name!r} is not allowed: use a non-empty str of letters, digits, "
                                 "'_', '-' and '.' (one path part, no '/')")
+    if len(name) > MAX_NAME:
+        raise InvalidValueError(f"stream name {name[:20]!r}... is {len(name)} characters long; stream names have "
+                                f"at most {MAX_NAME} (each is a folder name)")
     if name in RESERVED:
         raise InvalidValueError(f"stream name {name!r} is reserved (aligned views use {', '.join(RESERVED)})")
     return name
