@@ -100,6 +100,8 @@ def test_episode_spans(tmp_path):
         assert eps[0].streams["ft"] == StreamSpan(0, 40, 0, 39_000_000)
         assert eps[0].first_ns == 0 and eps[0].last_ns == 100_000_000
         assert eps[1].streams["wrist"] == StreamSpan(4, 4, None, None) and eps[1].streams["wrist"].count == 0
+        assert repr(eps[0].streams["wrist"]) == ("StreamSpan(start=0, stop=4, count=4, first_ns=0, "
+                                                 "last_ns=100000000)")
         assert eps[1].streams["joints"] == StreamSpan(20, 23, 20_000_000_000, 20_001_000_000)
         assert eps[1].first_ns == 20_000_000_000 and eps[1].last_ns == 20_001_000_000
         assert eps[2].streams["ft"] == StreamSpan(40, 41, 30, 30) and buf.episode(-1) == eps[2]

@@ -63,20 +63,25 @@ def test_extend_int_ns_after_seconds(buf):
 
 
 @pytest.mark.parametrize("name,value,match", [
-    ("joints", np.zeros(6, np.float32), "stream 'joints'.*"),
-    ("wrist", np.zeros((24, 32), np.uint8), "stream 'wrist'.*"),
-    ("ft", {"force": np.zeros(3, np.float32)}, "stream 'ft'.*"),
-    ("joints", np.full(7, 5000, np.float32), "stream 'joints'.*"),  # outside the bounds
+    ("joints", np.zeros(6, np.float32), r"^stream 'joints': expected shape \(7,\), got \(6,\)$"),
+    ("wrist", np.zeros((24, 32), np.uint8), r"^stream 'wrist': expected shape \(24, 32, 3\), got \(24, 32\)$"),
+    ("ft", {"force": np.zeros(3, np.float32)}, r"^stream 'ft': keys do not match the space: missing \['torque'\]"),
+    ("ft", {"force": np.zeros(2, np.float32), "torque": np.zeros(3)},
+     r"^stream 'ft': leaf 'force': expected shape \(3,\), got \(2,\)$"),
+    ("joints", np.full(7, 5000, np.float32), r"^stream 'joints': value 5000.0 at index \(0,\) is outside"),
 ])
 def test_wrong_values(buf, tmp_path, name, value, match):
-    with pytest.raises(InvalidValueError, match=match):
+    with pytest.raises(InvalidValueError, match=match) as caught:
         buf.append(name, value, 2.0)
+    assert "'value" not in str(caught.value)  # the sub-buffer's leaf names stay inside
     unchanged(buf, tmp_path)
 
 
 def test_wrong_batch(buf, tmp_path):
     with pytest.raises(InvalidValueError, match="stream 'joints'"):
         buf.extend("joints", np.zeros((2, 6), np.float32), [2.0, 2.1])
+    with pytest.raises(InvalidValueError, match=r"^stream 'ft': leaf 'force': expected shape \(N, 3\), got \(2, 2\)"):
+        buf.extend("ft", {"force": np.zeros((2, 2), np.float32), "torque": np.zeros((2, 3))}, [2.0, 2.1])
     with pytest.raises(InvalidValueError, match="stream 'ft'"):
         buf.extend("ft", {"force": np.zeros((2, 3), np.float32), "torque": np.zeros((3, 3))}, [2.0, 2.1])
     with pytest.raises(InvalidValueError, match="stream 'wrist'"):
