@@ -310,3 +310,18 @@ def test_reader_process_refreshes(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_dropped_unclosed_warns_once_about_the_stream_buffer(tmp_path):
+    import gc
+    import warnings
+
+    buf = make(tmp_path / "b")
+    record_episode(buf, n_cam=2, n_joints=3, n_ft=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del buf
+        gc.collect()
+    messages = [str(w.message) for w in caught if "not closed" in str(w.message)]
+    assert messages == [f"StreamBuffer at {tmp_path / 'b'} was not closed: 5 samples appended since the last flush() "
+                        "or end_episode() are lost (wrist: 2, joints: 3); use `with StreamBuffer...` or call close()"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -158,6 +159,24 @@ class StreamBuffer(StreamReads, FolderOwner):
             finally:
                 self._release_lock()
                 self.closed = True
+
+    def __del__(self) -> None:
+        # Dropped without close(): one warning for the buffer (not one per stream's sub-buffer). Flushing
+        # here is unsafe at interpreter exit, as for a ReplayBuffer.
+        if getattr(self, "closed", True) or getattr(self, "read_only", True) or os.getpid() != self._pid:
+            return
+        state = self._state
+        lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
+        lost = {n: k for n, k in lost.items() if k > 0}
+        if lost:
+            warnings.warn(f"StreamBuffer at {self.cache_path} was not closed: {sum(lost.values())} samples appended "
+                          f"since the last flush() or end_episode() are lost "
+                          f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` or "
+                          "call close()", stacklevel=2)
+        streams, state.streams = state.streams, {}
+        with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, said it above
+            warnings.simplefilter("ignore")
+            streams.clear()
 
     def refresh(self) -> bool:
         """Re-read what the writer has committed (for readers); True if anything changed."""
