@@ -41,7 +41,10 @@ class StreamBuffer(StreamReads, FolderOwner):
     Threads: appends to different streams may come from different threads at once (one lock per
     stream); each stream's sub-buffer writes behind, so an append costs the caller about a
     ``ReplayBuffer.append``. ``end_episode``, ``flush`` and ``discard_episode`` take each stream's lock
-    in turn: a stream's samples appended before its turn belong to the episode ended.
+    in turn: a stream's samples appended before its turn belong to the episode ended. Reads (``read``,
+    ``timestamps``, ``read_samples``, ``stream_length``, ``episodes``, aligned views of the buffer) may
+    come from any thread while others record: each holds the stream's lock (an append to that stream
+    waits for it) and sees one consistent state.
 
     Crash safety: a killed writer leaves, per stream, a prefix of its samples that holds at least what
     ``flush``/``end_episode`` committed (a stream flushed by a call the kill cut short keeps those samples
@@ -121,7 +124,10 @@ class StreamBuffer(StreamReads, FolderOwner):
 
         Raises:
             FormatError: not a stream buffer folder (a ReplayBuffer folder is named as such), a newer
-                version, a missing or damaged file (names it and the stream).
+                version, a missing or damaged file (names it, the episode record and the stream): e.g.
+                episode counts that are not whole numbers >= 0, name unknown streams, or add up to more
+                samples than ``streams.json`` commits or the stream's folder holds. Raised before anything
+                is written.
             LockedError: ``read_only=False`` while another process is writing.
         """
         path = Path(local_path(cache_path))
