@@ -100,6 +100,8 @@ def test_episode_spans(tmp_path):
         assert eps[0].streams["ft"] == StreamSpan(0, 40, 0, 39_000_000)
         assert eps[0].first_ns == 0 and eps[0].last_ns == 100_000_000
         assert eps[1].streams["wrist"] == StreamSpan(4, 4, None, None) and eps[1].streams["wrist"].count == 0
+        assert repr(eps[0].streams["wrist"]) == ("StreamSpan(start=0, stop=4, count=4, first_ns=0, "
+                                                 "last_ns=100000000)")
         assert eps[1].streams["joints"] == StreamSpan(20, 23, 20_000_000_000, 20_001_000_000)
         assert eps[1].first_ns == 20_000_000_000 and eps[1].last_ns == 20_001_000_000
         assert eps[2].streams["ft"] == StreamSpan(40, 41, 30, 30) and buf.episode(-1) == eps[2]
@@ -308,3 +310,18 @@ def test_reader_process_refreshes(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_dropped_unclosed_warns_once_about_the_stream_buffer(tmp_path):
+    import gc
+    import warnings
+
+    buf = make(tmp_path / "b")
+    record_episode(buf, n_cam=2, n_joints=3, n_ft=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del buf
+        gc.collect()
+    messages = [str(w.message) for w in caught if "not closed" in str(w.message)]
+    assert messages == [f"StreamBuffer at {tmp_path / 'b'} was not closed: 5 samples appended since the last flush() "
+                        "or end_episode() are lost (wrist: 2, joints: 3); use `with StreamBuffer...` or call close()"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -40,7 +41,10 @@ class StreamBuffer(StreamReads, FolderOwner):
     Threads: appends to different streams may come from different threads at once (one lock per
     stream); each stream's sub-buffer writes behind, so an append costs the caller about a
     ``ReplayBuffer.append``. ``end_episode``, ``flush`` and ``discard_episode`` take each stream's lock
-    in turn: a stream's samples appended before its turn belong to the episode ended.
+    in turn: a stream's samples appended before its turn belong to the episode ended. Reads (``read``,
+    ``timestamps``, ``read_samples``, ``stream_length``, ``episodes``, aligned views of the buffer) may
+    come from any thread while others record: each holds the stream's lock (an append to that stream
+    waits for it) and sees one consistent state.
 
     Crash safety: a killed writer leaves, per stream, a prefix of its samples that holds at least what
     ``flush``/``end_episode`` committed (a stream flushed by a call the kill cut short keeps those samples
@@ -72,8 +76,8 @@ class StreamBuffer(StreamReads, FolderOwner):
                 step space ``{"timestamp", "value"}`` (leaf keys ``"value"`` or ``"value/<key>"``).
 
         Raises:
-            InvalidValueError: a bad stream name (non-empty letters, digits, ``_ - .``; not ``timestamp``
-                or ``is_pad``), a bad ``"stats"`` mark in a leaf's metadata.
+            InvalidValueError: a bad stream name (non-empty letters, digits, ``_ - .``, at most 100
+                characters; not ``timestamp`` or ``is_pad``), a bad ``"stats"`` mark in a leaf's metadata.
             TypeError: ``streams`` is not a non-empty mapping of Spaces, ``check_bounds`` not a bool, an
                 unknown routing keyword.
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
@@ -95,7 +99,7 @@ class StreamBuffer(StreamReads, FolderOwner):
         with fresh_folder(cache_path) as (path, lock):
             assert path is not None
             (path / STREAMS_DIR).mkdir()
-            log = EpisodeLogFile(path, read_only=False, create=True)
+            log = EpisodeLogFile(path, read_only=False, create=True, names=names)
             made: dict[str, Stream] = {}
             try:
                 for name in names:
@@ -120,7 +124,10 @@ class StreamBuffer(StreamReads, FolderOwner):
 
         Raises:
             FormatError: not a stream buffer folder (a ReplayBuffer folder is named as such), a newer
-                version, a missing or damaged file (names it and the stream).
+                version, a missing or damaged file (names it, the episode record and the stream): e.g.
+                episode counts that are not whole numbers >= 0, name unknown streams, or add up to more
+                samples than ``streams.json`` commits or the stream's folder holds. Raised before anything
+                is written.
             LockedError: ``read_only=False`` while another process is writing.
         """
         path = Path(local_path(cache_path))
@@ -158,6 +165,24 @@ class StreamBuffer(StreamReads, FolderOwner):
             finally:
                 self._release_lock()
                 self.closed = True
+
+    def __del__(self) -> None:
+        # Dropped without close(): one warning for the buffer (not one per stream's sub-buffer). Flushing
+        # here is unsafe at interpreter exit, as for a ReplayBuffer.
+        if getattr(self, "closed", True) or getattr(self, "read_only", True) or os.getpid() != self._pid:
+            return
+        state = self._state
+        lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
+        lost = {n: k for n, k in lost.items() if k > 0}
+        if lost:
+            warnings.warn(f"StreamBuffer at {self.cache_path} was not closed: {sum(lost.values())} samples appended "
+                          f"since the last flush() or end_episode() are lost "
+                          f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` or "
+                          "call close()", stacklevel=2)
+        streams, state.streams = state.streams, {}
+        with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, said it above
+            warnings.simplefilter("ignore")
+            streams.clear()
 
     def refresh(self) -> bool:
         """Re-read what the writer has committed (for readers); True if anything changed."""
@@ -283,7 +308,11 @@ class StreamBuffer(StreamReads, FolderOwner):
     def stream_length(self, name: str) -> int:
         """Samples of stream ``name`` held (a reader: as of its last refresh). Raises UnknownLeafError."""
         stream = self._stream(name)
-        return len(stream.times) if not self.read_only else self._state.lengths[name]
+        with stream.lock:
+            return self._held(stream)
+
+    def _held(self, stream: Stream) -> int:
+        return len(stream.times) if not self.read_only else self._state.lengths[stream.name]
 
     def write_stats(self, name: str) -> WriteStats:
         """What stream ``name``'s write-behind has done since the buffer was opened (``ReplayBuffer.write_stats``
@@ -314,8 +343,12 @@ class StreamBuffer(StreamReads, FolderOwner):
         with self._top:
             self._check_open()
             lengths = {n: self.stream_length(n) for n in self._state.streams}
-            return self._state.index.episode(k, lengths, self._state.meta["next_id"],
-                                             lambda n, i: self._state.streams[n].times.at(i))
+            return self._state.index.episode(k, lengths, self._state.meta["next_id"], self._time_at)
+
+    def _time_at(self, name: str, i: int) -> int:
+        stream = self._state.streams[name]
+        with stream.lock:
+            return stream.times.at(i)
 
     def aligned(self, *args: Any, **kwargs: Any) -> Any:
         """An aligned, read-only view of the streams: :class:`trajstore.streams.aligned.AlignedView`

@@ -29,6 +29,10 @@ class StreamSpan:
         """Samples of the stream in the episode."""
         return self.stop - self.start
 
+    def __repr__(self) -> str:
+        return (f"StreamSpan(start={self.start}, stop={self.stop}, count={self.count}, first_ns={self.first_ns}, "
+                f"last_ns={self.last_ns})")
+
 
 @dataclass(frozen=True)
 class StreamEpisode:

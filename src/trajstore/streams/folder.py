@@ -42,10 +42,13 @@ LOG_HEADER = json.dumps({"format": "trajstore-streams.episode_log", "version": 1
 #: Names taken by aligned views (``view[i]["timestamp"]``, ``view[i]["is_pad"]``).
 RESERVED = ("timestamp", "is_pad")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
+#: Longest stream name (a folder name: file systems allow 255 bytes; ``streams/<name>/...`` paths stay short).
+MAX_NAME = 100
 
 
 def check_name(name: Any) -> str:
-    """A stream name: non-empty, letters, digits, ``_``, ``-``, ``.`` (one safe path part), not reserved.
+    """A stream name: non-empty, at most :data:`MAX_NAME` characters, letters, digits, ``_``, ``-``, ``.``
+    (one safe path part), not reserved.
 
     Raises:
         InvalidValueError: anything else, naming the name and the rule.
@@ -53,6 +56,9 @@ def check_name(name: Any) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidValueError(f"stream name {name!r} is not allowed: use a non-empty str of letters, digits, "
                                 "'_', '-' and '.' (one path part, no '/')")
+    if len(name) > MAX_NAME:
+        raise InvalidValueError(f"stream name {name[:20]!r}... is {len(name)} characters long; stream names have "
+                                f"at most {MAX_NAME} (each is a folder name)")
     if name in RESERVED:
         raise InvalidValueError(f"stream name {name!r} is reserved (aligned views use {', '.join(RESERVED)})")
     return name
@@ -82,6 +88,9 @@ def read_meta(folder: Path) -> dict[str, Any]:
         raise FormatError(f"{folder}: stream buffer version {meta.get('version')!r} is newer than this "
                           f"trajstore reads ({VERSION}); upgrade trajstore")
     try:
+        if not isinstance(meta["streams"], dict) or not meta["streams"]:
+            raise FormatError(f"{folder / META_FILE}: 'streams' must name at least one stream, got "
+                              f"{meta['streams']!r:.80}")
         names = list(meta["streams"])
         for name in names:
             check_name(name)
@@ -92,13 +101,40 @@ def read_meta(folder: Path) -> dict[str, Any]:
             if set(meta[key]) != set(names) or any(type(v) is not int or v < 0 for v in meta[key].values()):
                 raise FormatError(f"{folder / META_FILE}: {key!r} must give a whole number for every stream")
         log = meta["log"]
-        if log.get("file") != LOG_FILE or type(log.get("bytes")) is not int or type(log.get("records")) is not int:
+        if (log.get("file") != LOG_FILE or not _count(log.get("bytes")) or log["bytes"] < len(LOG_HEADER)
+                or not _count(log.get("records"))):
             raise FormatError(f"{folder / META_FILE}: bad log entry {log!r:.80}")
-        if type(meta.get("next_id")) is not int or type(meta.get("commit")) is not int:
+        if not _count(meta.get("next_id")) or not _count(meta.get("commit")):
             raise FormatError(f"{folder / META_FILE}: next_id and commit must be whole numbers")
     except (KeyError, TypeError, AttributeError, InvalidValueError) as exc:
         raise FormatError(f"{folder / META_FILE} is damaged or incomplete ({type(exc).__name__}: {exc})") from None
     return meta
+
+
+def _count(v: Any) -> bool:
+    """A plain non-negative int (not a bool, a float or a str)."""
+    return type(v) is int and v >= 0
+
+
+def check_record(path: Path, rec: Any, number: int, names: list[str]) -> dict[str, Any]:
+    """One episode record of the log as a writer writes it: ``{"id", "interrupted", "data", "counts"}``
+    with counts plain non-negative ints of known streams.
+
+    Raises:
+        FormatError: names the log file, the record (its position and id) and the stream.
+    """
+    where = f"{path}: episode record {number}"
+    if (not isinstance(rec, dict) or not _count(rec.get("id")) or not isinstance(rec.get("counts"), dict)
+            or not isinstance(rec.get("data"), dict) or not isinstance(rec.get("interrupted"), bool)):
+        raise FormatError(f"{where} is not an episode record: {json.dumps(rec, default=str)[:80]}")
+    where += f" (id {rec['id']})"
+    for name, count in rec["counts"].items():
+        if name not in names:
+            raise FormatError(f"{where} counts samples of stream {name!r}, which the buffer does not have "
+                              f"(its streams: {names})")
+        if not _count(count):
+            raise FormatError(f"{where}: stream {name!r} has count {count!r}; counts are whole numbers >= 0")
+    return rec
 
 
 def write_meta(folder: Path, meta: dict[str, Any]) -> None:
@@ -117,8 +153,9 @@ def new_meta(names: list[str], check_bounds: bool) -> dict[str, Any]:
 class EpisodeLogFile:
     """The append-only episode log of a stream buffer folder (see the module docstring)."""
 
-    def __init__(self, folder: Path, *, read_only: bool, create: bool = False):
+    def __init__(self, folder: Path, *, read_only: bool, create: bool = False, names: list[str] | None = None):
         self.path = Path(folder) / LOG_FILE
+        self.names = list(names or [])  # the streams records may count
         if create:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             os.write(fd, LOG_HEADER)
@@ -131,13 +168,18 @@ class EpisodeLogFile:
                 raise FormatError(f"{self.path} does not exist (the episode log of a stream buffer)") from None
         self._fd = fd
 
-    def read(self, start: int, stop: int, records: int) -> list[dict[str, Any]]:
-        """The ``records`` episode records in bytes ``[start, stop)`` (``start`` 0 skips the header).
+    def read(self, start: int, stop: int, records: int, first: int = 0) -> list[dict[str, Any]]:
+        """The ``records`` episode records in bytes ``[start, stop)`` (``start`` 0 skips the header);
+        ``first``: the position of the first of them in the log (for messages).
 
         Raises:
-            FormatError: the file is shorter than committed, or a record is not what a writer writes.
+            FormatError: the file is shorter than committed, or a record is not what a writer writes
+                (names the file, the record and the stream).
         """
         start = max(start, len(LOG_HEADER))
+        size = os.fstat(self._fd).st_size
+        if stop > size:  # checked before reading: never allocate from a length in a file
+            raise FormatError(f"{self.path} is shorter ({size} bytes) than committed ({stop})")
         raw = os.pread(self._fd, stop - start, start) if stop > start else b""
         if len(raw) != max(stop - start, 0):
             raise FormatError(f"{self.path} is shorter ({start + len(raw)} bytes) than committed ({stop})")
@@ -145,12 +187,9 @@ class EpisodeLogFile:
         if len(lines) != records:
             raise FormatError(f"{self.path}: {len(lines)} records in bytes {start}..{stop}, committed {records}")
         out = []
-        for line in lines:
+        for i, line in enumerate(lines):
             rec = loads_bounded(line, source=str(self.path), max_depth=MAX_STORED_DEPTH + 8)
-            if (not isinstance(rec, dict) or type(rec.get("id")) is not int or not isinstance(rec.get("counts"), dict)
-                    or not isinstance(rec.get("data"), dict) or not isinstance(rec.get("interrupted"), bool)):
-                raise FormatError(f"{self.path}: bad episode record {line[:80]!r}")
-            out.append(rec)
+            out.append(check_record(self.path, rec, first + i, self.names))
         return out
 
     def append(self, offset: int, records: list[dict[str, Any]]) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from trajstore.errors import FormatError
 from trajstore.streams.episodes import EpisodeIndex
-from trajstore.streams.folder import STREAMS_DIR, EpisodeLogFile, read_meta, write_meta
+from trajstore.streams.folder import LOG_FILE, META_FILE, STREAMS_DIR, EpisodeLogFile, read_meta, write_meta
 from trajstore.streams.writing import Stream
 
 
@@ -49,17 +49,24 @@ class FolderState:
         old = self.meta
         old_closed = {n: self.index.closed(n) for n in self.streams}
         start, done = (old["log"]["bytes"], len(self.index.records)) if old is not None else (0, 0)
-        for rec in self.log.read(start, meta["log"]["bytes"], meta["log"]["records"] - done):
+        records = self.log.read(start, meta["log"]["bytes"], meta["log"]["records"] - done, done)
+        closed = {n: self.index.closed(n) + sum(r["counts"].get(n, 0) for r in records) for n in self.streams}
+        check_closed(self.path, closed, meta["lengths"], "streams.json commits")  # before anything changes
+        for name, stream in self.streams.items():
+            with stream.lock:  # reads of the stream from other threads wait
+                stream.sub.refresh()
+                check_closed(self.path, {name: closed[name]}, {name: stream.held()}, "its folder holds")
+        for rec in records:
             self.index.add(rec)
         for name, stream in self.streams.items():
-            stream.sub.refresh()
-            shown = min(meta["lengths"][name], stream.held())
-            if old is not None and old["discards"][name] != meta["discards"][name]:
-                stream.times.truncate(old_closed[name])  # the open episode's samples were replaced
-            stream.times.truncate(shown)
-            stream.load_times(shown)
-            stream.open_start = self.index.closed(name)
-            self.lengths[name] = shown
+            with stream.lock:
+                shown = min(meta["lengths"][name], stream.held())
+                if old is not None and old["discards"][name] != meta["discards"][name]:
+                    stream.times.truncate(old_closed[name])  # the open episode's samples were replaced
+                stream.times.truncate(shown)
+                stream.load_times(shown)
+                stream.open_start = self.index.closed(name)
+                self.lengths[name] = shown
         self.meta = meta
 
     def refresh(self) -> bool:
@@ -96,7 +103,7 @@ def open_state(path: Path, *, read_only: bool, multiprocessing: bool) -> FolderS
                 streams[name] = Stream.open(name, folder, read_only=read_only, multiprocessing=multiprocessing)
             except FormatError as exc:
                 raise FormatError(f"{path}: stream {name!r} ({folder}): {exc}") from exc
-        log = EpisodeLogFile(path, read_only=read_only)
+        log = EpisodeLogFile(path, read_only=read_only, names=list(meta["streams"]))
         state = FolderState(path, meta, streams, log)
         if read_only:
             state.meta = None  # type: ignore[assignment]
@@ -111,18 +118,32 @@ def open_state(path: Path, *, read_only: bool, multiprocessing: bool) -> FolderS
         raise
 
 
+def check_closed(path: Path, closed: dict[str, int], have: dict[str, int], what: str) -> None:
+    """Refuse an episode log whose closed episodes count more samples of a stream than ``have`` (what
+    ``streams.json`` commits, or what the stream's folder holds).
+
+    Raises:
+        FormatError: names the log file, the stream and both numbers.
+    """
+    for name, n in closed.items():
+        if n > have[name]:
+            raise FormatError(f"{path / LOG_FILE}: the closed episodes count {n} samples of stream {name!r} but "
+                              f"{what} only {have[name]} ({path / META_FILE}, {path / STREAMS_DIR / name})")
+
+
 def recover(state: FolderState) -> None:
     """A writer's open: read the committed log and each stream's samples (every durable one), and end
     the samples past the last closed episode, in any stream, as one interrupted episode, committed."""
     meta = state.meta
-    for rec in state.log.read(0, meta["log"]["bytes"], meta["log"]["records"]):
+    records = state.log.read(0, meta["log"]["bytes"], meta["log"]["records"])
+    closed = {n: sum(r["counts"].get(n, 0) for r in records) for n in state.streams}
+    check_closed(state.path, closed, meta["lengths"], "streams.json commits")  # before anything is written
+    check_closed(state.path, closed, {n: s.held() for n, s in state.streams.items()}, "its folder holds")
+    for rec in records:
         state.index.add(rec)
     counts = {}
     for name, stream in state.streams.items():
         held, closed = stream.held(), state.index.closed(name)
-        if held < closed:
-            raise FormatError(f"{state.path}: stream {name!r} holds {held} samples but its closed episodes "
-                              f"have {closed} ({stream.sub.cache_path})")
         stream.load_times(held)
         stream.open_start = closed
         if held > closed:

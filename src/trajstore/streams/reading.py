@@ -1,6 +1,10 @@
 """The native-rate reads of a stream buffer: timestamps, one episode's samples, samples by position,
 statistics. A base class of :class:`~trajstore.streams.StreamBuffer`, over its public episode API and
-each stream's sub-buffer."""
+each stream's sub-buffer.
+
+Every read of a stream holds its lock (appends to it from other threads wait meanwhile), and a read
+of an episode also the buffer's lock (taken first, as ``end_episode`` does), so a read sees one
+consistent state and never touches a sub-buffer while another thread writes to it."""
 
 from __future__ import annotations
 
@@ -19,7 +23,10 @@ class StreamReads:
     def _stream(self, name: str) -> Stream:
         raise NotImplementedError
 
-    def stream_length(self, name: str) -> int:
+    _top: Any  # the buffer's lock: episodes do not end, are discarded or refreshed while it is held
+
+    def _held(self, stream: Stream) -> int:
+        """Samples of ``stream`` shown (the caller holds its lock)."""
         raise NotImplementedError
 
     def episode(self, k: int) -> StreamEpisode:
@@ -34,9 +41,12 @@ class StreamReads:
         of episode position ``episode``'s samples. Raises UnknownLeafError, IndexError."""
         stream = self._stream(name)
         if episode is None:
-            return stream.times.view(0, self.stream_length(name))
-        span = self.episode(episode).streams[name]
-        return stream.times.view(span.start, span.stop)
+            with stream.lock:  # a consistent copy while another thread appends
+                return stream.times.view(0, self._held(stream))
+        with self._top:
+            span = self.episode(episode).streams[name]
+            with stream.lock:
+                return stream.times.view(span.start, span.stop)
 
     def read(self, name: str, episode: int) -> tuple[np.ndarray, Any]:
         """``(t_ns, values)`` of stream ``name`` in episode position ``episode``: timestamps int64 ``(N,)``
@@ -46,9 +56,11 @@ class StreamReads:
             UnknownLeafError: no stream ``name``. IndexError: no such episode.
         """
         stream = self._stream(name)
-        span = self.episode(episode).streams[name]
-        values = stream.sub.get_at(slice(span.start, span.stop))["value"]
-        return stream.times.view(span.start, span.stop), values
+        with self._top:  # no episode ends or is discarded meanwhile; appends wait for the read
+            span = self.episode(episode).streams[name]
+            with stream.lock:
+                values = stream.sub.get_at(slice(span.start, span.stop))["value"]
+                return stream.times.view(span.start, span.stop), values
 
     def read_samples(self, name: str, positions: Any) -> Any:
         """Values of stream ``name`` at sample ``positions`` (ints, 1-D, any order, repeats allowed;
@@ -61,11 +73,15 @@ class StreamReads:
             TypeError: positions not integers.
         """
         stream = self._stream(name)
-        n = self.stream_length(name)
         pos = np.asarray(positions)
         if pos.ndim != 1 or (pos.dtype.kind not in "iu" and pos.size):
             raise TypeError(f"stream {name!r}: positions must be a 1-D integer array, got {pos.dtype} {pos.shape}")
         pos = pos.astype(np.int64)
+        with stream.lock:  # the sub-buffer is not read while another thread appends to it
+            return self._read_positions(stream, pos)
+
+    def _read_positions(self, stream: Stream, pos: np.ndarray) -> Any:
+        name, n = stream.name, self._held(stream)
         if pos.size and (pos.min() < -n or pos.max() >= n):
             bad = int(np.argmax((pos < -n) | (pos >= n)))
             raise IndexError(f"stream {name!r}: position {int(pos[bad])} (index {bad}) is outside the stream's "
@@ -78,9 +94,10 @@ class StreamReads:
         leaf's key within the stream (the stream's name for a stream whose space is not a dict)."""
         out: dict[str, dict[str, LeafStats]] = {}
         for name in self.streams:
-            sub = self._stream(name).sub
+            stream = self._stream(name)
             try:
-                raw = sub.stats("value")
+                with stream.lock:
+                    raw = stream.sub.stats("value")
             except ValueError:  # no numeric leaf (text only)
                 raw = {}
             out[name] = {(name if key == "value" else key[len("value/"):]): v for key, v in raw.items()}

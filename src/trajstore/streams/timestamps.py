@@ -39,12 +39,20 @@ def one_ns(stream: str, t: Any) -> int:
 
 
 def many_ns(stream: str, t: Any, n: int) -> np.ndarray:
-    """``t`` (``(n,)`` float seconds or integer nanoseconds) as int64 nanoseconds ``(n,)``.
+    """``t`` (``(n,)`` float seconds or integer nanoseconds) as int64 nanoseconds ``(n,)``. A list or
+    tuple of Python ints is nanoseconds (each must fit int64), of floats (any float in it) seconds.
 
     Raises:
-        InvalidValueError: wrong shape, not numbers (bool included), NaN or infinite (names the stream and
-            the first bad index).
+        InvalidValueError: wrong shape, not numbers (bool included), NaN or infinite, nanoseconds out
+            of int64 (names the stream and the first bad index).
     """
+    if isinstance(t, (list, tuple)) and t and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                                                  for v in t):
+        for i, v in enumerate(t):  # before NumPy turns an int beyond int64 into float64 (then "seconds")
+            if not _I64.min <= int(v) <= _I64.max:
+                raise InvalidValueError(f"stream {stream!r}: timestamp at index {i} ({int(v)} ns) does not fit "
+                                        "int64 nanoseconds")
+        t = np.array([int(v) for v in t], np.int64)
     arr = np.asarray(t)
     if arr.shape != (n,):
         raise InvalidValueError(f"stream {stream!r}: timestamps must have shape ({n},) (one per value), "
@@ -52,22 +60,26 @@ def many_ns(stream: str, t: Any, n: int) -> np.ndarray:
     if arr.dtype.kind in "iu":
         if arr.dtype.kind == "u" and n and int(arr.max()) > _I64.max:
             bad = int(np.argmax(arr > _I64.max))
-            raise InvalidValueError(f"stream {stream!r}: timestamp {bad} ({arr[bad]} ns) does not fit int64")
+            raise InvalidValueError(f"stream {stream!r}: timestamp at index {bad} ({arr[bad]} ns) does not fit "
+                                    "int64 nanoseconds")
         return arr.astype(np.int64, copy=True)
     if arr.dtype.kind != "f":
         raise InvalidValueError(f"stream {stream!r}: timestamps must be float seconds or integer nanoseconds, "
                                 f"got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)  # float16/float32 seconds: compared and scaled without overflow
     bad = ~np.isfinite(arr) | (np.abs(arr) >= _MAX_SECONDS)
     if bad.any():
         first = int(np.argmax(bad))
-        raise InvalidValueError(f"stream {stream!r}: timestamp {first} is {float(arr[first])}; timestamps must be "
-                                "finite seconds within int64 nanoseconds")
-    return np.rint(arr.astype(np.float64) * 1e9).astype(np.int64)
+        raise InvalidValueError(f"stream {stream!r}: timestamp at index {first} is {float(arr[first])}; timestamps "
+                                "must be finite seconds within int64 nanoseconds")
+    return np.rint(arr * 1e9).astype(np.int64)
 
 
-def check_order(stream: str, ns: np.ndarray, last: int | None) -> None:
+def check_order(stream: str, ns: np.ndarray, last: int | None, *, single: bool = False) -> None:
     """Refuse timestamps ``ns`` (int64 ``(n,)``) that decrease, or start before ``last`` (the stream's
-    last timestamp in the open episode, ``None`` at its start).
+    last timestamp in the open episode, ``None`` at its start). Neighbours are compared directly (no
+    differences, which wrap around at the ends of int64). ``single``: ``ns`` is one appended sample
+    (the message gives its time, not an index).
 
     Raises:
         InvalidValueError: names the stream, the first bad index and both times.
@@ -75,14 +87,15 @@ def check_order(stream: str, ns: np.ndarray, last: int | None) -> None:
     if not len(ns):
         return
     if last is not None and ns[0] < last:
-        raise InvalidValueError(f"stream {stream!r}: timestamp 0 ({int(ns[0])} ns) is before the stream's last "
-                                f"timestamp in this episode ({last} ns); timestamps must not decrease")
+        what = f"timestamp {int(ns[0])} ns" if single else f"timestamp at index 0 ({int(ns[0])} ns)"
+        raise InvalidValueError(f"stream {stream!r}: {what} is before the stream's last timestamp in this "
+                                f"episode ({last} ns); timestamps must not decrease")
     if len(ns) > 1:
-        down = np.diff(ns) < 0
+        down = ns[1:] < ns[:-1]
         if down.any():
             i = int(np.argmax(down)) + 1
-            raise InvalidValueError(f"stream {stream!r}: timestamp {i} ({int(ns[i])} ns) is before timestamp "
-                                    f"{i - 1} ({int(ns[i - 1])} ns); timestamps must not decrease")
+            raise InvalidValueError(f"stream {stream!r}: timestamp at index {i} ({int(ns[i])} ns) is before the "
+                                    f"one at index {i - 1} ({int(ns[i - 1])} ns); timestamps must not decrease")
 
 
 class TimeColumn:

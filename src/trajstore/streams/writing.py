@@ -7,6 +7,7 @@ the sub-buffer writes behind (a background thread), so an append costs about a `
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,13 @@ def step_space(space: Space) -> DictSpace:
     """The sub-buffer's step space of a stream of ``space``: ``{"timestamp": int64 (), "value": space}``."""
     i64 = np.iinfo(np.int64)
     return DictSpace({"timestamp": BoxSpace(i64.min, i64.max, (), np.int64), "value": space})
+
+
+def within_stream(message: str) -> str:
+    """A sub-buffer's message with its leaf keys made the stream's own: ``leaf 'value/force'`` becomes
+    ``leaf 'force'``, and ``leaf 'value'`` (the whole value) goes, the caller naming the stream."""
+    message = message.replace("leaf 'value': ", "").replace("keys at 'value' ", "keys ")
+    return re.sub(r"'value/([^']*)'", r"'\1'", message)
 
 
 class Stream:
@@ -78,11 +86,11 @@ class Stream:
         ns = one_ns(self.name, t)
         n = len(self.times)
         if n > self.open_start and ns < self.times.at(n - 1):
-            check_order(self.name, np.array([ns], np.int64), self.times.at(n - 1))  # raises, naming both times
+            check_order(self.name, np.array([ns], np.int64), self.times.at(n - 1), single=True)  # raises
         try:
             self.sub.append({"timestamp": np.int64(ns), "value": value})
         except InvalidValueError as exc:
-            raise type(exc)(f"stream {self.name!r}: {exc}") from None
+            raise type(exc)(f"stream {self.name!r}: {within_stream(str(exc))}") from None
         self.times.add_one(ns)
 
     def extend(self, values: Any, t: Any) -> None:
@@ -96,7 +104,7 @@ class Stream:
         try:
             self.sub.extend({"timestamp": ns, "value": values})
         except InvalidValueError as exc:
-            raise type(exc)(f"stream {self.name!r}: {exc}") from None
+            raise type(exc)(f"stream {self.name!r}: {within_stream(str(exc))}") from None
         self.times.add(ns)
 
     def open_count(self) -> int:
