@@ -61,10 +61,8 @@ time column, the stream lock): a few us on a ~10-25 us ``ReplayBuffer.append``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -104,28 +102,13 @@ def main() -> None:
         ap.error(f"--modes takes {', '.join(MODES)}")
     cons = hx.contenders(argparse.Namespace(src=args.src, python=args.python, peers="", no_install=True))
     work = hx.workdir(args, "streams-record-")
-    results: dict[str, dict] = {}
-    try:
-        for i, c in enumerate(cons):
-            c = dataclasses.replace(c, script=Path(__file__).resolve())
-            config = {"out": str(work / f"src{i}"), "modes": modes, "seconds": args.seconds,
-                      "episode_seconds": args.episode_seconds, "height": args.height, "width": args.width,
-                      "rates": {"camera": args.camera_hz, "joints": args.joints_hz, "ft": args.ft_hz},
-                      "sample_every": args.sample_every, "profile": args.profile, "profile_top": args.profile_top}
-            try:
-                _, res = c.run(CHILD, json.dumps(config), timeout=max(600.0, 20 * args.seconds * len(modes)))
-            except hx.ContenderError as exc:
-                results[c.label] = {"failed": str(exc)}
-                print(f"{c.label}: failed: {exc}", file=sys.stderr, flush=True)
-                continue
-            finally:
-                if not args.keep:
-                    shutil.rmtree(work / f"src{i}", ignore_errors=True)
-            results[c.label] = res
-            print(f"{c.label}: done", file=sys.stderr, flush=True)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    config = {"modes": modes, "seconds": args.seconds, "episode_seconds": args.episode_seconds,
+              "height": args.height, "width": args.width,
+              "rates": {"camera": args.camera_hz, "joints": args.joints_hz, "ft": args.ft_hz},
+              "sample_every": args.sample_every, "profile": args.profile, "profile_top": args.profile_top}
+    results = hx.run_sources(cons, work, Path(__file__).resolve(), CHILD,
+                             lambda i, out: {**config, "out": str(out)},
+                             timeout=max(600.0, 20 * args.seconds * len(modes)), keep=args.keep)
     report(args, modes, results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

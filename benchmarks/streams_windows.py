@@ -56,10 +56,8 @@ Figures (2 cores shared with other jobs, load average 1.6-3.8), ms per batch, me
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -99,24 +97,8 @@ def main() -> None:
     cons = hx.contenders(argparse.Namespace(src=args.src, python=args.python, peers="", no_install=True))
     work = hx.workdir(args, "streams-windows-")
     config = {k: v for k, v in vars(args).items() if k not in ("src", "python", "json", "workdir", "keep")}
-    results: dict[str, dict] = {}
-    try:
-        for i, c in enumerate(cons):
-            c = dataclasses.replace(c, script=Path(__file__).resolve())
-            try:
-                _, res = c.run(CHILD, json.dumps({**config, "out": str(work / f"src{i}")}), timeout=3600)
-            except hx.ContenderError as exc:
-                results[c.label] = {"failed": str(exc)}
-                print(f"{c.label}: failed: {exc}", file=sys.stderr, flush=True)
-                continue
-            finally:
-                if not args.keep:
-                    shutil.rmtree(work / f"src{i}", ignore_errors=True)
-            results[c.label] = res
-            print(f"{c.label}: done", file=sys.stderr, flush=True)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    results = hx.run_sources(cons, work, Path(__file__).resolve(), CHILD,
+                             lambda i, out: {**config, "out": str(out)}, timeout=3600, keep=args.keep)
     report(args, results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -22,12 +22,13 @@ import dataclasses
 import json
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import _venvs
 
@@ -115,6 +116,33 @@ def workdir(args: argparse.Namespace, prefix: str) -> Path:
     root = _venvs.peers_root() / "tmp"
     root.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+
+
+def run_sources(cons: Sequence[Contender], work: Path, script: Path, child_flag: str,
+                config: Callable[[int, Path], dict], timeout: float, keep: bool) -> dict[str, dict]:
+    """Run ``script`` with ``child_flag`` under each contender (a trajstore source), one after the other:
+    contender ``i`` gets ``json.dumps(config(i, work / f"src{i}"))`` and its own folder ``work/src{i}``
+    (removed after unless ``keep``; ``work`` too). Returns ``{label: result}`` with ``{"failed": why}``
+    for a contender that failed (its error is printed, the others still run)."""
+    results: dict[str, dict] = {}
+    try:
+        for i, c in enumerate(cons):
+            c = dataclasses.replace(c, script=script)
+            try:
+                _, res = c.run(child_flag, json.dumps(config(i, work / f"src{i}")), timeout=timeout)
+            except ContenderError as exc:
+                results[c.label] = {"failed": str(exc)}
+                print(f"{c.label}: failed: {exc}", file=sys.stderr, flush=True)
+                continue
+            finally:
+                if not keep:
+                    shutil.rmtree(work / f"src{i}", ignore_errors=True)
+            results[c.label] = res
+            print(f"{c.label}: done", file=sys.stderr, flush=True)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return results
 
 
 def contenders(args: argparse.Namespace) -> list[Contender]:

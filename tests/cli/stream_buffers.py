@@ -76,3 +76,12 @@ def make_imu_buffer(path):
             buf.extend("cmd", np.arange(20.0), t0 + np.arange(20) * 50_000_000)
             buf.end_episode(task="t")
     return path
+
+
+def run(*args):
+    """``trajstore ARGS`` in-process (typer's CliRunner); the result has ``exit_code`` and ``output``."""
+    from typer.testing import CliRunner
+
+    from trajstore.cli.main import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])

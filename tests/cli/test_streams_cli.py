@@ -6,20 +6,12 @@ import json
 import h5py
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from tests.cli.stream_buffers import T1, joint_values, make_stream_buffer
-from trajstore.cli.main import app
+from tests.cli.stream_buffers import T1, joint_values, make_stream_buffer, run
 from trajstore.errors import FormatError
 from trajstore.ops import describe_streams, summarize_stream_episodes, verify_stream_buffer
 from trajstore.ops.stream_info import is_stream_folder
 from trajstore.streams import StreamBuffer
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")

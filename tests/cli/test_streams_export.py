@@ -5,21 +5,13 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from tests.cli.stream_buffers import make_stream_buffer
-from trajstore.cli.main import app
+from tests.cli.stream_buffers import make_stream_buffer, run
 from trajstore.interop.lerobot.export import export_lerobot
 from trajstore.interop.zarr import export_zarr
 from trajstore.ops.stream_export import aligned_for_export, export_stream_buffer, parse_how, parse_tolerance
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.streams import StreamBuffer
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")
