@@ -14,7 +14,7 @@ import functools
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from trajstore.errors import FormatError
 from trajstore.interop.rosbag import _mcap_records
@@ -33,7 +33,8 @@ class RosbagWarning(UserWarning):
 class BagSource:
     """An open recording. ``topics``: topic -> ROS type name; ``declared``: topic -> message count the bag's
     metadata (or MCAP summary) gives, when it gives one; ``problem``: why only a prefix could be read;
-    ``whole_data``: the part cut off held no message (an MCAP file cut in its summary section)."""
+    ``whole_data``: the part cut off held no message (an MCAP file cut in its summary section); ``mixed``:
+    topic -> its ROS type names, for a topic recorded with several types (one connection each)."""
 
     path: Path
     topics: dict[str, str]
@@ -42,6 +43,7 @@ class BagSource:
     problem: str | None = None
     whole_data: bool = False
     read_counts: dict[str, int] = field(default_factory=dict)
+    mixed: dict[str, list[str]] = field(default_factory=dict)
     _reader: Any = None
     _typestore: Any = None
     _prefix_files: list[Path] = field(default_factory=list)
@@ -152,7 +154,8 @@ def open_bag(path: str | Path) -> BagSource:
             for c in reader.connections:
                 declared[c.topic] = declared.get(c.topic, 0) + int(c.msgcount)
         start = int(reader.start_time) if reader.message_count else None
-        return BagSource(path, topics, declared, start, None, _reader=reader, _typestore=reader.typestore)
+        return BagSource(path, topics, declared, start, None, _reader=reader, _typestore=reader.typestore,
+                         mixed=_mixed((c.topic, c.msgtype) for c in reader.connections))
     before = [name for name in incomplete if name not in in_summary]
     problem = "; ".join(
         ([f"{', '.join(before)} {'ends' if len(before) == 1 else 'end'} without its MCAP summary (the recording "
@@ -261,7 +264,15 @@ def _prefix_source(path: Path, files: list[Path], meta: dict | None, problem: st
     for entry in (meta or {}).get("topics_with_message_count") or []:  # topics cut off before their channel
         topics.setdefault(str(entry["topic_metadata"]["name"]), str(entry["topic_metadata"]["type"]))
     return BagSource(path, topics, declared, start, problem, _typestore=store, _prefix_files=list(files),
-                     _channels=channels)
+                     _channels=channels, mixed=_mixed(channels.values()))
+
+
+def _mixed(connections: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Topic -> its type names (sorted), for the topics of ``(topic, type)`` connections with several types."""
+    types: dict[str, set[str]] = {}
+    for topic, msgtype in connections:
+        types.setdefault(topic, set()).add(msgtype)
+    return {topic: sorted(ts) for topic, ts in types.items() if len(ts) > 1}
 
 
 @functools.lru_cache(maxsize=8)

@@ -103,7 +103,8 @@ def choose_topics(sources: Sequence[BagSource], topics: Mapping[str, str | None]
     Raises:
         ValueError: a listed topic no bag has, two topics given one stream name, ``only`` without ``topics``,
             an invalid stream name.
-        FormatError: a topic with different types in different bags, a listed topic of a type not imported.
+        FormatError: a topic with different types in different bags or in one bag (two connections), a listed
+            topic of a type not imported.
     """
     from trajstore.streams.folder import check_name
 
@@ -115,6 +116,14 @@ def choose_topics(sources: Sequence[BagSource], topics: Mapping[str, str | None]
         for topic, msgtype in src.topics.items():
             if found.setdefault(topic, msgtype) != msgtype:
                 raise FormatError(f"topic {topic!r} is a {found[topic]} in one bag and a {msgtype} in {src.path}")
+    for src in sources:
+        for topic, types in src.mixed.items():
+            if not (only and topic not in topics):
+                raise FormatError(
+                    f"{src.path}: topic {topic!r} has {len(types)} message types ({', '.join(types)}); a stream "
+                    "has one type and the importer cannot choose a type of a topic. Leave the topic out (only=True "
+                    "with the other topics listed; command line: --only --topic TOPIC ...), or split the bag "
+                    f"first, e.g. rosbags-convert --src BAG --dst NEW_BAG --exclude-msgtype {types[-1]}")
     if not found:
         why = "; ".join(s.problem for s in sources if s.problem)  # cut before its first channel
         raise FormatError(f"no topic in {', '.join(str(s.path) for s in sources)}" + (f" ({why})" if why else ""))
