@@ -185,6 +185,12 @@ def _storage_files(path: Path) -> tuple[list[Path], dict | None]:
         files = [path / Path(n).name for n in names]  # only names: never a path out of the folder
         if missing := [str(f) for f in files if not f.is_file()]:
             raise FormatError(f"{meta_file}: lists storage files that are not in the folder: {missing}")
+        listed = {f.name for f in files}
+        if unlisted := sorted(f.name for f in path.iterdir() if f.suffix in SUFFIXES and f.name not in listed):
+            warnings.warn(RosbagWarning(
+                f"{path}: {', '.join(unlisted)} {'is' if len(unlisted) == 1 else 'are'} in the bag folder but not "
+                f"listed in its metadata.yaml, and not imported (to import one, pass the file itself: "
+                f"{path / unlisted[0]})"), stacklevel=4)
         return files, meta
     files = sorted(f for f in path.iterdir() if f.suffix in SUFFIXES and f.is_file())
     if not files:
