@@ -26,7 +26,8 @@ SUFFIXES = (".mcap", ".db3")
 
 class RosbagWarning(UserWarning):
     """Something of a bag was not imported: a topic of an unsupported type, messages lost to a cut-short
-    recording, a topic whose header stamps are unset (log times used)."""
+    recording, a topic whose header stamps are unset (log times used), storage files of a bag folder that its
+    ``metadata.yaml`` does not list."""
 
 
 @dataclass

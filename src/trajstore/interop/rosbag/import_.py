@@ -115,7 +115,7 @@ def import_rosbag(bags: str | os.PathLike | Iterable[str | os.PathLike], out: st
     Raises:
         FileNotFoundError: a bag path does not exist.
         FormatError: a path that is not a ROS 2 bag, a chunk declaring more than its record holds or the
-            import's bounds (checked before it is read), a topic with different types in different bags, a message that
+            import's bounds (checked before it is read), a topic with different types in different bags or in one bag, a message that
             cannot be deserialized or does not match its topic's first message (sizes), times going back.
         ValueError: a listed topic in no bag, two topics with one stream name, a bad stream name, an unknown
             ``stamp`` or ``camera``, no bag given.
