@@ -14,7 +14,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
@@ -58,6 +58,7 @@ class StreamBuffer(StreamReads, FolderOwner):
     def __init__(self, state: FolderState, *, cache_path: Path, read_only: bool, multiprocessing: bool, lock: Any):
         self._state = state
         self._top = threading.RLock()  # end_episode, flush, discard, refresh, close; episode reads
+        self._discards = 0  # discard_episode calls that dropped samples (this process)
         self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock, owns_lock=True)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -294,6 +295,7 @@ class StreamBuffer(StreamReads, FolderOwner):
                     total += n
                     dropped.append(name)
             if dropped:
+                self._discards += 1  # first: a view holding the open episode must not read reused positions
                 self._state.commit([], {**self._state.meta["lengths"], **{n: lengths[n] for n in dropped}},
                                    tuple(dropped))
             return total
@@ -306,7 +308,38 @@ class StreamBuffer(StreamReads, FolderOwner):
                 lengths[name] = len(stream.times)
         return lengths
 
+    @property
+    def discards(self) -> int:
+        """How many :meth:`discard_episode` calls of this buffer object dropped samples (0 for a reader:
+        another process's discards are not counted). A view holding the open episode compares it."""
+        return self._discards
+
+    def committed_discards(self) -> dict[str, int]:
+        """``{stream: discard_episode calls that dropped its samples}`` as the folder commits them now
+        (read from ``streams.json`` in a reader or a forked copy, so another process's discards count)."""
+        self._check_open()
+        if self.read_only or os.getpid() != self._pid:
+            return {n: int(k) for n, k in read_meta(self.cache_path)["discards"].items()}
+        return dict(self._state.meta["discards"])
+
     # -- reading ---------------------------------------------------------------------------
+    def snapshot(self, names: Any) -> "BufferSnapshot":
+        """The episodes, the timestamps of streams ``names`` and :attr:`discards` as one consistent state:
+        read under the buffer's lock (no episode ends or is discarded meanwhile), each stream's timestamps
+        under its lock after the episodes (appends since only add samples past every episode's span).
+
+        Returns:
+            ``BufferSnapshot(episodes, timestamps={name: int64 (N,) ns}, discards)``.
+
+        Raises:
+            UnknownLeafError: an unknown stream name.
+        """
+        with self._top:
+            self._check_open()
+            episodes = self.episodes
+            times = {n: self.timestamps(n) for n in names}
+            return BufferSnapshot(episodes, times, self._discards)
+
     @property
     def streams(self) -> dict[str, Space]:
         """``{name: the stream's value space}`` in the buffer's order (a new dict)."""
@@ -382,6 +415,14 @@ class StreamBuffer(StreamReads, FolderOwner):
             return f"StreamBuffer({self.cache_path}, closed)"
         counts = ", ".join(f"{n}={self.stream_length(n)}" for n in self._state.streams)
         return f"StreamBuffer({self.cache_path}, episodes={self.num_episodes}, samples=({counts}))"
+
+
+class BufferSnapshot(NamedTuple):
+    """What :meth:`StreamBuffer.snapshot` returns: one consistent state of the buffer."""
+
+    episodes: list[StreamEpisode]
+    timestamps: dict[str, Any]
+    discards: int
 
 
 def reopen_stream_buffer(path: str, multiprocessing: bool) -> StreamBuffer:
