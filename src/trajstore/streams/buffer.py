@@ -10,7 +10,6 @@ which span every stream. See :class:`StreamBuffer`.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import warnings
 from pathlib import Path
@@ -173,23 +172,23 @@ class StreamBuffer(StreamReads, FolderOwner):
         # here is unsafe at interpreter exit, as for a ReplayBuffer.
         if getattr(self, "closed", True) or getattr(self, "read_only", True) or os.getpid() != self._pid:
             return
-        try:
-            self._warn_dropped()
-        except Exception:  # at interpreter exit modules are torn down: nothing may escape __del__
-            pass
-
-    def _warn_dropped(self) -> None:
         state = self._state
-        lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
-        lost = {n: k for n, k in lost.items() if k > 0}
-        if lost and not sys.is_finalizing():  # at exit the warnings machinery may be gone
-            warnings.warn(f"StreamBuffer at {self.cache_path} was not closed: {sum(lost.values())} samples appended "
-                          f"since the last flush() or end_episode() are lost "
-                          f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` or "
-                          "call close()", stacklevel=2)
+        try:  # at interpreter exit the modules may be torn down (warnings gone): nothing escapes __del__
+            lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
+            lost = {n: k for n, k in lost.items() if k > 0}
+            if lost:
+                warnings.warn(f"StreamBuffer at {self.cache_path} was not closed: {sum(lost.values())} samples "
+                              f"appended since the last flush() or end_episode() are lost "
+                              f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` "
+                              "or call close()", stacklevel=2)
+        except Exception:
+            pass
         streams, state.streams = state.streams, {}
-        with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, said it above
-            warnings.simplefilter("ignore")
+        try:
+            with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, said it above
+                warnings.simplefilter("ignore")
+                streams.clear()
+        except Exception:
             streams.clear()
 
     def refresh(self) -> bool:
