@@ -57,7 +57,8 @@ class AlignedView(TrainingAPI):
     Episodes in which the anchor or an included stream has no sample, or with no anchor time, are
     left out. Building a view reads every timestamp of the included streams (not their values) and keeps
     about 16 bytes per sample and 40 bytes per step and stream; it is a snapshot (make a new one to see
-    samples added since); its copies (pickle, DataLoader workers) have the same steps: ``flush()`` a
+    samples added since; once the writer discards the open episode a view holds, every read of the
+    view raises :class:`~trajstore.streams.ViewDiscardedError`, not retried: make a new view); its copies (pickle, DataLoader workers) have the same steps: ``flush()`` a
     writer before sending its view to other processes. ``view.space`` is ``DictSpace({stream: its
     space, ..., "timestamp": int64 (), "is_pad": {stream: bool ()}})``.
 
