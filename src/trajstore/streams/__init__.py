@@ -1,7 +1,8 @@
 """Sensors at their own rates: timestamped streams recorded natively (:class:`StreamBuffer`), read at
 their native rate or aligned to anchor times (``StreamBuffer.aligned``)."""
 
-from trajstore.streams.buffer import StreamBuffer
+from trajstore.streams.aligned_storage import ViewDiscardedError
+from trajstore.streams.buffer import BufferSnapshot, StreamBuffer
 from trajstore.streams.episodes import StreamEpisode, StreamSpan
 
-__all__ = ["StreamBuffer", "StreamEpisode", "StreamSpan"]
+__all__ = ["BufferSnapshot", "StreamBuffer", "StreamEpisode", "StreamSpan", "ViewDiscardedError"]

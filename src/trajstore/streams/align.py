@@ -151,7 +151,9 @@ class StreamTimes:
         # Python ints: a segment's span (last - first) may itself not fit int64.
         spans = [int(b) - int(a) + 1 if f else 0 for a, b, f in zip(self.first, self.last, full)]
         if sum(spans) >= 2 ** 62:
-            raise ValueError("the stream's episodes span more time than int64 nanoseconds can lay end to end")
+            raise ValueError(f"the stream's episodes span {sum(spans)} ns in all (each episode's first to last "
+                             f"sample, summed), past the limit of 2**62 ns (about 146 years) that aligning "
+                             f"lays end to end")
         spans = np.asarray(spans, np.int64)
         self.base = np.concatenate(([0], np.cumsum(spans)[:-1])).astype(np.int64) if len(spans) else spans
         # Keys: each segment's times shifted to start at its base; the key axis increases over segments.

@@ -57,7 +57,8 @@ class AlignedView(TrainingAPI):
     Episodes in which the anchor or an included stream has no sample, or with no anchor time, are
     left out. Building a view reads every timestamp of the included streams (not their values) and keeps
     about 16 bytes per sample and 40 bytes per step and stream; it is a snapshot (make a new one to see
-    samples added since); its copies (pickle, DataLoader workers) have the same steps: ``flush()`` a
+    samples added since; once the writer discards the open episode a view holds, every read of the
+    view raises :class:`~trajstore.streams.ViewDiscardedError`, not retried: make a new view); its copies (pickle, DataLoader workers) have the same steps: ``flush()`` a
     writer before sending its view to other processes. ``view.space`` is ``DictSpace({stream: its
     space, ..., "timestamp": int64 (), "is_pad": {stream: bool ()}})``.
 
@@ -84,20 +85,27 @@ class AlignedView(TrainingAPI):
         self.closed = False
         self._owns_buffer = _owns_buffer
         self._requests: dict[Any, TimeWindowRequest] = {}  # checked time-window requests, by their arguments
-        # Episodes first: a writer only adds samples after them, so every span lies inside the times read next.
-        # A copy (pickle, DataLoader workers) is given the episodes its original saw: the same steps.
-        episodes = list(buffer.episodes) if _episodes is None else list(_episodes)
-        times = {n: np.asarray(buffer.timestamps(n), np.int64) for n in {*names, *([anchor] if anchor else [])}}
+        # Episodes and timestamps as one state (no discard or episode end between them; appends only add
+        # samples past every span). A copy (pickle, DataLoader workers) is given the episodes its original
+        # saw: the same steps.
+        needed = [*names, *([anchor] if anchor and anchor not in names else [])]
+        if _episodes is None:
+            episodes, raw, discards = buffer.snapshot(needed)
+        else:
+            episodes, discards = list(_episodes), buffer.discards
+            raw = {n: buffer.timestamps(n) for n in needed}
+        times = {n: np.asarray(raw[n], np.int64) for n in needed}
         self._episodes_seen = tuple(episodes)
         self._needs = {n: max((ep.streams[n].stop for ep in episodes), default=0) for n in times}
         for n, t in times.items():
             check_holds(self.cache_path, n, len(t), self._needs[n])
         self._steps = anchor_steps(episodes, names, times, anchor=anchor, rate_hz=rate)
         plans = [stream_plan(n, spaces[n], methods[n], tolerances[n], times[n], self._steps) for n in names]
-        self._storage = AlignedStorage(buffer, plans, self._steps.times, self._steps.episode, self.cache_path)
-        self.space = self._storage.space
         last = episodes[-1] if episodes else None
         open_id = last.id if last is not None and not last.done and not last.interrupted else None
+        self._storage = AlignedStorage(buffer, plans, self._steps.times, self._steps.episode, self.cache_path,
+                                       open_id=open_id, discards=discards)
+        self.space = self._storage.space
         count = len(self._steps)
         self._view = View(RingState(None, count, 0, count), episode_table(self._steps, open_id))
         self._reader = AlignedReads(self._storage, self.space, None, FixedView(self._view, str(self.cache_path)))

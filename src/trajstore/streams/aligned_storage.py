@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from trajstore.errors import ReadOnlyError
+from trajstore.errors import ReadOnlyError, StaleReadError, TrajstoreError
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, Space, tree
 from trajstore.storages._selection import Selection
 from trajstore.storages.base import SpaceStorage
@@ -50,8 +50,12 @@ class AlignedStorage(SpaceStorage):
     type_name = "aligned-view"  # never registered: a view's storage is not written to a folder
 
     def __init__(self, buffer: Any, plans: Sequence[StreamPlan], times: np.ndarray, episode: np.ndarray,
-                 cache_path: Path | None = None):
+                 cache_path: Path | None = None, open_id: int | None = None, discards: int = 0):
         super().__init__(view_space(plans), capacity=None, cache_path=None, read_only=True)
+        # The writer's open episode, if the view holds it: a discard frees its positions for new samples.
+        self.open_id, self.discards = open_id, discards
+        self.committed = buffer.committed_discards() if open_id is not None else {}
+        self._stale: str | None = None  # once the held episode was discarded, every read raises
         self.buffer, self.plans, self.times, self.episode = buffer, tuple(plans), times, episode
         self.where = cache_path
         self._by_name = {p.name: p for p in self.plans}
@@ -120,6 +124,7 @@ class AlignedStorage(SpaceStorage):
         needed = np.concatenate((lo, hi[blend]))
         if not len(needed):
             return [np.zeros((0, *leaf.shape), leaf.dtype) for _, leaf in tree.leaves(plan.space)]
+        self.check_current(plan.name)
         held = self._held_values(plan)
         if held is not None:
             check_holds(self.where, plan.name, len(held[0]), int(needed.max()) + 1)
@@ -127,9 +132,31 @@ class AlignedStorage(SpaceStorage):
         else:
             positions, inverse = _unique(needed)
             # A forked process (DataLoader workers) holds only what the writer had flushed.
-            check_holds(self.where, plan.name, self.buffer.stream_length(plan.name), int(positions[-1]) + 1)
-            leaves = tree.flatten(plan.space, self.buffer.read_samples(plan.name, positions))
-        at_lo, at_hi = inverse[:len(lo)], inverse[len(lo):]
+            check_holds(self.where, plan.name, self.buffer.stream_length(plan.name), int(positions[-1]) + 1,
+                        writer=self.buffer.discards != self.discards)
+            try:
+                leaves = tree.flatten(plan.space, self.buffer.read_samples(plan.name, positions))
+            except StaleReadError as e:  # sub-buffers are unbounded: only a discard reuses positions
+                self._stale = f"episode id {self.open_id}" if self.open_id is not None else "an open episode"
+                self.check_current(plan.name, e)
+        return self._blend(leaves, inverse, len(lo), blend, weight)
+
+    def check_current(self, name: str, cause: BaseException | None = None) -> None:
+        """Raise :class:`ViewDiscardedError` (naming stream ``name``) once the writer has discarded the
+        open episode this view holds (its positions may hold new samples): for good, not retried."""
+        if self._stale is None and self.open_id is not None and (
+                self.buffer.discards != self.discards
+                or self.buffer.committed_discards().get(name) != self.committed.get(name)):
+            self._stale = f"episode id {self.open_id}"
+        if self._stale is not None:
+            raise ViewDiscardedError(f"stream {name!r} of the aligned view of {self.where or 'memory'}: the writer "
+                                     f"discarded an episode this view holds ({self._stale}); its samples may "
+                                     f"have been replaced: make a new view") from cause
+
+    @staticmethod
+    def _blend(leaves: Any, inverse: np.ndarray, n_lo: int, blend: np.ndarray, weight: np.ndarray
+               ) -> list[np.ndarray]:
+        at_lo, at_hi = inverse[:n_lo], inverse[n_lo:]
         out = []
         for leaf in leaves:
             leaf = np.asarray(leaf)
@@ -142,6 +169,8 @@ class AlignedStorage(SpaceStorage):
     def _held_values(self, plan: StreamPlan) -> list[np.ndarray] | None:
         """Every held sample of ``plan``'s stream as leaf arrays, read on first use and kept, for a stream
         without a camera leaf (no ``kind`` metadata) of at most :data:`HELD_BYTES`; else ``None``."""
+        if self.open_id is not None:
+            return None  # the open episode may be discarded: its samples are read (and checked) each time
         cache = self.__dict__.setdefault("_held", {})
         if plan.name not in cache:
             leaves = tree.leaves(plan.space)
@@ -164,10 +193,20 @@ class AlignedStorage(SpaceStorage):
         return f"AlignedStorage({self.where or 'memory'}, steps={len(self)}, streams={list(self._by_name)})"
 
 
-def check_holds(path: Any, name: str, held: int, needed: int) -> None:
+class ViewDiscardedError(TrajstoreError, ValueError):
+    """An aligned view holds an open episode that the writer discarded (its positions may hold new
+    samples): make a new view. Not a :class:`~trajstore.errors.StaleReadError`: reading again cannot help."""
+
+
+def check_holds(path: Any, name: str, held: int, needed: int, *, writer: bool = False) -> None:
     """Raise ValueError when stream ``name`` holds ``held`` samples, fewer than the ``needed`` an aligned
     view was made with: the view (made on a writer's buffer before it flushed) was sent to another process
-    (pickled, a DataLoader worker), which reads the folder, holding only flushed samples."""
+    (pickled, a DataLoader worker), which reads the folder, holding only flushed samples; or (``writer``:
+    the writer's own buffer) the writer discarded an episode the view holds."""
+    if held < needed and writer:
+        raise ViewDiscardedError(f"this aligned view of {path} was made with {needed} samples of stream {name!r}, "
+                                 f"but only {held} are held now: the writer discarded an episode this view holds "
+                                 f"(discard_episode()); make a new view")
     if held < needed:
         raise ValueError(f"this aligned view of {path} was made with {needed} samples of stream {name!r}, but "
                          f"only {held} are held here: other processes (an unpickled copy, DataLoader workers) read the "

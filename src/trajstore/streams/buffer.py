@@ -13,7 +13,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
@@ -57,6 +57,7 @@ class StreamBuffer(StreamReads, FolderOwner):
     def __init__(self, state: FolderState, *, cache_path: Path, read_only: bool, multiprocessing: bool, lock: Any):
         self._state = state
         self._top = threading.RLock()  # end_episode, flush, discard, refresh, close; episode reads
+        self._discards = 0  # discard_episode calls that dropped samples (this process)
         self._init_owner(cache_path, read_only=read_only, multiprocessing=multiprocessing, lock=lock, owns_lock=True)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -172,16 +173,22 @@ class StreamBuffer(StreamReads, FolderOwner):
         if getattr(self, "closed", True) or getattr(self, "read_only", True) or os.getpid() != self._pid:
             return
         state = self._state
-        lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
-        lost = {n: k for n, k in lost.items() if k > 0}
-        if lost:
-            warnings.warn(f"StreamBuffer at {self.cache_path} was not closed: {sum(lost.values())} samples appended "
-                          f"since the last flush() or end_episode() are lost "
-                          f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` or "
-                          "call close()", stacklevel=2)
+        try:  # at interpreter exit the modules may be torn down (warnings gone): nothing escapes __del__
+            lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
+            lost = {n: k for n, k in lost.items() if k > 0}
+            if lost:
+                warnings.warn(f"StreamBuffer at {self.cache_path} was not closed: {sum(lost.values())} samples "
+                              f"appended since the last flush() or end_episode() are lost "
+                              f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` "
+                              "or call close()", stacklevel=2)
+        except Exception:
+            pass
         streams, state.streams = state.streams, {}
-        with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, said it above
-            warnings.simplefilter("ignore")
+        try:
+            with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, said it above
+                warnings.simplefilter("ignore")
+                streams.clear()
+        except Exception:
             streams.clear()
 
     def refresh(self) -> bool:
@@ -287,6 +294,7 @@ class StreamBuffer(StreamReads, FolderOwner):
                     total += n
                     dropped.append(name)
             if dropped:
+                self._discards += 1  # first: a view holding the open episode must not read reused positions
                 self._state.commit([], {**self._state.meta["lengths"], **{n: lengths[n] for n in dropped}},
                                    tuple(dropped))
             return total
@@ -299,7 +307,38 @@ class StreamBuffer(StreamReads, FolderOwner):
                 lengths[name] = len(stream.times)
         return lengths
 
+    @property
+    def discards(self) -> int:
+        """How many :meth:`discard_episode` calls of this buffer object dropped samples (0 for a reader:
+        another process's discards are not counted). A view holding the open episode compares it."""
+        return self._discards
+
+    def committed_discards(self) -> dict[str, int]:
+        """``{stream: discard_episode calls that dropped its samples}`` as the folder commits them now
+        (read from ``streams.json`` in a reader or a forked copy, so another process's discards count)."""
+        self._check_open()
+        if self.read_only or os.getpid() != self._pid:
+            return {n: int(k) for n, k in read_meta(self.cache_path)["discards"].items()}
+        return dict(self._state.meta["discards"])
+
     # -- reading ---------------------------------------------------------------------------
+    def snapshot(self, names: Any) -> "BufferSnapshot":
+        """The episodes, the timestamps of streams ``names`` and :attr:`discards` as one consistent state:
+        read under the buffer's lock (no episode ends or is discarded meanwhile), each stream's timestamps
+        under its lock after the episodes (appends since only add samples past every episode's span).
+
+        Returns:
+            ``BufferSnapshot(episodes, timestamps={name: int64 (N,) ns}, discards)``.
+
+        Raises:
+            UnknownLeafError: an unknown stream name.
+        """
+        with self._top:
+            self._check_open()
+            episodes = self.episodes
+            times = {n: self.timestamps(n) for n in names}
+            return BufferSnapshot(episodes, times, self._discards)
+
     @property
     def streams(self) -> dict[str, Space]:
         """``{name: the stream's value space}`` in the buffer's order (a new dict)."""
@@ -375,6 +414,14 @@ class StreamBuffer(StreamReads, FolderOwner):
             return f"StreamBuffer({self.cache_path}, closed)"
         counts = ", ".join(f"{n}={self.stream_length(n)}" for n in self._state.streams)
         return f"StreamBuffer({self.cache_path}, episodes={self.num_episodes}, samples=({counts}))"
+
+
+class BufferSnapshot(NamedTuple):
+    """What :meth:`StreamBuffer.snapshot` returns: one consistent state of the buffer."""
+
+    episodes: list[StreamEpisode]
+    timestamps: dict[str, Any]
+    discards: int
 
 
 def reopen_stream_buffer(path: str, multiprocessing: bool) -> StreamBuffer:
