@@ -13,7 +13,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
@@ -322,23 +322,6 @@ class StreamBuffer(StreamReads, FolderOwner):
         return dict(self._state.meta["discards"])
 
     # -- reading ---------------------------------------------------------------------------
-    def snapshot(self, names: Any) -> "BufferSnapshot":
-        """The episodes, the timestamps of streams ``names`` and :attr:`discards` as one consistent state:
-        read under the buffer's lock (no episode ends or is discarded meanwhile), each stream's timestamps
-        under its lock after the episodes (appends since only add samples past every episode's span).
-
-        Returns:
-            ``BufferSnapshot(episodes, timestamps={name: int64 (N,) ns}, discards)``.
-
-        Raises:
-            UnknownLeafError: an unknown stream name.
-        """
-        with self._top:
-            self._check_open()
-            episodes = self.episodes
-            times = {n: self.timestamps(n) for n in names}
-            return BufferSnapshot(episodes, times, self._discards)
-
     @property
     def streams(self) -> dict[str, Space]:
         """``{name: the stream's value space}`` in the buffer's order (a new dict)."""
@@ -414,14 +397,6 @@ class StreamBuffer(StreamReads, FolderOwner):
             return f"StreamBuffer({self.cache_path}, closed)"
         counts = ", ".join(f"{n}={self.stream_length(n)}" for n in self._state.streams)
         return f"StreamBuffer({self.cache_path}, episodes={self.num_episodes}, samples=({counts}))"
-
-
-class BufferSnapshot(NamedTuple):
-    """What :meth:`StreamBuffer.snapshot` returns: one consistent state of the buffer."""
-
-    episodes: list[StreamEpisode]
-    timestamps: dict[str, Any]
-    discards: int
 
 
 def reopen_stream_buffer(path: str, multiprocessing: bool) -> StreamBuffer:

@@ -8,13 +8,21 @@ consistent state and never touches a sub-buffer while another thread writes to i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from trajstore.replay_buffer.leaf_stats import LeafStats
 from trajstore.streams.episodes import StreamEpisode
 from trajstore.streams.writing import Stream
+
+
+class BufferSnapshot(NamedTuple):
+    """What :meth:`StreamBuffer.snapshot` returns: one consistent state of the buffer."""
+
+    episodes: list[StreamEpisode]
+    timestamps: dict[str, Any]
+    discards: int
 
 
 class StreamReads:
@@ -35,6 +43,23 @@ class StreamReads:
     @property
     def streams(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    def snapshot(self, names: Any) -> "BufferSnapshot":
+        """The episodes, the timestamps of streams ``names`` and :attr:`discards` as one consistent state:
+        read under the buffer's lock (no episode ends or is discarded meanwhile), each stream's timestamps
+        under its lock after the episodes (appends since only add samples past every episode's span).
+
+        Returns:
+            ``BufferSnapshot(episodes, timestamps={name: int64 (N,) ns}, discards)``.
+
+        Raises:
+            UnknownLeafError: an unknown stream name.
+        """
+        with self._top:
+            self._check_open()
+            episodes = self.episodes
+            times = {n: self.timestamps(n) for n in names}
+            return BufferSnapshot(episodes, times, self._discards)
 
     def timestamps(self, name: str, episode: int | None = None) -> np.ndarray:
         """Timestamps (int64 ns, ``(N,)``) of every held sample of stream ``name`` (``episode=None``) or
