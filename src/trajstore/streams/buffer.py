@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,7 +24,7 @@ from trajstore.spaces import Space
 from trajstore.storages import dict_storage_kwargs_from_space
 from trajstore.streams.episodes import StreamEpisode
 from trajstore.streams.folder import STREAMS_DIR, EpisodeLogFile, check_name, new_meta, read_meta, write_meta
-from trajstore.streams.opening import FolderState, open_state
+from trajstore.streams.opening import FolderState, drop_unclosed, open_state
 from trajstore.streams.reading import StreamReads
 from trajstore.streams.writing import Stream, step_space
 
@@ -172,24 +171,7 @@ class StreamBuffer(StreamReads, FolderOwner):
         # here is unsafe at interpreter exit, as for a ReplayBuffer.
         if getattr(self, "closed", True) or getattr(self, "read_only", True) or os.getpid() != self._pid:
             return
-        state = self._state
-        try:  # at interpreter exit the modules may be torn down (warnings gone): nothing escapes __del__
-            lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
-            lost = {n: k for n, k in lost.items() if k > 0}
-            if lost:
-                warnings.warn(f"StreamBuffer at {self.cache_path} was not closed: {sum(lost.values())} samples "
-                              f"appended since the last flush() or end_episode() are lost "
-                              f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` "
-                              "or call close()", stacklevel=2)
-        except Exception:
-            pass
-        streams, state.streams = state.streams, {}
-        try:
-            with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, said it above
-                warnings.simplefilter("ignore")
-                streams.clear()
-        except Exception:
-            streams.clear()
+        drop_unclosed(self._state, self.cache_path)
 
     def refresh(self) -> bool:
         """Re-read what the writer has committed (for readers); True if anything changed."""

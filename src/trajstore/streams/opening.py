@@ -4,6 +4,7 @@ sync with what the writer committed, and the recovery of an episode a dead write
 from __future__ import annotations
 
 import copy
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,27 @@ def recover(state: FolderState) -> None:
         state.commit([{"id": meta["next_id"], "interrupted": True, "data": {}, "counts": counts}], lengths)
     elif lengths != meta["lengths"]:
         state.commit([], lengths)
+
+
+
+def drop_unclosed(state: FolderState, path: Any) -> None:
+    """A writer dropped without ``close()``: one warning naming the samples lost per stream (not one per
+    stream's sub-buffer), then the streams let go. Never raises: at interpreter exit the modules may be
+    torn down (flushing here is unsafe then, as for a ReplayBuffer)."""
+    try:
+        lost = {n: len(s.times) - state.meta["lengths"][n] for n, s in state.streams.items()}
+        lost = {n: k for n, k in lost.items() if k > 0}
+        if lost:
+            warnings.warn(f"StreamBuffer at {path} was not closed: {sum(lost.values())} samples appended since "
+                          f"the last flush() or end_episode() are lost "
+                          f"({', '.join(f'{n}: {k}' for n, k in lost.items())}); use `with StreamBuffer...` "
+                          "or call close()", stacklevel=3)
+    except Exception:
+        pass
+    streams, state.streams = state.streams, {}
+    try:
+        with warnings.catch_warnings():  # the streams' sub-buffers, dropped now, were named above
+            warnings.simplefilter("ignore")
+            streams.clear()
+    except Exception:
+        streams.clear()
