@@ -159,10 +159,8 @@ class RecordVectorEpisodes(gymnasium.vector.VectorWrapper):
                 super().close()
 
 
-def _stack(steps: list[dict]) -> dict:
-    def stack(values: list[Any]) -> Any:
-        if isinstance(values[0], Mapping):
-            return {k: stack([v[k] for v in values]) for k in values[0]}
-        return np.stack([np.asarray(v) for v in values])
-
-    return stack(steps)
+def _stack(values: list[Any]) -> Any:
+    # a plain recursive function: a closure calling itself is a reference cycle holding the step's arrays
+    if isinstance(values[0], Mapping):
+        return {k: _stack([v[k] for v in values]) for k in values[0]}
+    return np.stack([np.asarray(v) for v in values])
