@@ -5,6 +5,15 @@ reference to the buffer folder and each worker reopens it read-only; under fork 
 buffer notices the new process on first use and reopens its files (an HDF5 handle never
 crosses a fork). Create or load the buffer with ``multiprocessing=True`` when a writer may
 append while the workers read.
+
+Camera frames: ``image_layout="CHW"`` and ``image_dtype="float32"`` choose how camera leaves come out
+(:mod:`~trajstore.training.images`). With workers, keep ``image_dtype="uint8"`` (a quarter of the bytes
+through the workers' queue and the pinned copy) and convert on the main side::
+
+    ds = ReplayBufferDataset(path, image_layout="CHW")
+    norm = ds.normalizer(image_dtype="float32")       # rb.stats() for CHW frames in [0, 1]
+    for batch in DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True):
+        batch = norm.normalize(images_to_float(batch, ds.image_keys, device="cuda"))
 """
 
 from __future__ import annotations
