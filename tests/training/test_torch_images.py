@@ -154,3 +154,27 @@ def test_normalizer_gives_the_same_values_in_every_layout_and_dtype(tmp_path, mo
         # other leaves normalise as before
         torch.testing.assert_close(norm.normalize(chw[0])["observation"]["state"],
                                    Normalizer(stats, mode).normalize(base[0])["observation"]["state"])
+
+
+@pytest.mark.filterwarnings("ignore:leaf 'cam' has kind 'image'")  # a CHW camera goes to HDF5, as routing says
+def test_a_camera_read_at_the_anchor_only_and_a_stored_chw_leaf(tmp_path):
+    with make(tmp_path / "rb") as rb:
+        kw = {"delta_indices": {"action": [0, 1]}}
+        hwc, chw = ReplayBufferDataset(rb, **kw), ReplayBufferDataset(rb, image_layout="CHW", **kw)
+        assert _frames(chw[3]).shape == (3, H, W) and torch.equal(_frames(chw[3]), _frames(hwc[3]).permute(2, 0, 1))
+    space = DictSpace({"cam": BoxSpace(0, 255, (3, H, W), np.uint8, metadata={"kind": "image", "layout": "CHW"})})
+    frames = np.random.default_rng(1).integers(0, 256, (4, 3, H, W), dtype=np.uint8)
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "chw",  # stored CHW: a tensor leaf
+                             **dict_storage_kwargs_from_space(space)) as rb:
+        rb.extend({"cam": frames})
+        rb.end_episode()
+        as_hwc = ReplayBufferDataset(rb)[2]["cam"]
+        assert as_hwc.shape == (H, W, 3) and torch.equal(as_hwc, torch.from_numpy(frames[2]).permute(1, 2, 0))
+        assert torch.equal(ReplayBufferDataset(rb, image_layout="CHW")[2]["cam"], torch.from_numpy(frames[2]))
+        stats = rb.stats()
+        assert tuple(stats["cam"].broadcast_shape) == (3, 1, 1)
+        norm = ReplayBufferDataset(rb).normalizer()
+        want = (torch.from_numpy(frames[2]).double() - torch.as_tensor(stats["cam"].mean)[:, None, None]) \
+            / torch.as_tensor(stats["cam"].std)[:, None, None]
+        torch.testing.assert_close(norm.normalize({"cam": as_hwc})["cam"].double(), want.permute(1, 2, 0),
+                                   rtol=1e-5, atol=1e-5)
