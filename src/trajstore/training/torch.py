@@ -67,8 +67,8 @@ class ReplayBufferDataset(Dataset):
         on_damaged: a buffer with payload files missing (``rb.damaged``): ``"raise"`` (default) raises
             ``FormatError`` here when an episode of the dataset is damaged; ``"skip"`` leaves the damaged
             episodes out (``len`` counts the others; no item is a damaged step).
-        image_layout: camera leaves (:attr:`image_keys`: metadata ``kind`` ``"image"``, 3-axis uint8;
-            :func:`~trajstore.training.images.camera_leaves`) as ``"HWC"`` (default, as stored) frames
+        image_layout: camera leaves (:attr:`image_keys`: metadata ``kind`` ``"image"``, ``"camera"`` or
+            ``"rgb"``, 3-axis uint8 stored HWC or CHW; :func:`~trajstore.training.images.camera_leaves`) as ``"HWC"`` (default, as stored) frames
             ``(H, W, C)`` or ``"CHW"`` frames ``(C, H, W)``; in a window ``(T, H, W, C)`` / ``(T, C, H, W)``.
         image_dtype: camera leaves as ``"uint8"`` (default) or ``"float32"`` (``value / 255``, in ``[0, 1]``).
             With DataLoader workers prefer ``"uint8"`` and :func:`images_to_float` on the main side:
