@@ -20,7 +20,20 @@ version without its reference cycle (see :func:`patch_unflatten`).
 Each ``--src LABEL=DIR`` runs in processes of its own (``PYTHONPATH=DIR``); the first is the baseline of
 the ratios. Nothing is asserted. Run (the project's python)::
 
-    python benchmarks/worker_memory.py --src before=/tmp/main-src-torch/src --src after=src
+    python benchmarks/worker_memory.py --src before=/tmp/main-src-torch/src --src after=src --tree-fix
+
+Figures (2 cores shared, load average 12-23; memory, not time, so the load matters little), MiB, defaults:
+
+* a worker's private pages, start -> peak: steps 2 workers 13.7 -> 51.0 (before), 16.5 -> 51.2 (after),
+  14.1 -> 16.0 (after+tree-fix); windows 2 workers 17.2 -> 126.4, 16.6 -> 129.6, 12.8 -> 25.1; windows 4
+  workers 23.4 -> 72.0, 20.3 -> 67.1, 20.4 -> 25.4. Main process alone (0 workers), peak PSS: windows
+  358, 347, 206; steps 264, 266, 181. Total PSS (main + workers) after+tree-fix / before: x0.57-0.81.
+  What grows is anonymous memory (malloc'ed arrays): ``tree.unflatten``'s self-referencing closure keeps
+  each batch's leaf arrays alive until the cyclic GC runs (up to ~30 batches of garbage).
+* the dataset pickles into 0.9 KiB (steps) / 1.3 KiB (windows): a folder reference, not the buffer;
+  3000 episodes of 5 steps: a worker's private pages 13.7 -> 15.8 (no per-worker copy of the episode table).
+* ``--image-layout CHW --image-dtype float32`` against ``uint8``, windows: 13.52 against 3.39 MiB of items
+  per batch through the queue; a worker's private peak 146.8 against 126.5.
 """
 
 from __future__ import annotations
