@@ -5,7 +5,7 @@ Exported as :class:`trajstore.training.torch.Normalizer` (needs the ``torch`` ex
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -26,20 +26,36 @@ class Normalizer:
     batch or window axes) through their ``broadcast_shape``: an image leaf's per-channel statistics
     ``(C,)`` apply along its channel axis (the last for ``HWC`` frames ``(..., H, W, C)``, the first
     leaf axis for ``CHW``), scalar statistics (a depth map, a large leaf summarised whole) to every
-    value. Integer tensors (``uint8`` frames) come out as
+    value. Camera leaves named in ``image_keys`` follow the dataset's ``image_layout`` and
+    ``image_dtype`` (``ReplayBufferDataset.normalizer`` passes them): with ``"CHW"`` their per-channel
+    statistics apply along the ``C`` of ``(..., C, H, W)``; with ``"float32"`` the frames are taken as
+    ``value / 255`` and the statistics (in pixel units, as ``rb.stats()`` gives them) are divided by 255,
+    so a frame normalises to the same values in every layout and dtype. Integer tensors (``uint8`` frames) come out as
     float32; float tensors keep their dtype. Leaves not named in ``stats``, and names absent from the
     batch, pass through unchanged; the input is never modified.
 
     Args:
         stats: ``rb.stats()`` (name joined by ``"/"`` -> :class:`LeafStats`).
         mode: ``"mean_std"`` or ``"min_max"``.
-        eps: smallest std or range divided by.
+        eps: smallest std or range divided by (in the statistics' units: pixel values for frames).
+        image_keys: camera leaves (names joined by ``"/"``, ``dataset.image_keys``); default none.
+        image_layout: ``"HWC"`` (default) or ``"CHW"``: the layout of the ``image_keys`` frames normalised.
+        image_dtype: ``"uint8"`` (default; pixel values, or floats in pixel units) or ``"float32"``
+            (frames in ``[0, 1]``, as ``image_dtype="float32"`` or :func:`images_to_float` give them).
 
     Raises:
-        ValueError: an unknown ``mode``, or ``eps <= 0``.
+        ValueError: an unknown ``mode``, ``eps <= 0``, a bad ``image_layout`` or ``image_dtype``; on
+            :meth:`normalize`, a named leaf whose shape its statistics do not broadcast to (e.g. CHW
+            frames given to a normalizer built for HWC).
     """
 
-    def __init__(self, stats: Mapping[str, LeafStats], mode: str = "mean_std", eps: float = 1e-8):
+    def __init__(self, stats: Mapping[str, LeafStats], mode: str = "mean_std", eps: float = 1e-8, *,
+                 image_keys: Iterable[str] = (), image_layout: str = "HWC", image_dtype: str = "uint8"):
+        from trajstore.training.images import check_image_options
+
+        self.image_layout, self.image_dtype = check_image_options(image_layout, image_dtype)
+        self.image_keys = list(image_keys)
+        images = set(self.image_keys)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not eps > 0:
@@ -56,6 +72,8 @@ class Normalizer:
             shift = np.nan_to_num(shift)
             shape = tuple(s.broadcast_shape)
             shift, scale = np.reshape(shift, shape), np.reshape(scale, shape)
+            if name in images:
+                shift, scale = _frame_params(shift, scale, s.reduction, self.image_layout, self.image_dtype)
             self._params[tuple(name.split("/"))] = (torch.as_tensor(shift, dtype=torch.float64),
                                                     torch.as_tensor(scale, dtype=torch.float64))
 
@@ -75,4 +93,29 @@ class Normalizer:
             return node
         x = node if node.is_floating_point() else node.to(torch.float32)
         shift, scale = (p.to(device=x.device, dtype=x.dtype) for p in params)
-        return x * scale + shift if inverse else (x - shift) / scale
+        try:
+            return x * scale + shift if inverse else (x - shift) / scale
+        except RuntimeError as exc:
+            raise ValueError(f"leaf {'/'.join(path)!r}: statistics of shape {tuple(shift.shape)} do not apply to a "
+                             f"tensor of shape {tuple(x.shape)} (frames in another layout than image_layout="
+                             f"{self.image_layout!r}?): {exc}") from None
+
+
+def _frame_params(shift: np.ndarray, scale: np.ndarray, reduction: str, layout: str,
+                  dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """A camera leaf's ``(shift, scale)``: per channel ``(C,)`` for ``"HWC"`` frames, ``(C, 1, 1)`` for
+    ``"CHW"``; whole ``()`` for either; divided by 255 for ``"float32"`` frames.
+
+    Raises:
+        ValueError: per-element statistics with ``"CHW"`` (their stored layout is not known here).
+    """
+    if reduction == "per_channel":
+        c = shift.size
+        shape = (c, 1, 1) if layout == "CHW" else (c,)
+        shift, scale = shift.reshape(shape), scale.reshape(shape)
+    elif reduction != "whole" and layout == "CHW":
+        raise ValueError(f"statistics of shape {shift.shape} per element of a camera leaf: only per-channel or "
+                         "whole statistics follow image_layout='CHW'; leave the leaf out of image_keys")
+    if dtype == "float32":
+        shift, scale = shift / 255.0, scale / 255.0
+    return shift, scale

@@ -5,6 +5,15 @@ reference to the buffer folder and each worker reopens it read-only; under fork 
 buffer notices the new process on first use and reopens its files (an HDF5 handle never
 crosses a fork). Create or load the buffer with ``multiprocessing=True`` when a writer may
 append while the workers read.
+
+Camera frames: ``image_layout="CHW"`` and ``image_dtype="float32"`` choose how camera leaves come out
+(:mod:`~trajstore.training.images`). With workers, keep ``image_dtype="uint8"`` (a quarter of the bytes
+through the workers' queue and the pinned copy) and convert on the main side::
+
+    ds = ReplayBufferDataset(path, image_layout="CHW")
+    norm = ds.normalizer(image_dtype="float32")       # rb.stats() for CHW frames in [0, 1]
+    for batch in DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True):
+        batch = norm.normalize(images_to_float(batch, ds.image_keys, device="cuda"))
 """
 
 from __future__ import annotations
@@ -17,13 +26,14 @@ from torch.utils.data import Dataset
 
 from trajstore.backends import to_torch
 from trajstore.errors import RetriesExhaustedError, StaleReadError
+from trajstore.training.images import camera_leaves, check_image_options, convert_frames, images_to_float
 from trajstore.training.normalizer import Normalizer  # re-exported: trajstore.training.torch.Normalizer
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.training_api import TrainingAPI
 from trajstore.replay_buffer.view import MAX_READ_ATTEMPTS
 
 
-__all__ = ["ReplayBufferDataset", "Normalizer"]
+__all__ = ["ReplayBufferDataset", "Normalizer", "images_to_float"]
 
 #: The key of a window item's padding flags.
 IS_PAD = "is_pad"
@@ -57,6 +67,12 @@ class ReplayBufferDataset(Dataset):
         on_damaged: a buffer with payload files missing (``rb.damaged``): ``"raise"`` (default) raises
             ``FormatError`` here when an episode of the dataset is damaged; ``"skip"`` leaves the damaged
             episodes out (``len`` counts the others; no item is a damaged step).
+        image_layout: camera leaves (:attr:`image_keys`: metadata ``kind`` ``"image"``, ``"camera"`` or
+            ``"rgb"``, 3-axis uint8 stored HWC or CHW; :func:`~trajstore.training.images.camera_leaves`) as ``"HWC"`` (default, as stored) frames
+            ``(H, W, C)`` or ``"CHW"`` frames ``(C, H, W)``; in a window ``(T, H, W, C)`` / ``(T, C, H, W)``.
+        image_dtype: camera leaves as ``"uint8"`` (default) or ``"float32"`` (``value / 255``, in ``[0, 1]``).
+            With DataLoader workers prefer ``"uint8"`` and :func:`images_to_float` on the main side:
+            float32 frames are 4x the bytes through the workers' queue.
 
     ``len(dataset)`` is the number of steps (or valid anchors) held when it was last refreshed. Given
     a writer's buffer, ``len()`` flushes it first: workers read the folder, which holds only flushed
@@ -77,7 +93,8 @@ class ReplayBufferDataset(Dataset):
     Raises:
         UnknownLeafError: a name in ``delta_indices`` that is not in the space (a ``KeyError`` and ``ValueError``).
         ValueError: ``delta_indices`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``);
-            windows over a space with a top-level key ``"is_pad"``; a bad ``on_damaged``.
+            windows over a space with a top-level key ``"is_pad"``; a bad ``on_damaged``, ``image_layout``
+            or ``image_dtype``.
         FormatError: ``on_damaged="raise"`` and a damaged episode in the dataset.
         TypeError: ``pad`` without ``delta_indices``; ``storage_options`` with an open buffer.
 
@@ -89,7 +106,9 @@ class ReplayBufferDataset(Dataset):
                  multiprocessing: bool = True, refresh: bool = False, delta_indices: Mapping[str, Any] | None = None,
                  pad: bool | None = None, episodes: Iterable[int] | None = None,
                  storage_options: dict[str, Any] | None = None, on_damaged: str = "raise",
-                 delta_timestamps: Mapping[str, Any] | None = None):
+                 delta_timestamps: Mapping[str, Any] | None = None, image_layout: str = "HWC",
+                 image_dtype: str = "uint8"):
+        image_layout, image_dtype = check_image_options(image_layout, image_dtype)
         if not isinstance(buffer, TrainingAPI):  # a ReplayBuffer or an aligned view
             buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing,
                                             storage_options=storage_options)
@@ -113,6 +132,26 @@ class ReplayBufferDataset(Dataset):
         self.request = buffer.window_request(self.delta_indices, pad=self.pad, episodes=episodes,
                                              on_damaged=on_damaged, **times)
         self.episodes = None if self.request.episodes is None else list(self.request.episodes)
+        self.image_layout, self.image_dtype = image_layout, image_dtype
+        # {path: stored layout} of the camera leaves a read converts (none: items as read)
+        self._frames = camera_leaves(buffer.space)
+        self._convert = {p: s for p, s in self._frames.items() if s != image_layout or image_dtype != "uint8"}
+        #: The camera leaves (names joined by ``"/"``) that ``image_layout`` and ``image_dtype`` apply to.
+        self.image_keys = ["/".join(p) for p in self._frames]
+
+    def normalizer(self, mode: str = "mean_std", eps: float = 1e-8, *, stats: Mapping[str, Any] | None = None,
+                   image_dtype: str | None = None) -> Normalizer:
+        """A :class:`Normalizer` of ``stats`` (default ``buffer.stats()``) for this dataset's items: its
+        camera leaves in :attr:`image_layout` and ``image_dtype`` (default :attr:`image_dtype`; give
+        ``"float32"`` for batches converted by :func:`images_to_float`).
+
+        Raises:
+            ValueError: a bad ``mode``, ``eps`` or ``image_dtype``.
+        """
+        stats = self.buffer.stats() if stats is None else stats
+        dtype = self.image_dtype if image_dtype is None else image_dtype
+        return Normalizer(stats, mode, eps, image_keys=self.image_keys, image_layout=self.image_layout,
+                          image_dtype=dtype)
 
     def __len__(self) -> int:
         if not self.buffer.read_only:
@@ -144,6 +183,12 @@ class ReplayBufferDataset(Dataset):
         return [self._one(batch, i) for i in range(len(indices))]
 
     def _read(self, indices: Any) -> Any:
+        batch = self._read_raw(indices)
+        for path, stored in self._convert.items():
+            batch = _replace(batch, path, lambda a, s=stored: convert_frames(a, s, self.image_layout, self.image_dtype))
+        return batch
+
+    def _read_raw(self, indices: Any) -> Any:
         for _ in range(MAX_READ_ATTEMPTS):
             try:
                 idx = self._indices(indices)
@@ -170,6 +215,19 @@ def _take(batch: Any, i: int) -> Any:
     if isinstance(batch, dict):
         return {k: _take(v, i) for k, v in batch.items()}
     return batch[i]
+
+
+def _replace(batch: Any, path: tuple[str, ...], fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``batch`` with ``batch[path] = fn(batch[path])`` (a nested dict, in place; ``()``: the batch itself);
+    a path not in the batch is skipped."""
+    if not path:
+        return fn(np.asarray(batch))
+    node = batch
+    for k in path[:-1]:
+        node = node.get(k) if isinstance(node, dict) else None
+    if isinstance(node, dict) and path[-1] in node:
+        node[path[-1]] = fn(np.asarray(node[path[-1]]))
+    return batch
 
 
 def _top_keys(space: Any) -> set[str]:
