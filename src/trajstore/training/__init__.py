@@ -1,5 +1,6 @@
 """Serve a buffer to training: :class:`ReplayBufferDataset` (a torch ``Dataset`` of steps or windows,
-:mod:`~trajstore.training.torch`), :class:`Normalizer` (:mod:`~trajstore.training.normalizer`) and
+:mod:`~trajstore.training.torch`), :class:`Normalizer` (:mod:`~trajstore.training.normalizer`),
+:func:`images_to_float` (uint8 camera frames to float32 in [0, 1] on the main side, :mod:`~trajstore.training.images`) and
 :func:`read_trajstore` (a Ray Data datasource, :mod:`~trajstore.training.ray`).
 
 Each uses only the buffer's public API: a window request (``rb.window_request``) is checked once per
@@ -8,9 +9,9 @@ dataset and reused for every batch. torch and ray are imported on first use of t
 
 from typing import Any
 
-__all__ = ["ReplayBufferDataset", "Normalizer", "read_trajstore", "TrajstoreDatasource"]
+__all__ = ["ReplayBufferDataset", "Normalizer", "images_to_float", "read_trajstore", "TrajstoreDatasource"]
 
-_HOMES = {"ReplayBufferDataset": "torch", "Normalizer": "normalizer", "read_trajstore": "ray",
+_HOMES = {"ReplayBufferDataset": "torch", "Normalizer": "normalizer", "images_to_float": "images", "read_trajstore": "ray",
           "TrajstoreDatasource": "ray"}
 
 
