@@ -20,15 +20,15 @@ alive with few live frames: there is no re-encoding compaction).
 
 **Reading.** Pending slots (written, not yet flushed) are served from the raw frames in
 memory, exactly as written; other processes do not see them until the writer flushes.
-Slots never written read as zeros. Flushed slots are grouped by segment, and each segment
-is decoded in one forward pass (:class:`~trajstore.storages.frames._video_codec.SegmentReader`);
-several segments are decoded on a small thread pool (libav releases the GIL). Open
-segments are kept in a small LRU, because opening one costs more than decoding a frame
-(``av.open`` of a 224x224 segment: ~1.8 ms; decoding one frame: ~0.2 ms; measured on the
-2-CPU development machine).
+Slots never written read as zeros. Flushed slots are read by
+:mod:`~trajstore.storages.frames._video_reads`: repeats once, recently decoded frames from a
+per-process cache (:data:`FRAME_CACHE_BYTES`), the rest segment by segment, each keyframe
+interval once, on reused decoders (one per thread and process, never a parent's in a forked
+DataLoader worker) fed from each segment's frame table (read once per segment and kept:
+:data:`READER_CACHE_SIZE`); segments are spread over :data:`DECODE_THREADS` threads.
 
-Memory of the writer: up to ``segment_frames * H * W * 3`` bytes of raw pending frames
-(128 frames of 480x640 = 118 MB). PyAV is imported on first use only.
+Writer memory: up to ``segment_frames * H * W * 3`` bytes of raw pending frames (128 frames
+of 480x640 = 118 MB). PyAV is imported on first use only.
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class VideoStorage(SpaceStorage):
     * ``codec``: ``"libx264"`` (H.264, the only one offered; see ``_video_codec.CODECS``).
     * ``crf``: x264 quality 0..51 (default 20).
     * ``preset``: x264 speed preset (default ``"faster"``).
-    * ``gop_size``: frames per keyframe interval (default 8): a random frame decodes ~4 frames.
+    * ``gop_size``: frames per keyframe interval (default 1: every frame a keyframe, so a random
+      frame decodes one frame; folders written with another interval, main's 8 until now, keep it).
     * ``pix_fmt``: ``"yuv420p"`` (default; odd H or W are padded to even and cropped on read)
       or ``"yuv444p"``: better for flat-shaded simulator frames with saturated colour edges
       (moving boxes at 96x96, crf 20: min PSNR 42.1 vs 32.5 dB, 20% fewer bytes).
@@ -105,9 +106,11 @@ class VideoStorage(SpaceStorage):
     Where the defaults come from (smooth moving scenes of tests/storages/test_video.py, this
     2-CPU development machine, no B-frames): crf 20 with preset faster gives >= 36.8 dB PSNR per frame
     at 97x131 and 128x128 (tests hold 35 dB); preset faster was ~1.3 dB better than veryfast
-    at equal bytes. At 224x224 a random frame took ~1.9 ms at gop 8, ~1.5 ms at gop 4
-    (+24% bytes) and ~3.5 ms at gop 16 (-15% bytes). benchmarks/video_vs_image.py compares
-    the result with ImageStorage.
+    at equal bytes. The keyframe interval is for random access (benchmarks/video_vs_image.py,
+    replay-buffer reads of 256 random steps at 96x96 and 128x128): decoding dominates a read,
+    and at gop 1 a random step decodes one frame against ~4.5 at gop 8, for ~1.8x the bytes
+    of gop 8 (still ~0.27x those of JPEG quality 90); gop 2 saves ~15% bytes for ~20% slower
+    random reads.
 
     Raises (at create): ``ValueError`` for a bad option, ``TypeError`` for an unknown one,
     ``UnsupportedSpaceError`` for a space other than ``(H, W, 3)`` uint8 with layout ``"HWC"`` or none.
@@ -122,7 +125,7 @@ class VideoStorage(SpaceStorage):
         Option("codec", "libx264", one_of(*vcodec.CODECS), "encoder"),
         Option("crf", 20, int_in(0, 51), "x264 constant rate factor"),
         Option("preset", "faster", one_of(*vcodec.PRESETS), "x264 speed preset"),
-        Option("gop_size", 8, positive_int, "frames per keyframe interval"),
+        Option("gop_size", 1, positive_int, "frames per keyframe interval"),
         Option("pix_fmt", "yuv420p", one_of(*vcodec.PIX_FMTS), "chroma layout"),
         Option("segment_frames", DEFAULT_SEGMENT_FRAMES, positive_int, "frames per segment file"),
     )
@@ -144,8 +147,7 @@ class VideoStorage(SpaceStorage):
         self._raw_slots = np.zeros(0, np.int64)  # slot of each pending frame
         self._count = 0  # frames in the pending segment
         self._pending_of = np.full(0, -1, np.int64)  # slot -> pending frame number, -1 if none
-        # Reading.
-        # local disk until _open
+        # Reading (local disk until _open).
         self._files = PayloadFiles(self.cache_path, SEGMENTS, byte_extents=False)  # type: ignore[arg-type]
         self._readers = self._new_reader_cache()
         self._pool: ThreadPoolExecutor | None = None
@@ -188,9 +190,7 @@ class VideoStorage(SpaceStorage):
         return ReaderCache(lambda file_id: open_table(self._files.whole(file_id), self._fps), READER_CACHE_SIZE)
 
     def _decode_pool(self) -> ThreadPoolExecutor | None:
-        if DECODE_THREADS <= 1:
-            return None
-        if self._pool is None:
+        if self._pool is None and DECODE_THREADS > 1:
             self._pool = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="trajstore-video")
         return self._pool
 
