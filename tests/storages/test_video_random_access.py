@@ -181,3 +181,22 @@ def test_frame_cache_is_an_lru_bounded_in_bytes():
     assert FrameCache(0).put(1, [0], frames, [0]) is None and len(FrameCache(0)) == 0
     with pytest.raises(ValueError, match="max_bytes >= 0"):
         FrameCache(-1)
+
+
+@pytest.mark.parametrize("pix_fmt", ["yuv420p", "yuv444p"])
+def test_odd_frame_size_equals_sequential_decode(tmp_path, monkeypatch, pix_fmt):
+    """47x63: 4:2:0 pads to 48x64 in the file and crops on read; 4:4:4 keeps the size."""
+    h, w = 47, 63
+    space = BoxSpace(0, 255, (h, w, 3), np.uint8, metadata={"kind": "image", "layout": "HWC", "fps": 15})
+    path = tmp_path / "v"
+    storage = VideoStorage.create(space, cache_path=path, segment_frames=8, gop_size=2, pix_fmt=pix_fmt)
+    storage.extend(moving_scene(20, h, w, seed=2))
+    storage.close()
+    table = read_log(path)
+    files = {fid: decode_file(path / segment_name(fid), h, w) for fid, _ in table.values()}
+    expected = np.stack([files[fid][frame] for _, (fid, frame) in sorted(table.items())])
+    idx = np.random.default_rng(8).integers(0, 20, 30)
+    with open_with_cache(path, monkeypatch, 0) as storage:
+        got = storage.get(idx)
+    assert got.shape == (30, h, w, 3)
+    np.testing.assert_array_equal(got, expected[idx])

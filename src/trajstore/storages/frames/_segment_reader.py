@@ -213,4 +213,6 @@ def _take(frame: Any, todo: dict[int, int], out: np.ndarray, decoder: Decoder, h
     if row is None:
         return  # a frame before the wanted ones
     rgb = decoder.reformatter.reformat(frame, format="rgb24", threads=1)
-    out[row] = rgb.to_ndarray()[:height, :width]
+    plane = rgb.planes[0]  # copied once, straight from libav's buffer (rows may be padded)
+    pixels = np.frombuffer(plane, np.uint8, count=plane.line_size * plane.height).reshape(plane.height, -1)
+    out[row] = pixels[:height, : width * 3].reshape(height, width, 3)
