@@ -169,30 +169,43 @@ def decode_frames(index: SegmentIndex, fd: int, numbers: np.ndarray, out: np.nda
     decoder = thread_decoder(index.extradata)
     keys = index.key[numbers].tolist()
     wanted, rows_of = numbers.tolist(), rows.tolist()
+    if not wanted:
+        return
+    # The packets of the whole span in one pread (one segment: at most a few MB).
+    base = min(keys[0], decoder.at[1] + 1) if decoder.at and decoder.at[0] == index.token else keys[0]
+    data = index.packets(fd, base, wanted[-1])
     # Runs of wanted frames in one keyframe interval: each is decoded in one go.
     a = 0
-    for b in range(1, len(keys) + 1):
-        if b == len(keys) or keys[b] != keys[a]:
-            with damaged_file(index.path, f"frame {wanted[a]}", keep=(FileNotFoundError,)):  # libav's errors
-                _decode_run(decoder, index, fd, keys[a], wanted[a:b], out, rows_of[a:b], height, width)
-            a = b
+    try:
+        for b in range(1, len(keys) + 1):
+            if b == len(keys) or keys[b] != keys[a]:
+                _decode_run(decoder, index, data, base, keys[a], wanted[a:b], out, rows_of[a:b], height, width)
+                a = b
+    except (FileNotFoundError, FormatError):
+        raise
+    except Exception as exc:  # libav's errors, named by file and frame
+        decoder.at = None
+        with damaged_file(index.path, f"frame {wanted[a]}"):
+            raise exc
 
 
-def _decode_run(decoder: Decoder, index: SegmentIndex, fd: int, key: int, wanted: list[int], out: np.ndarray,
-                rows: list[int], height: int, width: int) -> None:
+def _decode_run(decoder: Decoder, index: SegmentIndex, data: list[memoryview], base: int, key: int,
+                wanted: list[int], out: np.ndarray, rows: list[int], height: int, width: int) -> None:
+    """Frames ``wanted`` of the keyframe interval starting at ``key``; ``data[i]``: packet of frame ``base + i``."""
     av = _av()
     at = decoder.at
     if at is not None and at[0] == index.token and key <= at[1] < wanted[0]:
         first = at[1] + 1  # the decoder stands in this interval, before the first wanted frame
     else:
-        decoder.restart()
+        if at is None:  # after a drain or an error; otherwise every frame fed has come out, and
+            decoder.restart()  # a keyframe (IDR) starts afresh without a flush
         first = key
     last = wanted[-1]
     decoder.at = None  # until the run has gone through
     todo = dict(zip(wanted, rows))
     pending = []  # frames out of the decoder, in presentation order (no B-frames)
-    for number, data in zip(range(first, last + 1), index.packets(fd, first, last)):
-        packet = av.Packet(data)
+    for number in range(first, last + 1):
+        packet = av.Packet(data[number - base])
         packet.pts = packet.dts = number
         pending.extend(decoder.ctx.decode(packet))
         while pending:
