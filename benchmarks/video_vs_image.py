@@ -15,8 +15,8 @@ Rows, per source tree (``--src LABEL=DIR``, each measured in fresh processes of 
 * ``video, no frame cache``: the same with the decoded-frame cache off (trees that have one,
   ``video.FRAME_CACHE_BYTES``): what a read costs when the frames are not among the last ones
   decoded, as in a data set much bigger than the cache (32 MiB);
-* ``video gop N``: ``gop_size=N``, no frame cache (gop 8 is main's default: a folder written by
-  main, read by the tree).
+* ``video gop N``: ``gop_size=N`` for each N of ``--gops`` (default 1, 2, 8), no frame cache (gop
+  8 is main's default: a folder written by main, read by the tree).
 
 Times, ms per batch (median over every timed batch of ``--rounds`` rounds, the buffers
 interleaved in each round so that load from other processes hits them alike; one untimed
@@ -34,7 +34,7 @@ row / the first tree's (``before``). Absolute times depend on the machine and it
 ratios. No timing is asserted anywhere.
 
 Run: ``python benchmarks/video_vs_image.py [--src LABEL=DIR ...] [--sizes 96x96,128x128,480x640]
-[--rounds 5] [--batches 4]``
+[--gops 1,2,8] [--rounds 5] [--batches 4]``
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ from typing import Any
 import numpy as np
 
 EPISODE = 128
-GOPS = (1, 2, 8)  # extra video rows; 8: main's default (old folders)
 
 
 def folder_bytes(folder: Path) -> int:
@@ -75,7 +74,7 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
     setups: list[tuple[str, Any, dict[str, Any], bool]] = [("JPEG", ImageStorage, {}, True), ("video", VideoStorage, {}, True)]
     if has_cache:
         setups.append(("video, no frame cache", VideoStorage, {}, False))
-    for g in GOPS:  # the decoder alone: no frame cache
+    for g in cfg["gops"]:  # the decoder alone: no frame cache
         setups.append((f"video gop {g}" + (", no frame cache" if has_cache else ""), VideoStorage, {"gop_size": g}, False))
     root = Path(cfg["folder"])
     root.mkdir(parents=True, exist_ok=True)
@@ -151,6 +150,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=16, help="episodes of 128 steps (half of it at 480x640)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batches", type=int, default=4, help="timed batches per case per round")
+    ap.add_argument("--gops", default="1,2,8", help="keyframe intervals of the extra video rows (8: main's default)")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
@@ -170,7 +170,7 @@ def main() -> None:
         frames.flush()
         del frames
         cfg = lambda i, folder: {"frames": str(frames_path), "folder": str(folder), "rounds": args.rounds,  # noqa: E731
-                                 "batches": args.batches}
+                                 "batches": args.batches, "gops": [int(g) for g in args.gops.split(",") if g]}
         results[size] = hx.run_sources(cons, work, Path(__file__).resolve(), "--child", cfg, timeout=3600,
                                        keep=args.keep)
     report(results, [c.label for c in cons])

@@ -80,7 +80,7 @@ class SegmentIndex:
                 entries = [(e.pos, e.size, e.is_keyframe, e.timestamp) for e in stream.index_entries]
                 extradata = bytes(stream.codec_context.extradata or b"")
         table = np.array([e[:3] for e in entries], np.int64).reshape(-1, 3)
-        numbers = np.array([round(e[3] / ticks) for e in entries], np.int64)
+        numbers = np.rint(np.array([e[3] for e in entries], np.float64) / float(ticks)).astype(np.int64)
         if not np.array_equal(numbers, np.arange(len(entries))) or (len(table) and not table[0, 2]):
             raise FormatError(f"{path}: frame times are not 0, 1, 2, ... at {fps} Hz from a keyframe "
                               f"(got frames {numbers[:8].tolist()}...): not a segment of this storage")
