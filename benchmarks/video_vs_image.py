@@ -18,9 +18,9 @@ Rows, per source tree (``--src LABEL=DIR``, each measured in fresh processes of 
 * ``video gop N``: ``gop_size=N`` for each N of ``--gops`` (default 1, 2, 8), no frame cache (gop
   8 is main's default: a folder written by main, read by the tree).
 
-Times, ms per batch (median over every timed batch of ``--rounds`` rounds, the buffers
-interleaved in each round so that load from other processes hits them alike; one untimed
-batch per buffer first):
+Times, ms per batch (median of ``--rounds * --batches`` timed batches; batch by batch the
+buffers take turns, in rotating order, so that load from other processes hits them alike;
+one untimed batch per buffer and case first):
 
 * ``random``: ``rb[idx]``, 256 random steps (any order, repeats possible);
 * ``window``: ``rb.sample_windows(64, delta_indices={"observation": [-1, 0]}, pad=True)``;
@@ -115,13 +115,13 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
         row["psnr_min"] = float(np.min(q))
         for case in cases.values():
             case(rb)
-    for _ in range(cfg["rounds"]):
-        for row, rb in zip(rows, buffers):
-            for name, case in cases.items():
-                for _ in range(cfg["batches"]):
-                    t0 = time.perf_counter()
-                    case(rb)
-                    row[name].append((time.perf_counter() - t0) * 1e3)
+    pairs = list(zip(rows, buffers))
+    for r in range(cfg["rounds"] * cfg["batches"]):  # batch by batch, the buffers in turn (rotating order)
+        for name, case in cases.items():
+            for row, rb in pairs[r % len(pairs):] + pairs[:r % len(pairs)]:
+                t0 = time.perf_counter()
+                case(rb)
+                row[name].append((time.perf_counter() - t0) * 1e3)
     for rb in buffers:
         rb.close()
     for row in rows:
