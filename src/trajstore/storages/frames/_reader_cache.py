@@ -1,4 +1,9 @@
-"""``ReaderCache``: open segment readers of a :class:`~trajstore.storages.frames.video.VideoStorage`, by file id."""
+"""``ReaderCache``: the segment tables (:class:`~trajstore.storages.frames._segment_reader.SegmentIndex`)
+of a :class:`~trajstore.storages.frames.video.VideoStorage`, by file id.
+
+A table is a few KB (three int64 per frame) and holds no open file or decoder, so many are
+kept (``size``, least recently used dropped first) and threads share them.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +17,11 @@ class Reader(Protocol):
 
 
 class ReaderCache:
-    """Open readers (:class:`~trajstore.storages.frames._video_codec.SegmentReader`) by file id, least
-    recently used closed first.
-
-    A reader is used by one thread at a time: :meth:`checkout` takes it out of the cache
-    (opening one if needed) and :meth:`checkin` puts it back.
+    """Segment tables by file id, least recently used dropped first. Thread-safe.
 
     Args:
-        open_reader: opens the reader of a file id (raises ``FileNotFoundError`` for a deleted file).
-        size: readers kept open at most.
+        open_reader: reads the table of a file id (raises ``FileNotFoundError`` for a deleted file).
+        size: tables kept at most.
     """
 
     def __init__(self, open_reader: Callable[[int], Reader], size: int):
@@ -29,28 +30,29 @@ class ReaderCache:
         self._readers: OrderedDict[int, Reader] = OrderedDict()
         self._lock = threading.Lock()
 
-    def checkout(self, file_id: int) -> Reader:
+    def get(self, file_id: int) -> Reader:
+        """The table of ``file_id``, read on first use (two threads may both read it: one is kept)."""
         with self._lock:
-            reader = self._readers.pop(file_id, None)
-        return reader if reader is not None else self._open(file_id)
-
-    def checkin(self, file_id: int, reader: Reader) -> None:
+            reader = self._readers.get(file_id)
+            if reader is not None:
+                self._readers.move_to_end(file_id)
+                return reader
+        reader = self._open(file_id)
         closing = []
         with self._lock:
-            if file_id in self._readers:  # another thread opened it too: keep one
-                closing.append(self._readers.pop(file_id))
             self._readers[file_id] = reader
             while len(self._readers) > self._size:
                 closing.append(self._readers.popitem(last=False)[1])
         for r in closing:
             r.close()
+        return reader
 
     def file_ids(self) -> list[int]:
         with self._lock:
             return list(self._readers)
 
     def drop(self, file_id: int) -> None:
-        """Close the cached reader of ``file_id`` (before its file is deleted)."""
+        """Forget the table of ``file_id`` (before its file is deleted)."""
         with self._lock:
             reader = self._readers.pop(file_id, None)
         if reader is not None:

@@ -2,15 +2,14 @@
 
 A *segment* is one MP4 file of H.264 video holding frames ``0 .. n-1`` at a constant
 ``fps``; frame ``i`` has the presentation time ``i / fps`` s. Keyframes are exactly the
-frames ``0, g, 2g, ...`` (``g`` = ``gop_size``, scene-cut keyframes are off), so a reader
-can tell from a frame number alone where decoding must start.
+frames ``0, g, 2g, ...`` (``g`` = ``gop_size``, scene-cut keyframes are off); readers take
+them from the file's own sample table, so no reader depends on ``g``.
 
 - :class:`SegmentEncoder` writes one segment into a hidden temp name and renames it into
   place only after the container is closed and the bytes are fsynced: a segment file is
   complete or absent, never empty or torn.
-- :class:`SegmentReader` keeps one segment open and decodes a sorted list of frame
-  numbers in one forward pass, seeking only when the next wanted frame lies behind a
-  keyframe that has not been reached yet.
+- Reading is in :mod:`~trajstore.storages.frames._segment_reader` (frame tables from the MP4
+  index, reused decoders fed packet by packet).
 
 Nothing here imports ``av`` at module import time: it is loaded on first use, so the core
 package does not need PyAV. Fork safety: in a forked child, every encoder inherited from the
@@ -31,9 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from trajstore._damage import damaged_file
 from trajstore._fs import fsync_dir
-from trajstore.errors import FormatError
 
 #: Codecs this back end writes. libsvtav1 is left out on purpose: run as root it switches the
 #: calling process to SCHED_FIFO 99, and since a segment encoder stays open across many
@@ -94,7 +91,7 @@ class EncoderSettings:
     codec: str = "libx264"
     crf: int = 20
     preset: str = "faster"
-    gop_size: int = 8
+    gop_size: int = 1
     pix_fmt: str = "yuv420p"
 
 
@@ -257,101 +254,3 @@ class SegmentEncoder:
         for obj in (self._container, self._stream):
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))  # never freed, even at interpreter exit
             _ABANDONED.append(obj)
-
-
-class SegmentReader:
-    """One open segment file for random reads.
-
-    Not thread-safe: use one reader per thread (the storage hands each out to one task at a time).
-
-    Args:
-        path: the segment file.
-        height, width: true frame size ``H, W``; decoded frames are cropped to it.
-        fps: the frame rate the segment was written with (Hz), to turn times into frame numbers.
-        gop_size: the keyframe interval it was written with (only speed depends on it).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        FormatError: libav cannot open it as a video (names the file).
-    """
-
-    def __init__(self, path: Path, height: int, width: int, fps: float, gop_size: int):
-        av = _av()
-        self.path = Path(path)
-        if not self.path.exists():
-            raise FileNotFoundError(self.path)
-        self.height, self.width, self.gop_size = height, width, int(gop_size)
-        # libav's errors on a damaged container (InvalidDataError, ...); a file the writer has just
-        # deleted stays a FileNotFoundError: VideoStorage refreshes its index and reads again.
-        with damaged_file(self.path, keep=(FileNotFoundError,)):
-            self._container = av.open(str(self.path), "r")
-            try:
-                if not self._container.streams.video:
-                    raise FormatError(f"{self.path} holds no video stream")
-                self._stream = self._container.streams.video[0]
-                # One thread per decoder: parallelism comes from decoding several files at once, and a
-                # decoder without worker threads can be dropped safely in a forked child.
-                self._stream.codec_context.thread_count = 1
-                ticks = 1 / (fps_fraction(fps) * self._stream.time_base)  # stream time units per frame
-            except BaseException:
-                self._container.close()
-                raise
-        self._ticks = ticks
-        self._reformatter = _reformatter()
-        self._frames: Any = None  # the decode generator, positioned after frame self._pos
-        self._pos = -1
-
-    def _frame_number(self, frame: Any) -> int:
-        return int(round(frame.pts / self._ticks))
-
-    def _seek(self, number: int) -> None:
-        key = (number // self.gop_size) * self.gop_size
-        # The keyframe's own time: with B-frames the file's index holds decode times, which run
-        # ahead of presentation times, so seeking to `number` itself could land past it.
-        self._container.seek(int(round(key * self._ticks)), stream=self._stream, backward=True)
-        self._frames = self._container.decode(self._stream)
-        self._pos = -1
-
-    def _rewind(self) -> None:
-        self._container.seek(0, stream=self._stream, backward=True)
-        self._frames = self._container.decode(self._stream)
-        self._pos = -1
-
-    def read(self, numbers: np.ndarray) -> np.ndarray:
-        """Frames at sorted unique frame ``numbers`` as ``(M, H, W, 3)`` uint8 RGB, in one pass.
-
-        Raises:
-            FormatError: a frame number that the file does not hold (the segment was cut short or
-                damaged), or a frame libav cannot decode; names the file and the frame. Not an
-                ``IndexError``: the index asked for is valid, the file is not.
-        """
-        out = np.empty((len(numbers), self.height, self.width, 3), np.uint8)
-        for i, number in enumerate(int(n) for n in numbers):
-            with damaged_file(self.path, f"frame {number}"):  # libav's decoding and seeking errors
-                if self._frames is None or number <= self._pos or \
-                        (number // self.gop_size) * self.gop_size > self._pos:
-                    self._seek(number)  # behind us, or a keyframe lies between: jump instead of decoding through
-                frame = self._advance_to(number)
-                rgb = self._reformatter.reformat(frame, format="rgb24", threads=1)
-                out[i] = rgb.to_ndarray()[: self.height, : self.width]
-        return out
-
-    def _advance_to(self, number: int) -> Any:
-        rewound = False
-        while True:
-            frame = next(self._frames, None)
-            if frame is None:
-                raise FormatError(f"{self.path} has no frame {number}: the segment is cut short or damaged")
-            self._pos = self._frame_number(frame)
-            if self._pos == number:
-                return frame
-            if self._pos > number:  # landed past it (unexpected keyframe grid): decode from the start
-                if rewound:
-                    raise FormatError(f"{self.path} has no frame {number}: the segment is cut short or damaged")
-                self._rewind()
-                rewound = True
-
-    def close(self) -> None:
-        self._frames = None
-        self._container.close()
-

@@ -20,15 +20,15 @@ alive with few live frames: there is no re-encoding compaction).
 
 **Reading.** Pending slots (written, not yet flushed) are served from the raw frames in
 memory, exactly as written; other processes do not see them until the writer flushes.
-Slots never written read as zeros. Flushed slots are grouped by segment, and each segment
-is decoded in one forward pass (:class:`~trajstore.storages.frames._video_codec.SegmentReader`);
-several segments are decoded on a small thread pool (libav releases the GIL). Open
-segments are kept in a small LRU, because opening one costs more than decoding a frame
-(``av.open`` of a 224x224 segment: ~1.8 ms; decoding one frame: ~0.2 ms; measured on the
-2-CPU development machine).
+Slots never written read as zeros. Flushed slots are read by
+:mod:`~trajstore.storages.frames._video_reads`: repeats once, recently decoded frames from a
+per-process cache (:data:`FRAME_CACHE_BYTES`), the rest segment by segment, each keyframe
+interval once, on reused decoders (one per thread and process, never a parent's in a forked
+DataLoader worker) fed from each segment's frame table (read once per segment and kept:
+:data:`READER_CACHE_SIZE`); segments are spread over :data:`DECODE_THREADS` threads.
 
-Memory of the writer: up to ``segment_frames * H * W * 3`` bytes of raw pending frames
-(128 frames of 480x640 = 118 MB). PyAV is imported on first use only.
+Writer memory: up to ``segment_frames * H * W * 3`` bytes of raw pending frames (128 frames
+of 480x640 = 118 MB). PyAV is imported on first use only.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ from trajstore.storages.frames._frame_space import check_rgb_frames
 from trajstore.storages.frames import _video_codec as vcodec
 from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
 from trajstore.storages._payload import PayloadSource
+from trajstore.storages.frames._frame_cache import FrameCache
 from trajstore.storages.frames._reader_cache import ReaderCache
+from trajstore.storages.frames._video_reads import open_table, read_frames
 from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
 from trajstore.storages._selection import Selection
 from trajstore.storages.frames._slot_index import SlotIndex
@@ -56,8 +58,10 @@ from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 SEGMENT_DIR = "segments"
 #: Frames per segment file when none is given (bounds the writer's raw pending memory).
 DEFAULT_SEGMENT_FRAMES = 128
-#: Open segment readers kept per storage (least recently used are closed first).
-READER_CACHE_SIZE = 32
+#: Segment frame tables kept per storage (a few KB each; least recently used dropped first).
+READER_CACHE_SIZE = 1024
+#: Bytes of decoded frames kept per storage and process (see ``_frame_cache``; 0: none).
+FRAME_CACHE_BYTES = 32 * 2**20
 #: Decoder threads per storage; segments of one read are spread over them.
 DECODE_THREADS = min(4, os.cpu_count() or 1)
 
@@ -92,7 +96,8 @@ class VideoStorage(SpaceStorage):
     * ``codec``: ``"libx264"`` (H.264, the only one offered; see ``_video_codec.CODECS``).
     * ``crf``: x264 quality 0..51 (default 20).
     * ``preset``: x264 speed preset (default ``"faster"``).
-    * ``gop_size``: frames per keyframe interval (default 8): a random frame decodes ~4 frames.
+    * ``gop_size``: frames per keyframe interval (default 1: every frame a keyframe, so a random
+      frame decodes one frame; folders written with another interval, main's 8 until now, keep it).
     * ``pix_fmt``: ``"yuv420p"`` (default; odd H or W are padded to even and cropped on read)
       or ``"yuv444p"``: better for flat-shaded simulator frames with saturated colour edges
       (moving boxes at 96x96, crf 20: min PSNR 42.1 vs 32.5 dB, 20% fewer bytes).
@@ -101,9 +106,11 @@ class VideoStorage(SpaceStorage):
     Where the defaults come from (smooth moving scenes of tests/storages/test_video.py, this
     2-CPU development machine, no B-frames): crf 20 with preset faster gives >= 36.8 dB PSNR per frame
     at 97x131 and 128x128 (tests hold 35 dB); preset faster was ~1.3 dB better than veryfast
-    at equal bytes. At 224x224 a random frame took ~1.9 ms at gop 8, ~1.5 ms at gop 4
-    (+24% bytes) and ~3.5 ms at gop 16 (-15% bytes). benchmarks/video_vs_image.py compares
-    the result with ImageStorage.
+    at equal bytes. The keyframe interval is for random access (benchmarks/video_vs_image.py,
+    replay-buffer reads of 256 random steps at 96x96 and 128x128): decoding dominates a read,
+    and at gop 1 a random step decodes one frame against ~4.5 at gop 8, for ~1.8x the bytes
+    of gop 8 (still ~0.27x those of JPEG quality 90); gop 2 saves ~15% bytes for ~20% slower
+    random reads.
 
     Raises (at create): ``ValueError`` for a bad option, ``TypeError`` for an unknown one,
     ``UnsupportedSpaceError`` for a space other than ``(H, W, 3)`` uint8 with layout ``"HWC"`` or none.
@@ -118,7 +125,7 @@ class VideoStorage(SpaceStorage):
         Option("codec", "libx264", one_of(*vcodec.CODECS), "encoder"),
         Option("crf", 20, int_in(0, 51), "x264 constant rate factor"),
         Option("preset", "faster", one_of(*vcodec.PRESETS), "x264 speed preset"),
-        Option("gop_size", 8, positive_int, "frames per keyframe interval"),
+        Option("gop_size", 1, positive_int, "frames per keyframe interval"),
         Option("pix_fmt", "yuv420p", one_of(*vcodec.PIX_FMTS), "chroma layout"),
         Option("segment_frames", DEFAULT_SEGMENT_FRAMES, positive_int, "frames per segment file"),
     )
@@ -140,8 +147,7 @@ class VideoStorage(SpaceStorage):
         self._raw_slots = np.zeros(0, np.int64)  # slot of each pending frame
         self._count = 0  # frames in the pending segment
         self._pending_of = np.full(0, -1, np.int64)  # slot -> pending frame number, -1 if none
-        # Reading.
-        # local disk until _open
+        # Reading (local disk until _open).
         self._files = PayloadFiles(self.cache_path, SEGMENTS, byte_extents=False)  # type: ignore[arg-type]
         self._readers = self._new_reader_cache()
         self._pool: ThreadPoolExecutor | None = None
@@ -180,11 +186,13 @@ class VideoStorage(SpaceStorage):
         return storage
 
     def _new_reader_cache(self) -> ReaderCache:
-        def open_reader(file_id: int) -> vcodec.SegmentReader:  # from a source: a whole segment, in its cache
-            where = self._files.whole(file_id)
-            return vcodec.SegmentReader(where, self._h, self._w, self._fps, self._settings.gop_size)
+        self._frame_cache = FrameCache(FRAME_CACHE_BYTES)  # decoded frames go with the tables they came from
+        return ReaderCache(lambda file_id: open_table(self._files.whole(file_id), self._fps), READER_CACHE_SIZE)
 
-        return ReaderCache(open_reader, READER_CACHE_SIZE)
+    def _decode_pool(self) -> ThreadPoolExecutor | None:
+        if self._pool is None and DECODE_THREADS > 1:
+            self._pool = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="trajstore-video")
+        return self._pool
 
     def damaged_files(self) -> list[DamagedFile]:
         """The segment files that were missing (or empty) at open, with the slots whose frames they held."""
@@ -299,6 +307,7 @@ class VideoStorage(SpaceStorage):
         self._index.flush()  # type: ignore[union-attr]  # after a crash the index must not point into a deleted file
         for fid in dead:
             self._readers.drop(fid)
+            self._frame_cache.drop_file(fid)
             self._files.remove(fid)
 
     # -- reading -------------------------------------------------------------------------------
@@ -330,29 +339,8 @@ class VideoStorage(SpaceStorage):
             return
         fid, frame = found[written, 0], found[written, 1]
         self._files.check_present(fid, lambda i: f"slot {int(slots[written[i]])}, frame {int(frame[i])}")
-        order = np.lexsort((frame, fid))  # by segment, then frame number: one forward pass per file
-        fid, frame, dest = fid[order], frame[order], rows[written[order]]
-        cut = np.flatnonzero(fid[1:] != fid[:-1]) + 1
-        groups = [(int(fid[a]), frame[a:b], dest[a:b]) for a, b in zip(np.r_[0, cut], np.r_[cut, len(fid)])]
-
-        def decode(group: tuple[int, np.ndarray, np.ndarray]) -> None:
-            file_id, numbers, where = group
-            reader = self._readers.checkout(file_id)
-            try:
-                out[where] = reader.read(numbers)
-            except BaseException:
-                reader.close()
-                raise
-            self._readers.checkin(file_id, reader)
-
-        if len(groups) == 1 or DECODE_THREADS == 1:
-            for g in groups:
-                decode(g)
-        else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="trajstore-video")
-            for _ in self._pool.map(decode, groups):
-                pass
+        read_frames(fid, frame, out, rows[written], tables=self._readers, local_file=self._files.whole,
+                    cache=self._frame_cache, pool=self._decode_pool)
 
     # -- state ---------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -371,7 +359,8 @@ class VideoStorage(SpaceStorage):
         if self._count and self._encoder is None:  # a forked child: from now on, what is on disk
             self._drop_pending()
         for fid in [f for f in self._readers.file_ids() if self._index.live_count(f) == 0]:
-            self._readers.drop(fid)  # a deleted segment's disk space is freed once its reader closes
+            self._readers.drop(fid)
+            self._frame_cache.drop_file(fid)
 
     def _close(self) -> None:
         if os.getpid() != self._pid:  # a forked child that never used the storage: let go, finalise nothing
@@ -380,6 +369,7 @@ class VideoStorage(SpaceStorage):
             self._encoder.discard()
             self._encoder = None
         self._readers.clear()
+        self._frame_cache.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -394,8 +384,9 @@ class VideoStorage(SpaceStorage):
             self._encoder = None
         # Pending frames stay readable (the parent's view at the fork, copy-on-write memory)
         # until the child's first refresh(), which switches it to what is on disk.
-        # Readers are single-threaded (no worker threads to join), so dropping them is safe;
-        # the pool's threads do not exist in the child.
+        # Segment tables and decoded frames start afresh (their locks may have been held by a parent
+        # thread at the fork); the decoders are per process (_segment_reader.thread_decoder), and the
+        # pool's threads do not exist in the child.
         self._readers = self._new_reader_cache()
         self._pool = None
         self._index.reopen_read_only()  # type: ignore[union-attr]
