@@ -27,13 +27,12 @@ Races with a writer are the replay buffer's to detect, as for any read (its view
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import h5py
 import numpy as np
-
-#: Rows up to this many bytes are gathered byte by byte in one NumPy call; wider rows row by row.
-BYTE_GATHER_MAX_ROW = 1024
+from numpy.lib.stride_tricks import as_strided
 
 
 class _Leaf:
@@ -104,7 +103,9 @@ class DirectRows:
         """A read-only map of the file covering byte ``end`` (mapped again when the file grew)."""
         if self._map is None or len(self._map) < end:
             self._map = None
-            self._map = np.memmap(self._path, dtype=np.uint8, mode="r")
+            with open(self._path, "rb") as f:  # the map keeps its own reference to the file
+                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self._map = np.frombuffer(mapped, np.uint8)  # a plain array: no np.memmap indexing overhead
         return self._map
 
     def read(self, i: int, slots: np.ndarray) -> np.ndarray:
@@ -130,12 +131,8 @@ class DirectRows:
                        else slots - chunks * leaf.chunk_rows) * rb
         mapped = self._file_map(int(at.max()) + rb)
         flat = out.reshape(m, -1).view(np.uint8)
-        if rb <= BYTE_GATHER_MAX_ROW:
-            gathered = mapped[(at[:, None] + np.arange(rb, dtype=np.int64)[None, :]).reshape(-1)].reshape(-1, rb)
-        else:
-            gathered = np.empty((len(at), rb), np.uint8)
-            for k, a in enumerate(at.tolist()):
-                gathered[k] = mapped[a:a + rb]
+        # Row k of this view is the rb bytes at file offset k: one gather of whole rows.
+        gathered = as_strided(mapped, shape=(len(mapped) - rb + 1, rb), strides=(1, 1), writeable=False)[at]
         if rows is None:
             flat[:] = gathered
         else:
