@@ -76,7 +76,7 @@ def _convert(x: Any, device: Any, pin: bool) -> Any:
         return tuple(_convert(v, device, pin) for v in x)
     if isinstance(x, list):
         return [_convert(v, device, pin) for v in x]
-    if x is None or isinstance(x, (str, bool, int, float)):
+    if x is None or isinstance(x, str) or (isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)):
         return x
     if isinstance(x, torch.Tensor):
         t = x
