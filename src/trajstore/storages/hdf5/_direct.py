@@ -60,6 +60,7 @@ class DirectRows:
         self._path = path
         self._leaves = {i: _Leaf(ds, rb) for i, (ds, rb) in datasets.items()}
         self._map: np.ndarray | None = None
+        self._rows: dict[int, np.ndarray] = {}  # row views of the map, by row bytes
         self._scanned = False
 
     def handles(self, i: int) -> bool:
@@ -102,7 +103,7 @@ class DirectRows:
     def _file_map(self, end: int) -> np.ndarray:
         """A read-only map of the file covering byte ``end`` (mapped again when the file grew)."""
         if self._map is None or len(self._map) < end:
-            self._map = None
+            self._map, self._rows = None, {}
             with open(self._path, "rb") as f:  # the map keeps its own reference to the file
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             self._map = np.frombuffer(mapped, np.uint8)  # a plain array: no np.memmap indexing overhead
@@ -113,28 +114,31 @@ class DirectRows:
         if not self._scanned:
             self._scan()
         leaf = self._leaves[i]
-        m, rb = len(slots), leaf.row_bytes
-        out = np.zeros((m, *leaf.shape), leaf.dtype)
+        m, rb, per = len(slots), leaf.row_bytes, leaf.chunk_rows
         if m == 0:
-            return out
-        chunks = slots // leaf.chunk_rows
-        starts = self._chunk_offsets(leaf, chunks)
+            return np.zeros((0, *leaf.shape), leaf.dtype)
+        chunks = slots // per
+        if int(chunks[-1]) < len(leaf.offsets):
+            starts = leaf.offsets[chunks]
+            if int(starts.min()) < 0:
+                starts = self._chunk_offsets(leaf, chunks)
+        else:
+            starts = self._chunk_offsets(leaf, chunks)
         held = starts >= 0
-        if not held.all():  # rows of chunks HDF5 never allocated read as zeros, as through HDF5
+        whole = bool(held.all())
+        if not whole:  # rows of chunks HDF5 never allocated read as zeros, as through HDF5
+            out = np.zeros((m, *leaf.shape), leaf.dtype)
             if not held.any():
                 return out
-            rows, starts = np.flatnonzero(held), starts[held]
-            slots = slots[held]
-        else:
-            rows = None
-        at = starts + (slots - chunks[held] * leaf.chunk_rows if rows is not None
-                       else slots - chunks * leaf.chunk_rows) * rb
-        mapped = self._file_map(int(at.max()) + rb)
-        flat = out.reshape(m, -1).view(np.uint8)
-        # Row k of this view is the rb bytes at file offset k: one gather of whole rows.
-        gathered = as_strided(mapped, shape=(len(mapped) - rb + 1, rb), strides=(1, 1), writeable=False)[at]
-        if rows is None:
-            flat[:] = gathered
-        else:
-            flat[rows] = gathered
+            slots, chunks, starts = slots[held], chunks[held], starts[held]
+        at = starts + (slots - chunks * per) * rb
+        mapped = self._file_map(int(at.max()) + rb)  # chunks are not in row order in the file
+        rows_view = self._rows.get(rb)
+        if rows_view is None:  # row k of this view is the rb bytes at file offset k: one gather of whole rows
+            rows_view = self._rows[rb] = as_strided(mapped, shape=(len(mapped) - rb + 1, rb), strides=(1, 1),
+                                                    writeable=False)
+        gathered = rows_view[at].view(leaf.dtype).reshape(len(at), *leaf.shape)  # a fresh array: no copy
+        if whole:
+            return gathered
+        out[held] = gathered
         return out

@@ -282,7 +282,6 @@ class HDF5Storage(SpaceStorage):
 
     def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
         out = []
-        where = self.cache_path / DATA_FILE if self.cache_path else "memory"  # type: ignore[operator]
         with self._io:
             if not self._datasets:  # detached when the writer it had joined closed (_handles)
                 self._open_file()
@@ -292,16 +291,24 @@ class HDF5Storage(SpaceStorage):
                 if memory is not None and memory.handles(i):
                     out.append(memory.read(i, sel))
                     continue
-                # A damaged chunk or chunk index (OSError, RuntimeError...) or text that is not UTF-8.
-                with damaged_file(where, f"dataset {self._names[i]!r}"):
-                    if direct is not None and direct.handles(i):
+                if direct is not None and direct.handles(i):
+                    try:  # no context manager per leaf: this path is a few microseconds
                         raw = direct.read(i, sel.slots)
-                    else:
-                        raw = _rows.read_rows(self._datasets[i], sel, self._row_bytes[i])
+                    except Exception as exc:  # noqa: BLE001 - as damaged_file: a short file, a bad chunk index
+                        raise FormatError(f"{self._where()}: dataset {self._names[i]!r}: damaged or unreadable "
+                                          f"({type(exc).__name__}: {exc})") from exc
+                    out.append(raw.astype(leaf.dtype, copy=False))
+                    continue
+                # A damaged chunk or chunk index (OSError, RuntimeError...) or text that is not UTF-8.
+                with damaged_file(self._where(), f"dataset {self._names[i]!r}"):
+                    raw = _rows.read_rows(self._datasets[i], sel, self._row_bytes[i])
                     if isinstance(leaf, TextSpace):
                         raw = np.strings.decode(raw, "utf-8")
                 out.append(raw.astype(leaf.dtype, copy=False))
         return out
+
+    def _where(self) -> Any:
+        return self.cache_path / DATA_FILE if self.cache_path else "memory"  # type: ignore[operator]
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
         where = self.cache_path / DATA_FILE if self.cache_path else None
