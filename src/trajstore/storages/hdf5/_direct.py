@@ -45,7 +45,7 @@ class _Leaf:
         self.offsets = np.full(0, -1, np.int64)  # file offset of each chunk, -1: not allocated (or not asked)
 
 
-def direct_ok(ds: h5py.Dataset, compressed: bool) -> bool:
+def direct_ok(ds: h5py.Dataset, compressed: object) -> bool:
     """Whether ``ds`` can be read by :class:`DirectRows`: uncompressed, unfiltered, numeric, chunked
     along rows only (every trailing axis whole in each chunk)."""
     return (not compressed and ds.chunks is not None and not ds.compression and not ds.shuffle

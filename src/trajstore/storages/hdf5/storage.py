@@ -121,8 +121,7 @@ class HDF5Storage(SpaceStorage):
         self._io = threading.RLock()  # a reader's file is never swapped in the middle of one of its reads
         self._length = 0
         self._compact_check_at = 0  # file size at which the next flush checks for leaked chunks
-        # Fast paths of numeric leaves: in memory, NumPy arrays hold them (_memory); on disk,
-        # uncompressed ones are read from the file's bytes (_direct). Others go through HDF5.
+        # Numeric leaves: NumPy arrays in memory (_memory), read from the file bytes on disk if uncompressed (_direct).
         self._memory: MemoryRows | None = None
         self._direct: DirectRows | None = None
 
@@ -240,9 +239,8 @@ class HDF5Storage(SpaceStorage):
         self._compact_check_at = 0  # the first flush measures the file
         if self.cache_path is not None:
             self._fd = f.id.get_vfd_handle()
-            compressed = self._config["compression"] is not None
             direct = {i: (ds, self._row_bytes[i]) for i, ds in enumerate(self._datasets)
-                      if not isinstance(self._leaves[i][1], TextSpace) and direct_ok(ds, compressed)}
+                      if not isinstance(self._leaves[i][1], TextSpace) and direct_ok(ds, self._config["compression"])}
             self._direct = DirectRows(self.cache_path / DATA_FILE, direct) if direct else None
             _handles.LIVE.add(self)
             if self.read_only:
@@ -291,24 +289,21 @@ class HDF5Storage(SpaceStorage):
                 if memory is not None and memory.handles(i):
                     out.append(memory.read(i, sel))
                     continue
-                if direct is not None and direct.handles(i):
-                    try:  # no context manager per leaf: this path is a few microseconds
-                        raw = direct.read(i, sel.slots)
-                    except Exception as exc:  # noqa: BLE001 - as damaged_file: a short file, a bad chunk index
-                        raise FormatError(f"{self._where()}: dataset {self._names[i]!r}: damaged or unreadable "
-                                          f"({type(exc).__name__}: {exc})") from exc
-                    out.append(raw.astype(leaf.dtype, copy=False))
+                if direct is not None and direct.handles(i):  # damage: as damaged_file, without its cost per leaf
+                    try:
+                        out.append(direct.read(i, sel.slots).astype(leaf.dtype, copy=False))
+                    except Exception as exc:  # noqa: BLE001 - a short file, a bad chunk index
+                        raise FormatError(f"{self.cache_path}/{DATA_FILE}: dataset {self._names[i]!r}: damaged "
+                                          f"or unreadable ({type(exc).__name__}: {exc})") from exc
                     continue
                 # A damaged chunk or chunk index (OSError, RuntimeError...) or text that is not UTF-8.
-                with damaged_file(self._where(), f"dataset {self._names[i]!r}"):
+                where = self.cache_path / DATA_FILE if self.cache_path else "memory"  # type: ignore[operator]
+                with damaged_file(where, f"dataset {self._names[i]!r}"):
                     raw = _rows.read_rows(self._datasets[i], sel, self._row_bytes[i])
                     if isinstance(leaf, TextSpace):
                         raw = np.strings.decode(raw, "utf-8")
                 out.append(raw.astype(leaf.dtype, copy=False))
         return out
-
-    def _where(self) -> Any:
-        return self.cache_path / DATA_FILE if self.cache_path else "memory"  # type: ignore[operator]
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
         where = self.cache_path / DATA_FILE if self.cache_path else None
