@@ -35,6 +35,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -108,7 +109,8 @@ def trajstore_cases(sizes, window_sizes, episode_len, repeats, root: Path) -> di
             for n in (1, 3):
                 out[f"transitions n={n} {where} {total}"] = median_ms(
                     lambda: rb.sample_transitions(BATCH, n_step=n, rng=g), repeats)
-            out[f"sample torch {where} {total}"] = median_ms(lambda: rb.sample(BATCH, rng=g, as_torch=True), repeats)
+            if importlib.util.find_spec("torch") is not None:  # the torch extra
+                out[f"sample torch {where} {total}"] = median_ms(lambda: rb.sample(BATCH, rng=g, as_torch=True), repeats)
             rb.close()
             if path is not None:
                 shutil.rmtree(path)
@@ -190,6 +192,8 @@ def table(ours: dict, peer: dict, sizes, window_sizes) -> str:
         for where in ("memory", "disk"):
             for case in ("sample", "transitions n=1", "transitions n=3", "sample torch"):
                 mine, theirs = ours.get(f"{case} {where} {total}"), peer.get(f"sample {where} {total}")
+                if mine is None:
+                    continue
                 ratio = f"{mine / theirs:.2f}" if mine and theirs else "-"
                 label = f"{case} ({where}; TorchRL {names[where]} sample)"
                 rows.append(f"| {label} | {total:,} | {mine:.3f} | {theirs or float('nan'):.3f} | {ratio} |")
