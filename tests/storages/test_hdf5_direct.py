@@ -121,3 +121,18 @@ def test_a_reopened_storage_reads_the_same(tmp_path):
         sel = select(np.array([499, 0]), 500)
         np.testing.assert_array_equal(again.read(sel)["count"], [1497, 0])
         again.close()
+
+
+def test_a_truncated_file_is_a_format_error_naming_the_dataset(tmp_path):
+    from trajstore.errors import FormatError
+
+    storage = HDF5Storage.create(SPACE, capacity=None, cache_path=tmp_path / "s", chunk_rows=100)
+    storage.extend(batch(np.arange(1000)))
+    storage.close()
+    reader = HDF5Storage.load_from(tmp_path / "s", read_only=True)
+    check(reader, np.arange(0, 1000, 7), np.arange(0, 1000, 7))
+    reader._direct._map, reader._direct._rows = np.zeros(64, np.uint8), {}  # as if the file had been cut short
+    reader._direct._file_map = lambda end: reader._direct._map
+    with pytest.raises(FormatError, match="data.h5: dataset"):
+        reader.get(np.array([990]))
+    reader.close()

@@ -34,6 +34,8 @@ import h5py
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from trajstore.errors import FormatError
+
 
 class _Leaf:
     __slots__ = ("ds", "chunk_rows", "row_bytes", "dtype", "shape", "offsets")
@@ -108,6 +110,15 @@ class DirectRows:
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             self._map = np.frombuffer(mapped, np.uint8)  # a plain array: no np.memmap indexing overhead
         return self._map
+
+    def read_checked(self, i: int, slots: np.ndarray, name: str) -> np.ndarray:
+        """:meth:`read`, any error of it (a short file, a bad chunk index) raised as a ``FormatError`` naming
+        the file and dataset ``name`` (what ``damaged_file`` does, without a context manager per leaf)."""
+        try:
+            return self.read(i, slots)
+        except Exception as exc:  # noqa: BLE001 - a damaged file may make any step fail
+            raise FormatError(f"{self._path}: dataset {name!r}: damaged or unreadable "
+                              f"({type(exc).__name__}: {exc})") from exc
 
     def read(self, i: int, slots: np.ndarray) -> np.ndarray:
         """Rows ``slots`` (sorted int64, in range) of dataset ``i``, shape ``(M, *shape)``, the dataset's dtype."""

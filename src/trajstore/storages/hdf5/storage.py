@@ -289,12 +289,8 @@ class HDF5Storage(SpaceStorage):
                 if memory is not None and memory.handles(i):
                     out.append(memory.read(i, sel))
                     continue
-                if direct is not None and direct.handles(i):  # damage: as damaged_file, without its cost per leaf
-                    try:
-                        out.append(direct.read(i, sel.slots).astype(leaf.dtype, copy=False))
-                    except Exception as exc:  # noqa: BLE001 - a short file, a bad chunk index
-                        raise FormatError(f"{self.cache_path}/{DATA_FILE}: dataset {self._names[i]!r}: damaged "
-                                          f"or unreadable ({type(exc).__name__}: {exc})") from exc
+                if direct is not None and direct.handles(i):  # damage: a FormatError naming the dataset
+                    out.append(direct.read_checked(i, sel.slots, self._names[i]).astype(leaf.dtype, copy=False))
                     continue
                 # A damaged chunk or chunk index (OSError, RuntimeError...) or text that is not UTF-8.
                 where = self.cache_path / DATA_FILE if self.cache_path else "memory"  # type: ignore[operator]
