@@ -4,8 +4,8 @@ HDF5 costs 20-80 us per call and ~20 us per chunk a selection touches: 256 rando
 (4,) float32 leaf over 1M rows (245 chunks) took 4.7-6.8 ms by any h5py read (index list, covering
 slice, point selection, hyperslab union; h5py 3.16, HDF5 2.0, file in the page cache), where TorchRL's
 memory-mapped storage takes well under 1 ms for a whole batch (benchmarks/rl_sampling.py). An
-uncompressed chunk is a plain run of ``chunk_rows * row_bytes`` bytes at a fixed place in the file: :class:`DirectRows` keeps each
-dataset's chunk addresses (asked of HDF5 once per chunk: ``chunk_iter`` at first use, then
+uncompressed chunk is a plain run of ``chunk_rows * row_bytes`` bytes at a fixed place in the file:
+:class:`DirectRows` keeps each dataset's chunk addresses (asked of HDF5 once per chunk: ``chunk_iter`` at first use, then
 ``get_chunk_info_by_coord`` for a chunk not seen yet) and gathers the wanted rows from a read-only
 memory map of the file in one NumPy call (30 us for those 256 rows).
 
