@@ -5,9 +5,9 @@ HDF5 costs 20-80 us per call and ~20 us per chunk a selection touches: 256 rando
 slice, point selection, hyperslab union; h5py 3.16, HDF5 2.0, file in the page cache), where TorchRL's
 memory-mapped storage takes well under 1 ms for a whole batch (benchmarks/rl_sampling.py). An
 uncompressed chunk is a plain run of ``chunk_rows * row_bytes`` bytes at a fixed place in the file:
-:class:`DirectRows` keeps each dataset's chunk addresses (asked of HDF5 once per chunk: ``chunk_iter`` at first use, then
-``get_chunk_info_by_coord`` for a chunk not seen yet) and gathers the wanted rows from a read-only
-memory map of the file in one NumPy call (30 us for those 256 rows).
+:class:`DirectRows` keeps each dataset's chunk addresses (asked of HDF5 once per chunk: ``chunk_iter``
+at first use, then ``get_chunk_info_by_coord`` for a chunk not seen yet) and gathers the wanted rows
+from a read-only memory map of the file in one NumPy call (30 us for those 256 rows).
 
 Why the bytes in the file are the rows HDF5 would return:
 
