@@ -110,7 +110,8 @@ def trajstore_cases(sizes, window_sizes, episode_len, repeats, root: Path) -> di
                 out[f"transitions n={n} {where} {total}"] = median_ms(
                     lambda: rb.sample_transitions(BATCH, n_step=n, rng=g), repeats)
             if importlib.util.find_spec("torch") is not None:  # the torch extra
-                out[f"sample torch {where} {total}"] = median_ms(lambda: rb.sample(BATCH, rng=g, as_torch=True), repeats)
+                out[f"sample torch {where} {total}"] = median_ms(lambda: rb.sample(BATCH, rng=g, as_torch=True),
+                                                                  repeats)
             rb.close()
             if path is not None:
                 shutil.rmtree(path)
