@@ -11,6 +11,7 @@ from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.window_plan import window_plan
 from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages import DictStorage, ImageStorage, MemmapStorage, dict_storage_kwargs_from_space
+from trajstore.storages.hdf5._direct import DirectRows
 
 INT = dict(low=-(1 << 40), high=1 << 40, dtype=np.int64)  # states hold negated step numbers
 SPACE = DictSpace({"anchor": BoxSpace(shape=(), **INT),
@@ -160,8 +161,15 @@ def test_only_the_requested_leaf_offsets_are_read(tmp_path, monkeypatch):
         datasets.append((ds.name, sel.slots.copy()))
         return original_rows(ds, sel, row_bytes)
 
+    original_direct = DirectRows.read
+
+    def counting_direct(self, i, slots):  # numeric leaves on disk are read from the file's bytes
+        datasets.append((self._leaves[i].ds.name, slots.copy()))
+        return original_direct(self, i, slots)
+
     monkeypatch.setattr(ImageStorage, "_read", counting_read)
     monkeypatch.setattr(hdf5_module, "read_rows", counting_rows)
+    monkeypatch.setattr(DirectRows, "read", counting_direct)
     data, _ = rb.sample_windows(32, delta_indices={"observation/pixels": [-1], "observation/state": [-3, -1, 0],
                                                    "action": range(4)}, rng=np.random.default_rng(3))
     monkeypatch.undo()

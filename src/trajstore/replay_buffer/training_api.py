@@ -25,10 +25,12 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from trajstore.damage import Damage, DamagedDataError, check_on_damaged
+from trajstore.damage import Damage
 from trajstore.replay_buffer import samplers
+from trajstore.replay_buffer.draw_domain import draw_domain
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import LeafStats
+from trajstore.replay_buffer.output import output
 from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.transitions import read_transitions, transition_leaves
 from trajstore.replay_buffer.view import retrying
@@ -53,7 +55,8 @@ class TrainingAPI(abc.ABC):
 
     # -- steps and episodes ----------------------------------------------------------------
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None, return_indices: bool = False,
-               episodes: Iterable[int] | None = None, on_damaged: str = "raise") -> Any:
+               episodes: Iterable[int] | None = None, on_damaged: str = "raise", as_torch: bool = False,
+               device: Any = None, pin_memory: bool = False) -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
         Args:
@@ -65,6 +68,7 @@ class TrainingAPI(abc.ABC):
             on_damaged: ``"raise"`` (default): when an episode it may draw from is damaged (a payload
                 file holding some of its steps is missing, see :attr:`damaged`), raise ``FormatError``
                 before reading; ``"skip"``: leave the damaged episodes out (a damaged step is never drawn).
+            as_torch, device, pin_memory: torch tensors instead of NumPy (:mod:`~trajstore.replay_buffer.output`).
 
         Returns:
             the batch, or ``(batch, indices)`` with ``return_indices=True``.
@@ -79,10 +83,10 @@ class TrainingAPI(abc.ABC):
                 index says); names the file and the frame. With ``on_damaged="raise"``: a selected
                 episode is damaged (:attr:`damaged`); with ``"skip"``: every selected episode is (named).
         """
-        reads = self._reads()
+        out, reads = output(as_torch, device, pin_memory), self._reads()
         selected = self._selected(reads, episodes, on_damaged)
         batch, idx = reads.sample(batch_size, rng or np.random.default_rng(), selected)
-        return (batch, idx) if return_indices else batch
+        return out((batch, idx) if return_indices else batch)
 
     def select_episodes(self, predicate: Callable[[Episode], bool]) -> list[int]:
         """Ids of the held episodes (the open one included) for which ``predicate(episode)`` is true,
@@ -139,36 +143,14 @@ class TrainingAPI(abc.ABC):
     def _selected(self, reads: BufferReads, episodes: Iterable[int] | None, on_damaged: str = "raise"
                   ) -> np.ndarray | None:
         """The episode ids a draw may use (``None``: every held one), the damaged ones left out or refused."""
-        check_on_damaged(on_damaged)
-        view = reads.views.current()
-        selected = None if episodes is None else samplers.selected_ids(view.ring, view.episodes, episodes)
-        damage = self.damaged
-        if not damage:
-            return selected
-        if selected is not None:
-            domain = selected
-        else:  # every held episode: the closed ones kept, and the open one
-            table = view.episodes
-            domain = np.append(table.ids, table.next_id) if table.is_open(view.ring.appended) else table.ids
-        hit = np.intersect1d(domain, np.asarray(damage.episodes, np.int64))
-        if not len(hit):
-            return selected
-        if on_damaged == "raise":
-            raise DamagedDataError(f"{damage.summary()}: the draw would include damaged episode(s) {hit[:10].tolist()}; "
-                              "pass on_damaged='skip' to leave them out (or episodes= without them)")
-        kept = np.setdiff1d(domain, hit)
-        if not len(kept):
-            which = "held" if selected is None else "selected"
-            raise DamagedDataError(f"every {which} episode is damaged ({hit[:10].tolist()}"
-                                   f"{', ...' if len(hit) > 10 else ''}): on_damaged='skip' leaves none to draw "
-                                   f"from; {damage.summary()}")
-        return kept
+        return draw_domain(reads.views.current(), self.damaged, episodes, on_damaged)
 
     # -- windows ---------------------------------------------------------------------------
     def sample_windows(self, batch_size: int, window: int | None = None, *,
                        delta_indices: Mapping[str, Any] | WindowRequest | None = None, pad: bool | None = None,
                        rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None,
-                       on_damaged: str = "raise") -> Any:
+                       on_damaged: str = "raise", as_torch: bool = False, device: Any = None,
+                       pin_memory: bool = False) -> Any:
         """``batch_size`` windows of steps around anchor steps, drawn uniformly with replacement.
 
         **Plain form** ``sample_windows(B, window)``: ``window`` consecutive steps of one episode;
@@ -205,7 +187,7 @@ class TrainingAPI(abc.ABC):
           ``is_pad[key]``.
 
         ``episodes``: episode ids (``Episode.id``): only anchors inside those episodes are drawn.
-        ``on_damaged``: as :meth:`sample`.
+        ``on_damaged``, ``as_torch``, ``device``, ``pin_memory``: as :meth:`sample`.
 
         All draws use ``rng`` (default: a fresh ``np.random.default_rng()``). A call costs
         O(B log episodes) plus the reads: the valid anchors per episode are prefix sums cached until
@@ -220,7 +202,7 @@ class TrainingAPI(abc.ABC):
             RetriesExhaustedError: a reader of a live ring raced the writer on every one of its draws
                 (:data:`~trajstore.replay_buffer.view.MAX_READ_ATTEMPTS`); a race is otherwise drawn again.
         """
-        rng = rng or np.random.default_rng()
+        rng, out = rng or np.random.default_rng(), output(as_torch, device, pin_memory)
         if delta_indices is None:
             if window is None:
                 raise TypeError("sample_windows needs a window length or delta_indices")
@@ -230,12 +212,12 @@ class TrainingAPI(abc.ABC):
                 raise ValueError(f"window must be an int >= 1, got {window!r}")
             request = self.window_request(episodes=episodes, on_damaged=on_damaged)
             plain = replace(request, plan=consecutive_plan(self.space, int(window)), pad=False)
-            return self._reads().sample_windows(plain, batch_size, rng)[0]
+            return out(self._reads().sample_windows(plain, batch_size, rng)[0])
         if window is not None:
             raise TypeError("give sample_windows a window length or delta_indices, not both")
         request = self.window_request(delta_indices, pad=True if pad is None else pad, episodes=episodes,
                                       on_damaged=on_damaged)
-        return self._reads().sample_windows(request, batch_size, rng)
+        return out(self._reads().sample_windows(request, batch_size, rng))
 
     def window_request(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
                        episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None,
@@ -292,11 +274,12 @@ class TrainingAPI(abc.ABC):
         return samplers.anchors_at(self._reads().held(request), numbers)[0]
 
     def windows_at(self, numbers: Any, delta_indices: Mapping[str, Any] | WindowRequest, *, pad: bool = True,
-                   episodes: Iterable[int] | None = None, on_damaged: str = "raise"
-                   ) -> tuple[Any, dict[str, np.ndarray]]:
+                   episodes: Iterable[int] | None = None, on_damaged: str = "raise", as_torch: bool = False,
+                   device: Any = None, pin_memory: bool = False) -> tuple[Any, dict[str, np.ndarray]]:
         """The windows anchored at the anchors numbered ``numbers`` (int64 ``(B,)``, see :meth:`count_anchors`),
         as :meth:`sample_windows` returns them: ``(data, is_pad)`` with a leading axis ``B``, in the
         order given. Every anchor can be read this way once per epoch (the torch dataset of windows).
+        ``as_torch``, ``device``, ``pin_memory``: as :meth:`sample`.
 
         Raises:
             IndexError: a number outside ``[0, count_anchors(...))``.
@@ -306,13 +289,15 @@ class TrainingAPI(abc.ABC):
         """
         if delta_indices is None:
             raise TypeError("windows_at needs delta_indices or a window_request(...)")
+        out = output(as_torch, device, pin_memory)
         request = self.window_request(delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
-        return self._reads().windows_at(request, numbers)
+        return out(self._reads().windows_at(request, numbers))
 
     # -- transitions -----------------------------------------------------------------------
     def sample_transitions(self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99,
                            rng: np.random.Generator | None = None, observation_key: str = "observation",
-                           episodes: Iterable[int] | None = None, on_damaged: str = "raise") -> dict[str, Any]:
+                           episodes: Iterable[int] | None = None, on_damaged: str = "raise", as_torch: bool = False,
+                           device: Any = None, pin_memory: bool = False) -> dict[str, Any]:
         """``batch_size`` transitions drawn uniformly (with replacement) among the valid steps ``t``.
 
         A step ``t`` is valid when its ``n_step``-th successor ``t + n`` is held in the same episode,
@@ -347,6 +332,7 @@ class TrainingAPI(abc.ABC):
             on_damaged: ``"raise"`` (default): when an episode it may draw from is damaged (a payload
                 file holding some of its steps is missing, see :attr:`damaged`), raise ``FormatError``
                 before reading; ``"skip"``: leave the damaged episodes out (a damaged step is never drawn).
+            as_torch, device, pin_memory: as :meth:`sample`.
 
         Raises:
             ValueError: the space is not a dict with ``observation_key``, ``action``, ``reward``,
@@ -360,15 +346,14 @@ class TrainingAPI(abc.ABC):
             raise ValueError(f"n_step must be an int >= 1, got {n_step!r}")
         if not 0.0 <= float(gamma) <= 1.0:
             raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}")
-        rng = rng or np.random.default_rng()
-        reads = self._reads()
+        rng, out, reads = rng or np.random.default_rng(), output(as_torch, device, pin_memory), self._reads()
         selected = self._selected(reads, episodes, on_damaged)
         keep_final = observation_key == "observation"
         n, g = int(n_step), float(gamma)
-        return retrying(reads.views, lambda view, touched: read_transitions(
+        return out(retrying(reads.views, lambda view, touched: read_transitions(
             reads, view, samplers.draw_in(view.ring, view.episodes, 0, n, batch_size, rng, selected,
                                           keep_final_steps=keep_final),
-            leaves, n, g, observation_key, touched), "sample_transitions")
+            leaves, n, g, observation_key, touched), "sample_transitions"))
 
     # -- statistics ------------------------------------------------------------------------
     def stats(self, keys: str | Iterable[str] | None = None) -> dict[str, LeafStats]:

@@ -10,7 +10,8 @@ Anchors are drawn with the window machinery (:mod:`~trajstore.replay_buffer.samp
 ``after = n_step`` inside the episode, except that an episode with a final observation keeps its last
 ``n_step`` steps as anchors (their next observation is the final one). Cost ``O(B log E)`` per call
 plus the reads: the reward/flag leaves at ``B * n`` steps, the observation and action leaves at ``B``
-steps, the observation leaves at up to ``B`` next steps, one final observation per distinct episode.
+steps (with ``n_step=1``, one read of every leaf at the ``B`` steps), the observation leaves at up to ``B``
+next steps, one final observation per distinct episode.
 """
 
 from __future__ import annotations
@@ -50,14 +51,18 @@ def read_transitions(reads: BufferReads, view: View, drawn: Drawn, leaves: dict[
     steps = t[:, None] + np.arange(n, dtype=np.int64)[None, :]
     summed = steps < stop[:, None]  # (B, n)
     k = summed.sum(axis=1)  # rewards summed, >= 1
-    reward_n, term_n, trunc_n = reads.leaves_at(view, np.minimum(steps, stop[:, None] - 1),
-                                                leaves["reward"] + leaves["terminated"] + leaves["truncated"], touched)
+    flags = leaves["reward"] + leaves["terminated"] + leaves["truncated"]
+    obs_leaves = leaves[observation_key]
+    if n == 1:  # every leaf at step t: one read
+        both = reads.leaves_at(view, t[:, None], obs_leaves + leaves["action"] + flags, touched)
+        now, (reward_n, term_n, trunc_n) = [v[:, 0] for v in both[:-3]], both[-3:]
+    else:
+        reward_n, term_n, trunc_n = reads.leaves_at(view, np.minimum(steps, stop[:, None] - 1), flags, touched)
+        now = reads.leaves_at(view, t, obs_leaves + leaves["action"], touched)
     dtype = reward_n.dtype if reward_n.dtype.kind == "f" else np.dtype(np.float32)
     weights = np.where(summed, gamma ** np.arange(n, dtype=np.float64)[None, :], 0.0)
     weights = weights.reshape(*weights.shape, *([1] * (reward_n.ndim - 2)))
     rows = np.arange(batch)
-    obs_leaves = leaves[observation_key]
-    now = reads.leaves_at(view, t, obs_leaves + leaves["action"], touched)
     nxt = t + n
     inside = nxt < stop
     next_leaves = [np.empty((batch, *v.shape[1:]), v.dtype) for v in now[:len(obs_leaves)]]

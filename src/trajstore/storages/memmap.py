@@ -89,12 +89,12 @@ class MemmapStorage(SpaceStorage):
         return self._length
 
     def _read(self, sel: Selection) -> list[np.ndarray]:
-        if len(sel.runs) == 1:  # one contiguous run: a slice copy, no gather
-            _, first, n = sel.runs[0]
-            rows = self._array[first:first + n]  # type: ignore[index]
-        else:
-            rows = self._array[sel.slots]  # type: ignore[index]
-        return [np.array(rows, dtype=self.space.dtype)]
+        slots = sel.slots
+        if len(slots) and int(slots[-1]) - int(slots[0]) + 1 == len(slots):  # one run: a slice copy, no gather
+            rows = np.array(self._array[int(slots[0]):int(slots[-1]) + 1], dtype=self.space.dtype)  # type: ignore
+        else:  # a gather is a copy already (no second one; not sel.runs, which walks every run in Python)
+            rows = np.asarray(self._array[slots]).view(np.ndarray).astype(self.space.dtype, copy=False)  # type: ignore
+        return [rows]
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
         if len(sel.runs) > 2:  # scattered slots: one NumPy scatter

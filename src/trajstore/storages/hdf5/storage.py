@@ -71,6 +71,8 @@ from trajstore.storages._options import Option, one_of, optional, positive_int
 from trajstore.storages._selection import Selection
 from trajstore.storages.base import STORAGE_FILE, STORAGE_TYPES, SpaceStorage
 from trajstore.storages.hdf5 import _handles, _recovery, _rewrite, _rows
+from trajstore.storages.hdf5._direct import DirectRows, direct_ok
+from trajstore.storages.hdf5._memory import MemoryRows
 from trajstore.storages.hdf5._files import damage_met_by_a_write, open_h5
 from trajstore.storages.hdf5._layout import (COMPRESSIONS, DATA_FILE, LOCKING, PLAIN_LIBVER, SWMR_LIBVER, TEMP_FILE,
                                              cache_bytes, check_chunk_rows, chunk_rows, dataset_name, file_dtype,
@@ -119,6 +121,9 @@ class HDF5Storage(SpaceStorage):
         self._io = threading.RLock()  # a reader's file is never swapped in the middle of one of its reads
         self._length = 0
         self._compact_check_at = 0  # file size at which the next flush checks for leaked chunks
+        # Numeric leaves: NumPy arrays in memory (_memory), read from the file bytes on disk if uncompressed (_direct).
+        self._memory: MemoryRows | None = None
+        self._direct: DirectRows | None = None
 
     @classmethod
     def _check_config(cls, space: Space, config: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +148,9 @@ class HDF5Storage(SpaceStorage):
         storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing,
                       lock=lock)
         if path is None:
+            storage._memory = MemoryRows({i: (tuple(leaf.shape), np.dtype(leaf.dtype))
+                                          for i, (_, leaf) in enumerate(storage._leaves)
+                                          if not isinstance(leaf, TextSpace)}, capacity or 0)
             f = h5py.File(f"trajstore-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
                           libver=PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
         else:
@@ -231,6 +239,9 @@ class HDF5Storage(SpaceStorage):
         self._compact_check_at = 0  # the first flush measures the file
         if self.cache_path is not None:
             self._fd = f.id.get_vfd_handle()
+            direct = {i: (ds, self._row_bytes[i]) for i, ds in enumerate(self._datasets)
+                      if not isinstance(self._leaves[i][1], TextSpace) and direct_ok(ds, self._config["compression"])}
+            self._direct = DirectRows(self.cache_path / DATA_FILE, direct) if direct else None
             _handles.LIVE.add(self)
             if self.read_only:
                 self._held = _handles.hold_for_reading(self, self.cache_path / DATA_FILE, self._fd)
@@ -269,13 +280,20 @@ class HDF5Storage(SpaceStorage):
 
     def _read_some(self, sel: Selection, which: Sequence[int]) -> list[np.ndarray]:
         out = []
-        where = self.cache_path / DATA_FILE if self.cache_path else "memory"  # type: ignore[operator]
         with self._io:
             if not self._datasets:  # detached when the writer it had joined closed (_handles)
                 self._open_file()
+            memory, direct = self._memory, self._direct
             for i in which:  # one dataset per leaf: the others are not touched
                 leaf = self._leaves[i][1]
+                if memory is not None and memory.handles(i):
+                    out.append(memory.read(i, sel))
+                    continue
+                if direct is not None and direct.handles(i):  # damage: a FormatError naming the dataset
+                    out.append(direct.read_checked(i, sel.slots, self._names[i]).astype(leaf.dtype, copy=False))
+                    continue
                 # A damaged chunk or chunk index (OSError, RuntimeError...) or text that is not UTF-8.
+                where = self.cache_path / DATA_FILE if self.cache_path else "memory"  # type: ignore[operator]
                 with damaged_file(where, f"dataset {self._names[i]!r}"):
                     raw = _rows.read_rows(self._datasets[i], sel, self._row_bytes[i])
                     if isinstance(leaf, TextSpace):
@@ -285,7 +303,10 @@ class HDF5Storage(SpaceStorage):
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
         where = self.cache_path / DATA_FILE if self.cache_path else None
-        for (_, leaf), name, ds, arr in zip(self._leaves, self._names, self._datasets, leaves):
+        for i, ((_, leaf), name, ds, arr) in enumerate(zip(self._leaves, self._names, self._datasets, leaves)):
+            if self._memory is not None and self._memory.handles(i):
+                self._memory.write(i, sel, arr)
+                continue
             if isinstance(leaf, TextSpace):
                 arr = np.strings.encode(arr, "utf-8").astype(ds.dtype)  # the dtype carries the UTF-8 tag
             with damage_met_by_a_write(where, f"dataset {name!r}"):
@@ -294,6 +315,10 @@ class HDF5Storage(SpaceStorage):
     def _resize(self, length: int) -> None:
         for ds in self._datasets:
             ds.id.set_extent((length, *ds.shape[1:]))  # what ds.resize does, without its checks
+        if self._memory is not None:
+            self._memory.resize(length, self._length)
+        if self._direct is not None and length < self._length:
+            self._direct.forget_from(length)  # HDF5 may free the chunks past the new end
         self._length = length
 
     # -- state -----------------------------------------------------------------------------
@@ -340,7 +365,7 @@ class HDF5Storage(SpaceStorage):
         for reader in joined:
             with reader._io:
                 reader._drop_file()
-        f, self._file, self._datasets, self._fd = self._file, None, [], None
+        f, self._file, self._datasets, self._fd, self._direct = self._file, None, [], None, None
         _handles.LIVE.discard(self)
         _handles.release(self._held)
         self._held = None
