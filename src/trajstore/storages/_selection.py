@@ -67,7 +67,9 @@ class Selection:
         n = len(self.order)
         by_slot = np.argsort(self.order, kind="stable")  # rows of one slot stay in input order
         ordered = self.order[by_slot]
-        last = np.r_[ordered[1:] != ordered[:-1], True]
+        last = np.empty(len(ordered), bool)  # not np.r_: 10-20 us a call, called per transition batch
+        last[:-1] = ordered[1:] != ordered[:-1]
+        last[-1:] = True
         rows = np.empty(len(self.slots), dtype=np.int64)
         rows[ordered[last]] = by_slot[last]
         return rows if n else None
@@ -79,7 +81,9 @@ def from_slots(slots: np.ndarray, scalar: bool = False) -> Selection:
         return Selection(slots, None, scalar)
     by_value = np.argsort(slots, kind="stable")
     ordered = slots[by_value]
-    new = np.r_[True, ordered[1:] != ordered[:-1]]
+    new = np.empty(len(ordered), bool)
+    new[:1] = True
+    new[1:] = ordered[1:] != ordered[:-1]
     order = np.empty(len(slots), dtype=np.int64)
     order[by_value] = np.cumsum(new) - 1
     return Selection(ordered[new], order, scalar)
