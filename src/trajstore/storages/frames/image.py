@@ -27,9 +27,10 @@ logs ``N`` index records with one more. The active chunk rotates once it would e
 once no slot points into it (and it is not the active one), so a ring buffer's folder stays
 bounded at about ``capacity * frame bytes + 2 * chunk_bytes`` plus the index.
 
-A read looks slots up in the index, reads each run of back-to-back frames of one chunk
-with one ``os.pread`` through a small LRU of open descriptors (no ``open`` per frame) and
-decodes on the pool straight into the output array. Slots never written read as zeros.
+A read looks slots up in the index, reads the frames sorted by chunk and offset, nearby ones
+with one ``os.preadv`` through a small LRU of open descriptors (no ``open`` per frame), into one
+buffer that already holds the shared header in front of each frame (``_image_reads``), and decodes
+straight into the output array (on the pool when that pays). Slots never written read as zeros.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from trajstore.spaces import Space
 from trajstore.storages.frames import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
 from trajstore.storages._payload import PayloadSource
+from trajstore.storages.frames._image_reads import read_frames
 from trajstore.storages.frames._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
 from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
@@ -335,28 +337,8 @@ class ImageStorage(SpaceStorage):
 
     def _read_into(self, slots: np.ndarray, out: np.ndarray) -> None:
         rows = self._index.lookup(slots)  # type: ignore[union-attr]
-        written = np.flatnonzero(rows[:, 0] >= 0)
-        if len(written) == 0:
-            return
-        fid, off, length = rows[written].T
-        # One pread per run of frames that lie back to back in one chunk.
-        cut = np.flatnonzero((fid[1:] != fid[:-1]) | (off[1:] != off[:-1] + length[:-1])) + 1
-        starts, stops = np.r_[0, cut], np.r_[cut, len(fid)]
-
-        def where(i: int) -> str:
-            return self._where(slots[written[i]], int(fid[i]), int(off[i]))
-
-        self._files.check_present(fid, where, off + length)
-        payloads = self._files.read_runs(fid, off, length, starts, stops, where)
-        header = self._header
-        if header is not None:  # abbreviated frames: the shared header, then their own bytes
-            payloads = [p if p[:2] == codec.JPEG_SOI else header + p for p in payloads]  # type: ignore[misc]
-        if len(written) == len(slots):
-            codec.decode_batch(payloads, out, self._format, where)
-        else:  # some slots were never written: they stay zero
-            frames = np.empty((len(written), *self._frame_shape), dtype=self._dtype)
-            codec.decode_batch(payloads, frames, self._format, where)
-            out[written] = frames
+        read_frames(self._files, rows, out, self._header, self._format,
+                    lambda i, fid, off: self._where(slots[i], fid, off))
 
     def _where(self, slot: Any, file_id: int, offset: int) -> str:
         """Where the frame of ``slot`` is, for error messages: its chunk file, offset, and the index."""
