@@ -15,7 +15,10 @@ the development machine):
   several times faster to encode than Pillow's default of 6 for frames only slightly larger
   (see the benchmark for the ratios).
 
-Batches run on a shared pool of :data:`WORKERS` threads: libjpeg-turbo and zlib release the GIL.
+Batches of at least :data:`POOL_MIN_BYTES` run on a shared pool of :data:`WORKERS` threads
+(libjpeg-turbo and zlib release the GIL) while the machine has a CPU to spare (its 1-minute load
+average below :data:`CPUS`); otherwise on the calling thread: on loaded cores a second thread only
+adds the hand-off.
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ SUBSAMPLINGS = ("444", "422", "420")
 PNG_COMPRESS_LEVEL = 1
 #: Threads of the shared codec pool.
 WORKERS = 2
+#: A batch goes to the pool only if its frames hold at least this many bytes (decoded): below about
+#: 1 MiB (~20 frames of 128x128x3, ~2 ms to decode) handing parts to threads and waiting for them costs
+#: about what the second thread saves.
+POOL_MIN_BYTES = 2**20
+#: CPUs this process may run on (its affinity mask where the platform tells it).
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
@@ -215,9 +224,22 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def _run_split(n: int, work: Callable[[int, int], None]) -> None:
-    """Run ``work(start, stop)`` over ``range(n)`` in up to :data:`WORKERS` contiguous parts on the pool."""
-    if n <= 1:
+def pool_pays(nbytes: int) -> bool:
+    """Whether a batch of frames holding ``nbytes`` bytes (decoded) goes to the pool: it is at least
+    :data:`POOL_MIN_BYTES` and the 1-minute load average is below :data:`CPUS` (where the platform
+    has one)."""
+    if nbytes < POOL_MIN_BYTES or WORKERS < 2 or CPUS < 2:
+        return False
+    try:
+        return os.getloadavg()[0] < CPUS
+    except (AttributeError, OSError):  # no load average (Windows): the pool, as before
+        return True
+
+
+def _run_split(n: int, work: Callable[[int, int], None], nbytes: int) -> None:
+    """Run ``work(start, stop)`` over ``range(n)``: in up to :data:`WORKERS` contiguous parts on the pool
+    when :func:`pool_pays` for ``nbytes`` (the frames' bytes), else at once on this thread."""
+    if n <= 1 or not pool_pays(nbytes):
         work(0, n)
         return
     bounds = np.linspace(0, n, min(n, WORKERS) + 1).astype(int)
@@ -238,7 +260,7 @@ def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUAL
         for i in range(a, b):
             out[i] = encode(frames[i], fmt, quality, subsampling)
 
-    _run_split(len(frames), work)
+    _run_split(len(frames), work, frames.nbytes)
     return out
 
 
@@ -248,7 +270,7 @@ def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: s
     a leading axis ``N``), on the shared pool.
 
     ``where(i)`` says where payload ``i`` came from (file, offset, slot); it starts the message of a
-    payload that does not decode.
+    payload that does not decode. The batch goes to the pool when :func:`pool_pays`.
 
     Raises:
         ValueError: ``len(payloads) != len(out)`` or ``out`` is not a C-contiguous uint8 / uint16 array.
@@ -267,4 +289,4 @@ def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: s
                     raise
                 raise FormatError(f"{where(i)}: {exc}") from exc
 
-    _run_split(len(payloads), work)
+    _run_split(len(payloads), work, out.nbytes)
