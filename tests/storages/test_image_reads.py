@@ -163,3 +163,24 @@ def test_pool_only_when_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(codec, "CPUS", 1)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert not codec.pool_pays(10 * codec.POOL_MIN_BYTES)
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_read_in_order_equals_read_then_reorder(tmp_path: Path, fmt: str) -> None:
+    from trajstore.storages._selection import select
+
+    opts = {"format": "PNG"} if fmt == "PNG" else {"quality": 75, "subsampling": "420"}
+    s = ImageStorage.create(SPACE, capacity=30, cache_path=tmp_path / "s", chunk_bytes=3_000, **opts)
+    frames = frames_of(25, 8)
+    s.set(np.arange(25), frames)  # slots 25..29 never written: zeros
+    rng = np.random.default_rng(9)
+    for idx in [rng.integers(0, 30, 100), np.array([29, 3, 3, 0, 29]), np.arange(30), np.array([4])]:
+        sel = select(idx, 30)
+        [got] = s.read_in_order(sel)
+        want = s.read_leaves(sel)[0]
+        want = want if sel.order is None else want[sel.order]
+        np.testing.assert_array_equal(got, want)
+        assert got.shape == (len(idx), H, W, 3)
+        np.testing.assert_array_equal(got, s.get(idx))
+    assert not s.read_in_order(select(np.array([27, 28, 27]), 30))[0].any()
+    s.close()

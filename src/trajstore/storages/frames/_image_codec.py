@@ -265,20 +265,26 @@ def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUAL
 
 
 def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: str = "JPEG",
-                 where: Callable[[int], str] | None = None) -> None:
+                 where: Callable[[int], str] | None = None, rows: np.ndarray | None = None) -> None:
     """Decode ``N`` payloads into ``out`` (C-contiguous; shapes and dtypes as :func:`decode_into`, with
-    a leading axis ``N``), on the shared pool.
+    a leading axis ``N``), on the shared pool. ``rows`` (int ``(N,)``, distinct, within ``out``): payload
+    ``i`` goes to ``out[rows[i]]`` instead of ``out[i]`` (``out`` may have more rows; the others are left
+    as they are).
 
     ``where(i)`` says where payload ``i`` came from (file, offset, slot); it starts the message of a
     payload that does not decode. The batch goes to the pool when :func:`pool_pays`.
 
     Raises:
-        ValueError: ``len(payloads) != len(out)`` or ``out`` is not a C-contiguous uint8 / uint16 array.
+        ValueError: ``len(payloads) != len(out)`` (``len(rows)`` when given) or ``out`` is not a C-contiguous
+            uint8 / uint16 array.
         FormatError: a payload does not decode to a frame of ``out``'s shape and mode.
     """
-    if len(payloads) != len(out) or out.dtype not in (np.uint8, np.uint16) or not out.flags.c_contiguous:
+    n = len(out) if rows is None else len(rows)
+    if len(payloads) != n or out.dtype not in (np.uint8, np.uint16) or not out.flags.c_contiguous:
         raise ValueError(f"decode_batch needs a C-contiguous uint8/uint16 out with one row per payload, got "
                          f"{len(payloads)} payloads and out {out.dtype} {out.shape}")
+
+    dst: Sequence[int] = range(n) if rows is None else np.asarray(rows).tolist()
 
     def work(a: int, b: int) -> None:
         if fmt == "JPEG":  # the tight loop: libjpeg writes each frame into its row; checked after
@@ -288,7 +294,7 @@ def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: s
             i = a
             try:
                 for i in range(a, b):
-                    if decode(payloads[i], "RGB", buffer=out[i]).shape != shape:
+                    if decode(payloads[i], "RGB", buffer=out[dst[i]]).shape != shape:
                         break
                 else:
                     return
@@ -297,10 +303,10 @@ def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: s
             a = i
         for i in range(a, b):
             try:
-                decode_into(payloads[i], out[i], fmt)
+                decode_into(payloads[i], out[dst[i]], fmt)
             except FormatError as exc:
                 if where is None:
                     raise
                 raise FormatError(f"{where(i)}: {exc}") from exc
 
-    _run_split(len(payloads), work, out.nbytes)
+    _run_split(n, work, out[0].nbytes * n if n else 0)

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from trajstore.storages.frames import _image_codec as codec
+from trajstore.storages._selection import Selection
 from trajstore.storages.frames._payload_files import PayloadFiles
 
 
@@ -52,10 +53,11 @@ def read_payloads(files: PayloadFiles, fid: np.ndarray, off: np.ndarray, length:
 
 
 def read_frames(files: PayloadFiles, rows: np.ndarray, out: np.ndarray, header: bytes | None, fmt: str,
-                where: Callable[[int, int, int], str]) -> None:
-    """Decode the frames of index ``rows`` (int64 ``(N, 3)``: file id, offset, length; file id -1: never
-    written, its row of ``out`` is left as it is) into ``out`` (``(N, *frame shape)``, C-contiguous).
-    ``where(i, file id, offset)``: row ``i``'s place for messages.
+                where: Callable[[int, int, int], str], dest: np.ndarray | None = None) -> None:
+    """Decode the frames of index ``rows`` (int64 ``(M, 3)``: file id, offset, length; file id -1: never
+    written, its row of ``out`` is left as it is) into ``out`` (``(N, *frame shape)``, C-contiguous): frame
+    ``i`` into ``out[dest[i]]`` (``dest``: distinct rows, int ``(M,)``; default ``i``, and ``N == M``).
+    ``where(i, file id, offset)``: index row ``i``'s place for messages.
 
     Raises:
         DamagedDataError: a frame lies in a missing or truncated file (``PayloadFiles.check_present``).
@@ -72,9 +74,20 @@ def read_frames(files: PayloadFiles, rows: np.ndarray, out: np.ndarray, header: 
 
     files.check_present(fid, at, off + length)
     payloads = read_payloads(files, fid, off, length, header, at)
-    if len(written) == len(rows):
-        codec.decode_batch(payloads, out, fmt, at)
-    else:  # some slots were never written: their rows stay as they are
-        frames = np.empty((len(written), *out.shape[1:]), dtype=out.dtype)
-        codec.decode_batch(payloads, frames, fmt, at)
-        out[written] = frames
+    codec.decode_batch(payloads, out, fmt, at, written if dest is None else dest[written])
+
+
+def in_request_order(sel: Selection, shape: tuple[int, ...], dtype: np.dtype,
+                     read_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None]) -> np.ndarray:
+    """The frames of ``sel`` in its requested order (``sel.order`` not None), ``(sel.size, *shape)``:
+    ``read_into(slots, out, dest)`` decodes slot ``sel.slots[j]`` into ``out[dest[j]]``, the first row
+    that asks for it (never-written slots: zeros); the repeats are then copied from those rows."""
+    n = len(sel.order)  # type: ignore[arg-type]
+    first = np.empty(len(sel.slots), dtype=np.int64)
+    first[sel.order[::-1]] = np.arange(n - 1, -1, -1)  # type: ignore[index]
+    out = np.zeros((n, *shape), dtype=dtype)
+    read_into(sel.slots, out, first)
+    src = first[sel.order]
+    repeat = np.flatnonzero(src != np.arange(n))
+    out[repeat] = out[src[repeat]]
+    return out

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from trajstore._damage import damaged_file
 from trajstore._fs import fsync_dir
 from trajstore._lock import WriterLock
 from trajstore.damage import DamagedFile
@@ -49,7 +50,7 @@ from trajstore.spaces import Space
 from trajstore.storages.frames import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
 from trajstore.storages._payload import PayloadSource
-from trajstore.storages.frames._image_reads import read_frames
+from trajstore.storages.frames._image_reads import in_request_order, read_frames
 from trajstore.storages.frames._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
 from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
@@ -326,19 +327,29 @@ class ImageStorage(SpaceStorage):
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
-        slots = sel.slots
-        out = np.zeros((len(slots), *self._frame_shape), dtype=self._dtype)
-        try:
-            self._read_into(slots, out)
-        except FileNotFoundError:  # the writer deleted a chunk this reader's index still points into
-            self.refresh()
-            self._read_into(slots, out)
+        out = np.zeros((len(sel.slots), *self._frame_shape), dtype=self._dtype)
+        self._read_into(sel.slots, out)
         return [out]
 
-    def _read_into(self, slots: np.ndarray, out: np.ndarray) -> None:
-        rows = self._index.lookup(slots)  # type: ignore[union-attr]
-        read_frames(self._files, rows, out, self._header, self._format,
-                    lambda i, fid, off: self._where(slots[i], fid, off))
+    def read_in_order(self, sel: Selection) -> list[np.ndarray]:
+        """``[frames (sel.size, *frame shape)]`` in ``sel``'s requested order: :meth:`read_leaves` then ``[sel.order]``
+        without that copy (see ``_image_reads.in_request_order``). Raises: as :meth:`read_leaves`."""
+        if sel.order is None:
+            return self.read_leaves(sel)
+        self._check_open()
+        with damaged_file(self.cache_path, "reading ImageStorage slots"):  # type: ignore[arg-type]
+            return [in_request_order(sel, self._frame_shape, self._dtype, self._read_into)]
+
+    def _read_into(self, slots: np.ndarray, out: np.ndarray, dest: np.ndarray | None = None) -> None:
+        for attempt in (0, 1):
+            try:
+                read_frames(self._files, self._index.lookup(slots), out, self._header,  # type: ignore[union-attr]
+                            self._format, lambda i, fid, off: self._where(slots[i], fid, off), dest)
+                return
+            except FileNotFoundError:  # the writer deleted a chunk this reader's index still points into
+                if attempt:
+                    raise
+                self.refresh()
 
     def _where(self, slot: Any, file_id: int, offset: int) -> str:
         """Where the frame of ``slot`` is, for error messages: its chunk file, offset, and the index."""
