@@ -18,6 +18,10 @@ inside the process so that load on the machine hits every case alike:
 Frames of 100k pixels or more (480x640) get ``--big-batch`` (64) steps, half as many windows and
 2 episodes: a batch of 256 would be 236 MB of pixels per array.
 
+* ``in order (*)`` (a source whose ImageStorage has ``read_in_order``): the random batch's frames read
+  from the camera's storage in the requested order, the read ``rb[idx]`` would do if the buffer
+  handed the order down (it reads sorted slots and reorders the batch with one more copy).
+
 Reported: the median ms of each, and ``ratio`` = trajstore / the faster floor (1.00 is the decoder
 alone; the target is <= 1.15); then trajstore's fastest batch and ``ratio of mins``, the same ratio
 of the fastest batches (on loaded cores the least disturbed estimate of what each costs). ``--profile``: the top of a cProfile of the random batch (JPEG,
@@ -138,6 +142,7 @@ def run(cfg: dict) -> dict:
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.spaces import BoxSpace, DictSpace
     from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+    from trajstore.storages._selection import select
 
     pool = ThreadPoolExecutor(2)
     out_dir = Path(cfg["out"])
@@ -208,7 +213,9 @@ def run(cfg: dict) -> dict:
             checks.append(bool(np.array_equal(got, floor(idx, 1))))  # the codec's own decode of the same frames
             data, _ = rb.sample_windows(n_windows, delta_indices={"cam": [-1, 0]}, pad=True)
             checks.append(data["cam"].shape == (n_windows, 2, h, w, 3))
-            times = {k: [] for k in ("r1", "rp", "rt", "w1", "wp", "wt")}
+            times: dict[str, list[float]] = {k: [] for k in ("r1", "rp", "rt", "w1", "wp", "wt", "ot")}
+            cam = rb.storage.storages["cam"]  # the camera's ImageStorage: slot == step (no ring here)
+            in_order = getattr(cam, "read_in_order", None)  # a source that has it: the batch without the reorder
             for _ in range(cfg["batches"]):
                 idx = rng.integers(0, len(frames), n_batch)
                 wid = window_ids()
@@ -216,16 +223,26 @@ def run(cfg: dict) -> dict:
                                 ("rt", lambda: rb[idx]), ("w1", lambda: floor(wid, 1)),
                                 ("wp", lambda: floor(wid, 2)),
                                 ("wt", lambda: rb.sample_windows(n_windows, delta_indices={"cam": [-1, 0]},
-                                                                 pad=True))):
+                                                                 pad=True)),
+                                ("ot", (lambda: in_order(select(idx, len(frames)))) if in_order else None)):
+                    if fn is None:
+                        continue
                     t0 = time.perf_counter()
                     fn()
                     times[key].append(1e3 * (time.perf_counter() - t0))
-            med = {k: float(np.median(v)) for k, v in times.items()}
-            low = {k: float(np.min(v)) for k, v in times.items()}
+            med = {k: float(np.median(v)) for k, v in times.items() if v}
+            low = {k: float(np.min(v)) for k, v in times.items() if v}
             check = "ok" if all(checks) else "WRONG"
-            for what, p in ((f"rb[idx] {n_batch}", "r"), (f"windows {n_windows}x2", "w")):
+            if in_order is not None:
+                check_order = bool(np.array_equal(in_order(select(idx, len(frames)))[0], rb[idx]["cam"]))
+                med["o1"], med["op"], low["o1"], low["op"] = med["r1"], med["rp"], low["r1"], low["rp"]
+            for what, p in ((f"rb[idx] {n_batch}", "r"), (f"windows {n_windows}x2", "w"),
+                            (f"in order {n_batch} (*)", "o")):
+                if p + "t" not in med:
+                    continue
                 cases.append({"size": size, "format": fmt, "what": what, "floor_1t": med[p + "1"],
-                              "floor_pool": med[p + "p"], "trajstore": med[p + "t"], "check": check,
+                              "floor_pool": med[p + "p"], "trajstore": med[p + "t"],
+                              "check": check if p != "o" else ("ok" if check_order and all(checks) else "WRONG"),
                               "min": [low[p + "1"], low[p + "p"], low[p + "t"]]})
             if cfg["profile"] and profile is None and fmt == "JPEG":
                 pr = cProfile.Profile()
