@@ -24,7 +24,9 @@ Frames of 100k pixels or more (480x640) get ``--big-batch`` (64) steps, half as 
 
 Reported: the median ms of each, and ``ratio`` = trajstore / the faster floor (1.00 is the decoder
 alone; the target is <= 1.15); then trajstore's fastest batch and ``ratio of mins``, the same ratio
-of the fastest batches (on loaded cores the least disturbed estimate of what each costs). ``--profile``: the top of a cProfile of the random batch (JPEG,
+of the fastest batches; then the median CPU time (``time.process_time``: every thread of the process,
+user and system) of the one-thread floor and of trajstore, and their ratio: on loaded cores, where
+wall times mostly measure waiting for a CPU, the steadiest measure of the work each does. ``--profile``: the top of a cProfile of the random batch (JPEG,
 first size), by own time. All reads come from the page cache. No timing is asserted anywhere.
 
 Run (the project's python)::
@@ -91,12 +93,13 @@ def report(args: argparse.Namespace, results: dict[str, dict]) -> None:
             continue
         for case in res["cases"]:
             best = min(case["floor_1t"], case["floor_pool"])
-            low = case["min"]
+            low, busy = case["min"], case["cpu"]
             rows.append([label, case["size"], case["format"], case["what"], case["floor_1t"], case["floor_pool"],
                          case["trajstore"], hx.ratio(case["trajstore"], best), low[2],
-                         hx.ratio(low[2], min(low[:2])), case["check"]])
+                         hx.ratio(low[2], min(low[:2])), busy[0], busy[2], hx.ratio(busy[2], busy[0]), case["check"]])
     print(hx.table(["source", "size", "format", "batch", "floor 1t ms", "floor pool ms", "trajstore ms",
-                    "ratio", "min ms", "ratio of mins", "check"], rows))
+                    "ratio", "min ms", "ratio of mins", "floor 1t CPU ms", "trajstore CPU ms", "CPU ratio",
+                    "check"], rows))
     for label, res in results.items():
         if res.get("load"):
             print(f"  {label}: load average {res['load'][0]:.1f} -> {res['load'][1]:.1f}")
@@ -214,6 +217,7 @@ def run(cfg: dict) -> dict:
             data, _ = rb.sample_windows(n_windows, delta_indices={"cam": [-1, 0]}, pad=True)
             checks.append(data["cam"].shape == (n_windows, 2, h, w, 3))
             times: dict[str, list[float]] = {k: [] for k in ("r1", "rp", "rt", "w1", "wp", "wt", "ot")}
+            cpu: dict[str, list[float]] = {k: [] for k in times}
             cam = rb.storage.storages["cam"]  # the camera's ImageStorage: slot == step (no ring here)
             in_order = getattr(cam, "read_in_order", None)  # a source that has it: the batch without the reorder
             for _ in range(cfg["batches"]):
@@ -227,15 +231,18 @@ def run(cfg: dict) -> dict:
                                 ("ot", (lambda: in_order(select(idx, len(frames)))) if in_order else None)):
                     if fn is None:
                         continue
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     fn()
                     times[key].append(1e3 * (time.perf_counter() - t0))
+                    cpu[key].append(1e3 * (time.process_time() - c0))
             med = {k: float(np.median(v)) for k, v in times.items() if v}
             low = {k: float(np.min(v)) for k, v in times.items() if v}
+            busy = {k: float(np.median(v)) for k, v in cpu.items() if v}
             check = "ok" if all(checks) else "WRONG"
             if in_order is not None:
                 check_order = bool(np.array_equal(in_order(select(idx, len(frames)))[0], rb[idx]["cam"]))
-                med["o1"], med["op"], low["o1"], low["op"] = med["r1"], med["rp"], low["r1"], low["rp"]
+                for d in (med, low, busy):
+                    d["o1"], d["op"] = d["r1"], d["rp"]
             for what, p in ((f"rb[idx] {n_batch}", "r"), (f"windows {n_windows}x2", "w"),
                             (f"in order {n_batch} (*)", "o")):
                 if p + "t" not in med:
@@ -243,7 +250,8 @@ def run(cfg: dict) -> dict:
                 cases.append({"size": size, "format": fmt, "what": what, "floor_1t": med[p + "1"],
                               "floor_pool": med[p + "p"], "trajstore": med[p + "t"],
                               "check": check if p != "o" else ("ok" if check_order and all(checks) else "WRONG"),
-                              "min": [low[p + "1"], low[p + "p"], low[p + "t"]]})
+                              "min": [low[p + "1"], low[p + "p"], low[p + "t"]],
+                              "cpu": [busy[p + "1"], busy[p + "p"], busy[p + "t"]]})
             if cfg["profile"] and profile is None and fmt == "JPEG":
                 pr = cProfile.Profile()
                 pr.enable()
