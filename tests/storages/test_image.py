@@ -439,7 +439,7 @@ def test_reads_use_pread_not_open_per_frame(tmp_path: Path, monkeypatch: pytest.
     n_chunks = len(list((tmp_path / "s" / CHUNK_DIR).iterdir()))
     assert 2 <= n_chunks <= 10
     calls = {"open": 0, "pread": 0}
-    real_open, real_pread = os.open, os.pread
+    real_open, real_pread, real_preadv = os.open, os.pread, os.preadv
 
     def counting_open(*args: Any, **kwargs: Any) -> int:
         calls["open"] += 1
@@ -449,9 +449,14 @@ def test_reads_use_pread_not_open_per_frame(tmp_path: Path, monkeypatch: pytest.
         calls["pread"] += 1
         return real_pread(*args)
 
+    def counting_preadv(*args: Any) -> int:
+        calls["pread"] += 1
+        return real_preadv(*args)
+
     monkeypatch.setattr(os, "open", counting_open)
     monkeypatch.setattr(os, "pread", counting_pread)
-    got = s.get(slice(None))  # back-to-back frames: one pread per chunk
+    monkeypatch.setattr(os, "preadv", counting_preadv)
+    got = s.get(slice(None))  # back-to-back frames: one read (pread or preadv) per chunk
     assert calls == {"open": n_chunks, "pread": n_chunks}
     rng = np.random.default_rng(0)
     for _ in range(5):

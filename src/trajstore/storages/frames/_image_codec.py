@@ -15,7 +15,10 @@ the development machine):
   several times faster to encode than Pillow's default of 6 for frames only slightly larger
   (see the benchmark for the ratios).
 
-Batches run on a shared pool of :data:`WORKERS` threads: libjpeg-turbo and zlib release the GIL.
+Batches of at least :data:`POOL_MIN_BYTES` run on a shared pool of :data:`WORKERS` threads
+(libjpeg-turbo and zlib release the GIL) while the machine has a CPU to spare (its 1-minute load
+average below :data:`CPUS`); otherwise on the calling thread: on loaded cores a second thread only
+adds the hand-off.
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ SUBSAMPLINGS = ("444", "422", "420")
 PNG_COMPRESS_LEVEL = 1
 #: Threads of the shared codec pool.
 WORKERS = 2
+#: A batch goes to the pool only if its frames hold at least this many bytes (decoded): below about
+#: 1 MiB (~20 frames of 128x128x3, ~2 ms to decode) handing parts to threads and waiting for them costs
+#: about what the second thread saves.
+POOL_MIN_BYTES = 2**20
+#: CPUs this process may run on (its affinity mask where the platform tells it).
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
@@ -215,9 +224,22 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def _run_split(n: int, work: Callable[[int, int], None]) -> None:
-    """Run ``work(start, stop)`` over ``range(n)`` in up to :data:`WORKERS` contiguous parts on the pool."""
-    if n <= 1:
+def pool_pays(nbytes: int) -> bool:
+    """Whether a batch of frames holding ``nbytes`` bytes (decoded) goes to the pool: it is at least
+    :data:`POOL_MIN_BYTES` and the 1-minute load average is below :data:`CPUS` (where the platform
+    has one)."""
+    if nbytes < POOL_MIN_BYTES or WORKERS < 2 or CPUS < 2:
+        return False
+    try:
+        return os.getloadavg()[0] < CPUS
+    except (AttributeError, OSError):  # no load average (Windows): the pool, as before
+        return True
+
+
+def _run_split(n: int, work: Callable[[int, int], None], nbytes: int) -> None:
+    """Run ``work(start, stop)`` over ``range(n)``: in up to :data:`WORKERS` contiguous parts on the pool
+    when :func:`pool_pays` for ``nbytes`` (the frames' bytes), else at once on this thread."""
+    if n <= 1 or not pool_pays(nbytes):
         work(0, n)
         return
     bounds = np.linspace(0, n, min(n, WORKERS) + 1).astype(int)
@@ -238,33 +260,53 @@ def encode_batch(frames: np.ndarray, fmt: str = "JPEG", quality: int = JPEG_QUAL
         for i in range(a, b):
             out[i] = encode(frames[i], fmt, quality, subsampling)
 
-    _run_split(len(frames), work)
+    _run_split(len(frames), work, frames.nbytes)
     return out
 
 
 def decode_batch(payloads: Sequence[bytes | memoryview], out: np.ndarray, fmt: str = "JPEG",
-                 where: Callable[[int], str] | None = None) -> None:
+                 where: Callable[[int], str] | None = None, rows: np.ndarray | None = None) -> None:
     """Decode ``N`` payloads into ``out`` (C-contiguous; shapes and dtypes as :func:`decode_into`, with
-    a leading axis ``N``), on the shared pool.
+    a leading axis ``N``), on the shared pool. ``rows`` (int ``(N,)``, distinct, within ``out``): payload
+    ``i`` goes to ``out[rows[i]]`` instead of ``out[i]`` (``out`` may have more rows; the others are left
+    as they are).
 
     ``where(i)`` says where payload ``i`` came from (file, offset, slot); it starts the message of a
-    payload that does not decode.
+    payload that does not decode. The batch goes to the pool when :func:`pool_pays`.
 
     Raises:
-        ValueError: ``len(payloads) != len(out)`` or ``out`` is not a C-contiguous uint8 / uint16 array.
+        ValueError: ``len(payloads) != len(out)`` (``len(rows)`` when given) or ``out`` is not a C-contiguous
+            uint8 / uint16 array.
         FormatError: a payload does not decode to a frame of ``out``'s shape and mode.
     """
-    if len(payloads) != len(out) or out.dtype not in (np.uint8, np.uint16) or not out.flags.c_contiguous:
+    n = len(out) if rows is None else len(rows)
+    if len(payloads) != n or out.dtype not in (np.uint8, np.uint16) or not out.flags.c_contiguous:
         raise ValueError(f"decode_batch needs a C-contiguous uint8/uint16 out with one row per payload, got "
                          f"{len(payloads)} payloads and out {out.dtype} {out.shape}")
 
+    dst: Sequence[int] = range(n) if rows is None else np.asarray(rows).tolist()
+
     def work(a: int, b: int) -> None:
+        if fmt == "JPEG":  # the tight loop: libjpeg writes each frame into its row; checked after
+            import simplejpeg
+
+            decode, shape = simplejpeg.decode_jpeg, out.shape[1:]
+            i = a
+            try:
+                for i in range(a, b):
+                    if decode(payloads[i], "RGB", buffer=out[dst[i]]).shape != shape:
+                        break
+                else:
+                    return
+            except Exception:  # noqa: BLE001  # decode_into below says what is wrong with frame i
+                pass
+            a = i
         for i in range(a, b):
             try:
-                decode_into(payloads[i], out[i], fmt)
+                decode_into(payloads[i], out[dst[i]], fmt)
             except FormatError as exc:
                 if where is None:
                     raise
                 raise FormatError(f"{where(i)}: {exc}") from exc
 
-    _run_split(len(payloads), work)
+    _run_split(n, work, out[0].nbytes * n if n else 0)

@@ -35,6 +35,13 @@ from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex
 
 #: Open read descriptors kept per storage (least recently used are closed first).
 FD_CACHE_SIZE = 64
+#: Frames of one file at most this many bytes apart are read with one call (:meth:`PayloadFiles.read_into`):
+#: copying 16 KiB from the page cache costs about what one more system call does.
+COALESCE_GAP = 16 * 2**10
+#: Buffers one ``os.preadv`` takes at most (POSIX guarantees 16; Linux and macOS take 1024).
+IOV_MAX = 16
+if "SC_IOV_MAX" in getattr(os, "sysconf_names", {}):
+    IOV_MAX = max(IOV_MAX, min(1024, os.sysconf("SC_IOV_MAX")))
 
 
 @dataclass(frozen=True)
@@ -264,6 +271,64 @@ class PayloadFiles:
             rel = (off[a:b] - first).tolist()
             payloads.extend(data[r:r + n] for r, n in zip(rel, length[a:b].tolist()))
         return payloads
+
+    def read_into(self, fid: np.ndarray, off: np.ndarray, length: np.ndarray, buf: memoryview, dest: np.ndarray,
+                  where: Callable[[int], str]) -> None:
+        """Read each frame ``i`` (file ``fid[i]``, ``length[i]`` bytes at ``off[i]``; any order, frames of
+        several files mixed) into ``buf[dest[i]:dest[i] + length[i]]`` (``buf``: a writable byte
+        buffer; the destinations must not overlap). Locally the frames are read sorted by file and
+        offset, frames at most :data:`COALESCE_GAP` bytes apart in one ``os.preadv`` (the bytes
+        between them, dead or not asked for, go to a scratch buffer), one ``fstat`` per file; from a
+        source, one ranged request per frame run, copied in. ``where(i)``: frame ``i``'s place for messages.
+
+        Raises:
+            FormatError: the index points past the end of a file (names it, and ``where``).
+            FileNotFoundError: a local file is gone (a writer deleted it: refresh the index and read again).
+        """
+        n = len(fid)
+        if n == 0:
+            return
+        if self.source is not None or not hasattr(os, "preadv"):
+            order = np.lexsort((off, fid))
+            f, o, ln = fid[order], off[order], length[order]
+            cut = np.flatnonzero((f[1:] != f[:-1]) | (o[1:] != o[:-1] + ln[:-1])) + 1
+            views = self.read_runs(f, o, ln, np.r_[0, cut], np.r_[cut, n], lambda i: where(int(order[i])))
+            for i, view in zip(order.tolist(), views):
+                buf[int(dest[i]):int(dest[i]) + len(view)] = view
+            return
+        order = np.lexsort((off, fid))
+        f, o, ln, d = fid[order], off[order], length[order], dest[order]
+        end = o + ln
+        # a new read where the file changes, the next frame starts before this one ends or too far after
+        gap = np.r_[0, o[1:] - end[:-1]]
+        new = np.r_[True, (f[1:] != f[:-1]) | (gap[1:] < 0) | (gap[1:] > COALESCE_GAP)]
+        file_first = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+        file_last = np.r_[file_first[1:], n] - 1
+        for a, b in zip(file_first.tolist(), file_last.tolist()):  # one fstat per file
+            fd = self._fd(int(f[a]))
+            far = int(np.argmax(end[a:b + 1])) + a
+            if int(end[far]) > os.fstat(fd).st_size:  # before reading what the index claims
+                raise FormatError(f"{where(int(order[far]))}: {LOG_FILE} points {int(ln[far])} bytes past offset "
+                                  f"{int(o[far])}, beyond the end of the file: the file is truncated or the index damaged")
+        scratch = memoryview(bytearray(int(gap[~new].max(initial=0))))
+        starts = np.flatnonzero(new).tolist()
+        stops = starts[1:] + [n]
+        o_l, ln_l, d_l, g_l, f_l = o.tolist(), ln.tolist(), d.tolist(), gap.tolist(), f.tolist()
+        for a, b in zip(starts, stops):
+            fd = self._fd(f_l[a])
+            while a < b:  # at most IOV_MAX buffers per call
+                c = min(b, a + IOV_MAX // 2)
+                iov = [buf[d_l[a]:d_l[a] + ln_l[a]]]
+                for i in range(a + 1, c):
+                    if g_l[i]:
+                        iov.append(scratch[:g_l[i]])
+                    iov.append(buf[d_l[i]:d_l[i] + ln_l[i]])
+                want = o_l[c - 1] + ln_l[c - 1] - o_l[a]
+                got = os.preadv(fd, iov, o_l[a])
+                if got != want:
+                    raise FormatError(f"{self.path(f_l[a])} is truncated: needed {want} bytes at offset {o_l[a]}, "
+                                      f"got {got}")
+                a = c
 
     def whole(self, file_id: int) -> Path:
         """A local file holding all of file ``file_id``: its path, or the source's local copy."""

@@ -27,9 +27,10 @@ logs ``N`` index records with one more. The active chunk rotates once it would e
 once no slot points into it (and it is not the active one), so a ring buffer's folder stays
 bounded at about ``capacity * frame bytes + 2 * chunk_bytes`` plus the index.
 
-A read looks slots up in the index, reads each run of back-to-back frames of one chunk
-with one ``os.pread`` through a small LRU of open descriptors (no ``open`` per frame) and
-decodes on the pool straight into the output array. Slots never written read as zeros.
+A read looks slots up in the index, reads the frames sorted by chunk and offset, nearby ones
+with one ``os.preadv`` through a small LRU of open descriptors (no ``open`` per frame), into one
+buffer that already holds the shared header in front of each frame (``_image_reads``), and decodes
+straight into the output array (on the pool when that pays). Slots never written read as zeros.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from trajstore._damage import damaged_file
 from trajstore._fs import fsync_dir
 from trajstore._lock import WriterLock
 from trajstore.damage import DamagedFile
@@ -48,6 +50,7 @@ from trajstore.spaces import Space
 from trajstore.storages.frames import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
 from trajstore.storages._payload import PayloadSource
+from trajstore.storages.frames._image_reads import in_request_order, read_frames
 from trajstore.storages.frames._frame_space import RGB, check_camera_frames, rgb_refusal
 from trajstore.storages._selection import Selection
 from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
@@ -324,39 +327,29 @@ class ImageStorage(SpaceStorage):
 
     # -- reading -------------------------------------------------------------------------------
     def _read(self, sel: Selection) -> list[np.ndarray]:
-        slots = sel.slots
-        out = np.zeros((len(slots), *self._frame_shape), dtype=self._dtype)
-        try:
-            self._read_into(slots, out)
-        except FileNotFoundError:  # the writer deleted a chunk this reader's index still points into
-            self.refresh()
-            self._read_into(slots, out)
+        out = np.zeros((len(sel.slots), *self._frame_shape), dtype=self._dtype)
+        self._read_into(sel.slots, out)
         return [out]
 
-    def _read_into(self, slots: np.ndarray, out: np.ndarray) -> None:
-        rows = self._index.lookup(slots)  # type: ignore[union-attr]
-        written = np.flatnonzero(rows[:, 0] >= 0)
-        if len(written) == 0:
-            return
-        fid, off, length = rows[written].T
-        # One pread per run of frames that lie back to back in one chunk.
-        cut = np.flatnonzero((fid[1:] != fid[:-1]) | (off[1:] != off[:-1] + length[:-1])) + 1
-        starts, stops = np.r_[0, cut], np.r_[cut, len(fid)]
+    def read_in_order(self, sel: Selection) -> list[np.ndarray]:
+        """``[frames (sel.size, *frame shape)]`` in ``sel``'s requested order: :meth:`read_leaves` then ``[sel.order]``
+        without that copy (see ``_image_reads.in_request_order``). Raises: as :meth:`read_leaves`."""
+        if sel.order is None:
+            return self.read_leaves(sel)
+        self._check_open()
+        with damaged_file(self.cache_path, "reading ImageStorage slots"):  # type: ignore[arg-type]
+            return [in_request_order(sel, self._frame_shape, self._dtype, self._read_into)]
 
-        def where(i: int) -> str:
-            return self._where(slots[written[i]], int(fid[i]), int(off[i]))
-
-        self._files.check_present(fid, where, off + length)
-        payloads = self._files.read_runs(fid, off, length, starts, stops, where)
-        header = self._header
-        if header is not None:  # abbreviated frames: the shared header, then their own bytes
-            payloads = [p if p[:2] == codec.JPEG_SOI else header + p for p in payloads]  # type: ignore[misc]
-        if len(written) == len(slots):
-            codec.decode_batch(payloads, out, self._format, where)
-        else:  # some slots were never written: they stay zero
-            frames = np.empty((len(written), *self._frame_shape), dtype=self._dtype)
-            codec.decode_batch(payloads, frames, self._format, where)
-            out[written] = frames
+    def _read_into(self, slots: np.ndarray, out: np.ndarray, dest: np.ndarray | None = None) -> None:
+        for attempt in (0, 1):
+            try:
+                read_frames(self._files, self._index.lookup(slots), out, self._header,  # type: ignore[union-attr]
+                            self._format, lambda i, fid, off: self._where(slots[i], fid, off), dest)
+                return
+            except FileNotFoundError:  # the writer deleted a chunk this reader's index still points into
+                if attempt:
+                    raise
+                self.refresh()
 
     def _where(self, slot: Any, file_id: int, offset: int) -> str:
         """Where the frame of ``slot`` is, for error messages: its chunk file, offset, and the index."""
