@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, overload
 
 import numpy as np
 
+from trajstore.replay_buffer.data_columns import MISSING
 from trajstore.replay_buffer.episode import Episode
 
 if TYPE_CHECKING:
@@ -65,6 +66,25 @@ class EpisodeList(Sequence):
         """``Episode.id`` of each, int64 ``(len,)``, increasing (no data read)."""
         ids = self._table.ids
         return np.append(ids, self._table.next_id) if self._n > len(ids) else ids.copy()
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Per episode, no data read: ``id``, ``steps`` (int64), ``done``, ``interrupted``, ``overwritten``
+        (bool), each ``(len,)``, as the :class:`~trajstore.replay_buffer.episode.Episode` attributes."""
+        t = self._table
+        starts, stops, interrupted = t.starts, t.stops, t.interrupted != 0
+        done = ~interrupted
+        if self._n > len(t):  # the open episode
+            starts, stops = np.append(starts, t.open_start), np.append(stops, self._appended)
+            interrupted, done = np.append(interrupted, False), np.append(done, False)
+        return {"id": self.ids, "steps": stops - np.maximum(starts, self._oldest), "done": done,
+                "interrupted": interrupted, "overwritten": starts < self._oldest}
+
+    def data_values(self, key: str) -> list[Any]:
+        """The value of data key ``key`` of each episode (the open one has no data),
+        :data:`~trajstore.replay_buffer.data_columns.MISSING` where it lacks it: the log's lines are
+        scanned, not parsed one by one (:meth:`~trajstore.replay_buffer.episode_store.DataStore.values`)."""
+        out = self._table.store.values(self._table.ids, key)
+        return out + [MISSING] if self._n > len(self._table) else out
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, (list, tuple, EpisodeList)):

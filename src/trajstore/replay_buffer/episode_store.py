@@ -24,11 +24,14 @@ import numpy as np
 
 from trajstore._json import MAX_STORED_DEPTH, loads_bounded
 from trajstore.errors import FormatError
+from trajstore.replay_buffer.data_columns import MISSING, top_level_values
 
 #: Deepest nesting read in the log (as :data:`~trajstore.replay_buffer.episode_log.MAX_LOG_DEPTH`).
 MAX_LOG_DEPTH = MAX_STORED_DEPTH + 8
 #: A batch whose byte span is more than this many times its lines' bytes is read line by line.
 _SPARSE = 4
+#: Lines scanned at a time by :meth:`DataStore.values` (bounds the bytes held at once).
+_VALUES_BATCH = 1 << 16
 
 __all__ = ["DataStore"]
 
@@ -178,6 +181,31 @@ class DataStore:
                 out[k] = r["data"] or None
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{self._lines.path}: damaged episode log ({exc})") from None
+        return out
+
+    def values(self, ids: np.ndarray, key: str) -> list[Any]:
+        """Data key ``key`` of episodes ``ids`` (int64, increasing), in order;
+        :data:`~trajstore.replay_buffer.data_columns.MISSING` where the data lacks it. One read of the
+        lines' span, scanned without parsing each line (:mod:`~trajstore.replay_buffer.data_columns`).
+        """
+        out: list[Any] = [MISSING] * len(ids)
+        pos, found = self.ranges(ids)
+        for k in np.flatnonzero(~found).tolist():
+            out[k] = (self.mem.get(int(ids[k])) or {}).get(key, MISSING)
+        where = np.flatnonzero(found)
+        for lo in range(0, where.size, _VALUES_BATCH):
+            part = where[lo:lo + _VALUES_BATCH]
+            off, length = self._loc[1, pos[part]], self._loc[2, pos[part]]
+            first, stop = int(off[0]), int(off[-1] + length[-1])
+            assert self._lines is not None
+            if stop - first > _SPARSE * int(length.sum()):
+                span = b"".join(self._lines.read(a, n) for a, n in zip(off.tolist(), length.tolist()))
+                starts = np.cumsum(length) - length
+            else:
+                span, starts = self._lines.read(first, stop - first), off - first
+            got = top_level_values(span, starts, length, key, str(self._lines.path), MAX_LOG_DEPTH)
+            for k, v in zip(part.tolist(), got):
+                out[k] = v
         return out
 
     def fork(self) -> "DataStore":

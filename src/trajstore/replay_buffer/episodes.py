@@ -130,6 +130,11 @@ class EpisodeTable:
             self._anchor_indexes.clear()
 
     @property
+    def interrupted(self) -> np.ndarray:
+        """Interrupted flags (0/1) of the closed episodes kept, int64 ``(E,)``."""
+        return self._table[4, self._first:self._n]
+
+    @property
     def finals(self) -> np.ndarray:
         """Final observation numbers of the closed episodes kept, int64 ``(E,)`` (-1: none)."""
         return self._table[3, self._first:self._n]
