@@ -19,7 +19,7 @@ import numpy as np
 
 from trajstore._json import loads_bounded
 
-__all__ = ["MISSING", "top_level_values"]
+__all__ = ["MISSING", "EpisodeRow", "top_level_values"]
 
 #: The value of a key that the episode's data does not have.
 MISSING: Any = object()
@@ -79,3 +79,17 @@ def _line_of(starts: np.ndarray):
     def line_of(positions: np.ndarray) -> np.ndarray:
         return np.searchsorted(starts, positions, side="right") - 1
     return line_of
+
+
+class EpisodeRow:
+    """What a selection's predicate reads of one episode: its attributes and the data keys it names."""
+
+    __slots__ = ("id", "_steps", "done", "interrupted", "overwritten", "_data")
+
+    def __init__(self, id: int, steps: int, done: bool, interrupted: bool, overwritten: bool,
+                 data: dict[str, Any] | None):
+        self.id, self._steps, self.done, self.interrupted, self.overwritten = id, steps, done, interrupted, overwritten
+        self._data = data
+
+    def __len__(self) -> int:
+        return self._steps

@@ -59,14 +59,13 @@ from typing import Any
 
 import numpy as np
 
-from trajstore._json import loads_bounded
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episode_index import (EpisodeIndexWarning, IndexDamagedError, IndexFile, check_records,
                                                    index_name, line_ranges)
 from trajstore.replay_buffer.episode_store import DataStore
 from trajstore.replay_buffer.episodes import EpisodeTable
-from trajstore.replay_buffer.log_format import (HEADER, LOG_FORMAT, LOG_VERSION, MAX_LOG_DEPTH, MIN_DEAD, LogPosition,
-                                                decode, encode, encode_lines, log_name, remove_unnamed)
+from trajstore.replay_buffer.log_format import (HEADER, MIN_DEAD, LogPosition, check_header, checked_index, decode,
+                                                encode, encode_lines, log_name, remove_unnamed)
 from trajstore.replay_buffer.metadata import META_FILE, read_meta
 
 __all__ = ["HEADER", "MIN_DEAD", "EpisodeLog", "LogPosition", "decode", "encode", "load_table", "log_name",
@@ -151,12 +150,12 @@ class EpisodeLog:
             size = os.fstat(fd).st_size
             if size < position.bytes:
                 raise FormatError(f"{path} holds {size} bytes but the metadata commits {position.bytes}")
-            _check_header(os.pread(fd, len(HEADER), 0), path)
+            check_header(os.pread(fd, len(HEADER), 0), path)
             recs = None
             if position.index is not None:
                 try:
                     index = IndexFile.open(folder, position.index, read_only=read_only)
-                    recs, last_id = _indexed(fd, path, index, position)
+                    recs, last_id = checked_index(fd, path, index, position)
                 except IndexDamagedError as exc:
                     if index is not None:
                         index.close()
@@ -317,45 +316,6 @@ class EpisodeLog:
             self._index.close()
         if sources:
             self.store.close()
-
-
-def _check_header(head: bytes, path: Path) -> None:
-    try:
-        header = loads_bounded(head, source=str(path))
-        ok = header.get("format") == LOG_FORMAT and isinstance(header.get("version"), int)
-    except (FormatError, AttributeError):
-        ok = False
-    if not ok:
-        raise FormatError(f"{path} is not a trajstore episode log")
-    if header["version"] > LOG_VERSION:
-        raise FormatError(f"{path}: episode log version {header['version']} is newer than this trajstore "
-                          f"reads ({LOG_VERSION}); upgrade trajstore")
-
-
-def _indexed(fd: int, path: Path, index: IndexFile, position: LogPosition) -> tuple[np.ndarray, int]:
-    """The live records ``(7, E)`` of ``index``, checked against the log (see
-    :mod:`~trajstore.replay_buffer.episode_index`), and the id of the log's newest record (-1: none).
-
-    Raises:
-        IndexDamagedError: see :func:`~trajstore.replay_buffer.episode_index.check_records`; a first or last
-            live record that differs from its log line.
-    """
-    first = max(0, position.skip - 1)  # one dead record more: where the live lines start
-    recs = index.read(first, position.records - first)
-    start = len(HEADER) if first == position.skip or not recs.shape[1] else int(recs[5, 0])
-    check_records(recs, start, position.bytes, index.path)
-    live = recs[:, position.skip - first:]
-    for k in {0, live.shape[1] - 1} if live.shape[1] else ():
-        line = os.pread(fd, int(live[6, k]), int(live[5, k]))
-        try:
-            record = loads_bounded(line, source=str(path), max_depth=MAX_LOG_DEPTH)
-            same = [record[f] for f in ("id", "start", "stop", "final", "interrupted")] == live[:5, k].tolist()
-        except (FormatError, KeyError, TypeError):
-            same = False
-        if not same:
-            raise IndexDamagedError(f"{index.path}: record {position.skip + k} does not match line "
-                                    f"{position.skip + k + 1} of {path.name}")
-    return live, int(recs[0, -1]) if recs.shape[1] else -1
 
 
 def load_table(folder: Path, entry: Any, *, read_only: bool, log: EpisodeLog | None = None,

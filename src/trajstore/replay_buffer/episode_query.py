@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from trajstore.errors import InvalidValueError, SelectionWarning
-from trajstore.replay_buffer.data_columns import MISSING
+from trajstore.replay_buffer.data_columns import MISSING, EpisodeRow
 from trajstore.replay_buffer.episode_list import BATCH, EpisodeList
 from trajstore.replay_buffer.episodes import Episode
 
@@ -122,7 +122,7 @@ class EpisodeSelection:
                                                f"{_missing_text(key, sample)}"), stacklevel=3)
         cols = episodes.columns()
         present = [[(key, v) for v in column] for key, column in values.items()]
-        rows = map(_Row, cols["id"].tolist(), cols["steps"].tolist(), cols["done"].tolist(),
+        rows = map(EpisodeRow, cols["id"].tolist(), cols["steps"].tolist(), cols["done"].tolist(),
                    cols["interrupted"].tolist(), cols["overwritten"].tolist(),
                    ({k: v for k, v in kv if v is not MISSING} for kv in zip(*present)) if present
                    else iter(lambda: None, 0))
@@ -159,20 +159,6 @@ class EpisodeSelection:
             return []
         return [_missing_text(key, episodes) for key in self.keys
                 if not any(_lookup(e, key.split(".")) is not _MISSING for e in episodes)]
-
-
-class _Row:
-    """What a predicate reads of one episode (:meth:`EpisodeSelection._select_columns`)."""
-
-    __slots__ = ("id", "_steps", "done", "interrupted", "overwritten", "_data")
-
-    def __init__(self, id: int, steps: int, done: bool, interrupted: bool, overwritten: bool,
-                 data: dict[str, Any] | None):
-        self.id, self._steps, self.done, self.interrupted, self.overwritten = id, steps, done, interrupted, overwritten
-        self._data = data
-
-    def __len__(self) -> int:
-        return self._steps
 
 
 def _missing_text(key: str, episodes: Iterable[Episode]) -> str:

@@ -10,10 +10,8 @@ writing), and the number of its final observation, if it has one: final observat
 numbered 0, 1, 2, ... in the order they were stored (see
 :mod:`trajstore.replay_buffer.final_observations` for where number ``n`` lives).
 
-The table holds int64 columns only (40 bytes an episode); the data is in a
-:class:`~trajstore.replay_buffer.episode_store.DataStore` (the episode log, read when asked for), and
-:meth:`EpisodeTable.episodes` is a lazy sequence: a buffer of a million episodes makes no Python object
-per episode until its episodes are read.
+The table holds int64 columns only; the data is in a :class:`~trajstore.replay_buffer.episode_store.DataStore`
+(read from the episode log when asked for) and :meth:`EpisodeTable.episodes` is a lazy sequence.
 """
 
 from __future__ import annotations

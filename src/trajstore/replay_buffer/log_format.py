@@ -1,6 +1,6 @@
 """The episode log's format: file names, the committed position ``trajstore.json`` names, and the
-JSON lines of the records (see :mod:`~trajstore.replay_buffer.episode_log`). No file I/O but
-:func:`remove_unnamed`.
+JSON lines of the records (see :mod:`~trajstore.replay_buffer.episode_log`), and the checks of a log's
+header and of its index against it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import numpy as np
 
 from trajstore._json import MAX_STORED_DEPTH, loads_bounded
 from trajstore.errors import FormatError
-from trajstore.replay_buffer.episode_index import index_name, is_index_name
+from trajstore.replay_buffer.episode_index import (IndexDamagedError, IndexFile, check_records, index_name,
+                                                   is_index_name)
 from trajstore.replay_buffer.metadata import META_FILE
 
 LOG_FORMAT = "trajstore.episode_log"
@@ -117,3 +118,43 @@ def remove_unnamed(folder: Path, named: str | None) -> None:
         if ((_NAME.fullmatch(name) or is_index_name(name) or is_index_name(name.removesuffix(".tmp")))
                 and name not in keep):
             os.unlink(entry.path)
+
+
+def check_header(head: bytes, path: Path) -> None:
+    """Raise FormatError unless ``head`` is the header line of an episode log this trajstore reads."""
+    try:
+        header = loads_bounded(head, source=str(path))
+        ok = header.get("format") == LOG_FORMAT and isinstance(header.get("version"), int)
+    except (FormatError, AttributeError):
+        ok = False
+    if not ok:
+        raise FormatError(f"{path} is not a trajstore episode log")
+    if header["version"] > LOG_VERSION:
+        raise FormatError(f"{path}: episode log version {header['version']} is newer than this trajstore "
+                          f"reads ({LOG_VERSION}); upgrade trajstore")
+
+
+def checked_index(fd: int, path: Path, index: IndexFile, position: LogPosition) -> tuple[np.ndarray, int]:
+    """The live records ``(7, E)`` of ``index``, checked against the log (see
+    :mod:`~trajstore.replay_buffer.episode_index`), and the id of the log's newest record (-1: none).
+
+    Raises:
+        IndexDamagedError: see :func:`~trajstore.replay_buffer.episode_index.check_records`; a first or last
+            live record that differs from its log line.
+    """
+    first = max(0, position.skip - 1)  # one dead record more: where the live lines start
+    recs = index.read(first, position.records - first)
+    start = len(HEADER) if first == position.skip or not recs.shape[1] else int(recs[5, 0])
+    check_records(recs, start, position.bytes, index.path)
+    live = recs[:, position.skip - first:]
+    for k in {0, live.shape[1] - 1} if live.shape[1] else ():
+        line = os.pread(fd, int(live[6, k]), int(live[5, k]))
+        try:
+            record = loads_bounded(line, source=str(path), max_depth=MAX_LOG_DEPTH)
+            same = [record[f] for f in ("id", "start", "stop", "final", "interrupted")] == live[:5, k].tolist()
+        except (FormatError, KeyError, TypeError):
+            same = False
+        if not same:
+            raise IndexDamagedError(f"{index.path}: record {position.skip + k} does not match line "
+                                    f"{position.skip + k + 1} of {path.name}")
+    return live, int(recs[0, -1]) if recs.shape[1] else -1
