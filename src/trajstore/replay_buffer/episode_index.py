@@ -147,7 +147,8 @@ class IndexFile:
         return cls(path, fd)
 
     def read(self, first: int, count: int) -> np.ndarray:
-        """Records ``[first, first + count)`` as int64 columns ``(7, count)`` (a copy).
+        """Records ``[first, first + count)`` as int64 columns ``(7, count)`` (a read-only view of the bytes
+        read: column ``k`` is record ``k``; copy what is kept).
 
         Raises:
             IndexDamagedError: the file holds fewer records.
@@ -158,7 +159,7 @@ class IndexFile:
             held = max(0, (os.fstat(self.fd).st_size - len(HEADER)) // RECORD_BYTES)
             raise IndexDamagedError(f"{self.path} holds {held} records where the metadata commits "
                                     f"{first + count}")
-        return np.frombuffer(raw, "<i8").reshape(count, WIDTH).T.astype(np.int64)
+        return np.frombuffer(raw, "<i8").reshape(count, WIDTH).T
 
     def append(self, records: int, rows: np.ndarray) -> None:
         """Write ``rows`` (int64 ``(7, E)``) as records ``records, ...``, dropping any past them first

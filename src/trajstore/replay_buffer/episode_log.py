@@ -189,7 +189,7 @@ class EpisodeLog:
         store.attach(path, fd)
         store.locate(recs[0], recs[5], recs[6])
         log = cls(folder, position, fd, read_only=read_only, last_id=last_id, index=index, store=store)
-        return log, np.ascontiguousarray(recs[:5])
+        return log, recs[:5]
 
     def read_new(self, position: LogPosition) -> np.ndarray | None:
         """A reader: the records committed since :attr:`position` as columns ``(7, E)`` (their lines'

@@ -94,10 +94,11 @@ class DataStore:
         if n == 0:
             return
         if self._n + n > self._loc.shape[1]:
-            grown = np.zeros((3, max(1024, 2 * (self._n + n))), np.int64)
+            grown = np.zeros((3, max(1024, (2 if self._n else 1) * (self._n + n))), np.int64)  # exact at open
             grown[:, :self._n] = self._loc[:, :self._n]
             self._loc = grown
-        self._loc[:, self._n:self._n + n] = (ids, offsets, lengths)
+        for row, values in enumerate((ids, offsets, lengths)):  # one copy each (they may be strided views)
+            self._loc[row, self._n:self._n + n] = values
         self._n += n
         if self.mem:
             for i in ids.tolist():

@@ -256,7 +256,7 @@ class EpisodeTable:
         _check_columns(rows, data, None, self._table[:, self._n - 1] if self._n else None)
         twin._make_room(n)
         twin._table[:, twin._n:twin._n + n] = rows
-        for i, d in zip(rows[0].tolist(), data or ()):
+        for i, d in zip(rows[0].tolist() if data else (), data or ()):
             twin._store.add(i, d)
         twin._n += n
         twin._used[0] = twin._n
@@ -322,13 +322,15 @@ class EpisodeTable:
             ValueError: inconsistent columns (order, lengths, final numbers, data that is not a dict).
         """
         table = cls()
+        if rows.ndim != 2 or rows.shape[0] != _ROWS:
+            _check_columns(rows, data, None, None)  # raises
         n = rows.shape[1]
-        _check_columns(rows, data, None, None)
-        table._table = np.zeros((_ROWS, max(16, n)), np.int64)
-        table._table[:, :n] = rows
+        table._table = np.zeros((_ROWS, 16), np.int64) if n < 16 else np.empty((_ROWS, n), np.int64)
+        table._table[:, :n] = rows  # one copy (``rows`` may be a strided view of an index read), then checked
+        _check_columns(table._table[:, :n], data, None, None)
         if store is not None:
             table._store = store
-        for i, d in zip(rows[0].tolist(), data or ()):
+        for i, d in zip(rows[0].tolist() if data else (), data or ()):
             table._store.add(i, d)
         table._n = n
         table._used = [n]
