@@ -333,3 +333,28 @@ def test_the_episode_list_is_a_read_only_sequence(tmp_path):
             eps[5]
         with pytest.raises(TypeError, match="integers or slices"):
             eps["0"]
+
+
+def test_a_parsing_check_finds_a_damaged_middle_line_the_index_open_does_not_read(tmp_path):
+    from trajstore.errors import FormatError
+    from trajstore.replay_buffer.episode_log import read_committed
+
+    folder = tmp_path / "rb"
+    want = small_folder(folder)
+    _, table, log = read_committed(folder, read_only=True, parse=True)  # a whole folder passes
+    log.close()
+    assert table.ids.tolist() == [w[0] for w in want]
+    log_file = folder / "episodes.000000.log"
+    raw = log_file.read_bytes()
+    at = raw.index(b'"seed":2')
+    log_file.write_bytes(raw[:at] + b'"seed"!2' + raw[at + 8:])  # same length: the index still tiles the log
+    with pytest.raises(FormatError, match="episodes.000000.log is not valid JSON"):
+        read_committed(folder, read_only=True, parse=True)
+    with ReplayBuffer.load_from(folder) as rb:  # an open reads the first and last lines only
+        assert rb.episodes[-1].data == data_of(5)
+        with pytest.raises(FormatError, match="episodes.000000.log is not valid JSON"):
+            rb.episodes[2].data
+    at = raw.index(b'"stop":6')  # episode 2's stop, same length: the fields disagree with the index
+    log_file.write_bytes(raw[:at] + b'"stop":7' + raw[at + 8:])
+    with pytest.raises(FormatError, match="episodes.000000.idx does not match the lines of"):
+        read_committed(folder, read_only=True, parse=True)

@@ -181,6 +181,12 @@ class IndexFile:
             os.ftruncate(self.fd, end)
             os.fsync(self.fd)
 
+    def __enter__(self) -> "IndexFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)

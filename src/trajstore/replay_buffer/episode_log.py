@@ -131,13 +131,15 @@ class EpisodeLog:
         return cls(folder, None, fd, read_only=False, last_id=-1, index=index, store=store)
 
     @classmethod
-    def open(cls, folder: Path, position: LogPosition, *, read_only: bool) -> tuple["EpisodeLog", np.ndarray]:
+    def open(cls, folder: Path, position: LogPosition, *, read_only: bool, parse: bool = False
+             ) -> tuple["EpisodeLog", np.ndarray]:
         """Open the log ``position`` names; returns it and its live records' columns ``(5, E)`` (the data
         located in :attr:`store`). With an index, nothing of the log but two lines is read; without one
         (or a damaged one: :class:`~trajstore.replay_buffer.episode_index.EpisodeIndexWarning`) the log
         is parsed, and a writer writes the index.
 
-        A writer truncates uncommitted tails and removes unnamed log and index files.
+        A writer truncates uncommitted tails and removes unnamed log and index files. ``parse``: parse
+        every line even with an index, and require the index to agree (a check, ``trajstore verify``).
 
         Raises:
             FileNotFoundError: the file is gone (a reader raced a compaction: read the metadata again).
@@ -152,7 +154,7 @@ class EpisodeLog:
                 raise FormatError(f"{path} holds {size} bytes but the metadata commits {position.bytes}")
             check_header(os.pread(fd, len(HEADER), 0), path)
             recs = None
-            if position.index is not None:
+            if position.index is not None and not parse:
                 try:
                     index = IndexFile.open(folder, position.index, read_only=read_only)
                     recs, last_id = checked_index(fd, path, index, position)
@@ -170,6 +172,10 @@ class EpisodeLog:
                                       f"{position.records}")
                 recs = np.concatenate([rows, np.stack(line_ranges(raw, len(HEADER)))])
                 last_id = int(recs[0, -1]) if recs.shape[1] else -1
+                if parse and position.index is not None:
+                    with IndexFile.open(folder, position.index, read_only=True) as checked:
+                        if not np.array_equal(checked.read(0, position.records), recs):
+                            raise IndexDamagedError(f"{checked.path} does not match the lines of {path}")
                 if not read_only:
                     index = IndexFile.create(folder, index_name(position.generation), recs)
                 recs = recs[:, position.skip:]
@@ -319,10 +325,11 @@ class EpisodeLog:
 
 
 def load_table(folder: Path, entry: Any, *, read_only: bool, log: EpisodeLog | None = None,
-               previous: EpisodeTable | None = None) -> tuple[EpisodeTable, EpisodeLog | None]:
+               previous: EpisodeTable | None = None, parse: bool = False) -> tuple[EpisodeTable, EpisodeLog | None]:
     """The committed episode table that ``entry`` (the ``"episodes"`` of ``trajstore.json``) describes,
     and the open log. A reader passes its ``log`` and ``previous`` table to read only the records
     committed since (``previous`` is left unchanged); format 1 and 2 entries hold the whole table.
+    ``parse``: see :meth:`EpisodeLog.open`.
 
     Raises:
         FileNotFoundError: the log is gone (a reader raced a compaction: read the metadata again).
@@ -341,13 +348,13 @@ def load_table(folder: Path, entry: Any, *, read_only: bool, log: EpisodeLog | N
             table.store.locate(new[0], new[5], new[6])
             table.set_counters(counters)
         else:
-            fresh, rows = EpisodeLog.open(folder, position, read_only=read_only)
+            fresh, rows = EpisodeLog.open(folder, position, read_only=read_only, parse=parse)
             if log is not None:
                 log.close(sources=False)  # the views a reader holds still read their data
             log = fresh
             table = EpisodeTable.from_columns(rows, None, counters, store=fresh.store)
         if not table.keep_last(position.records - position.skip):  # more than a reader's table has kept
-            return load_table(folder, entry, read_only=read_only, log=log)
+            return load_table(folder, entry, read_only=read_only, log=log, parse=parse)
     except (ValueError, TypeError, KeyError) as exc:
         if isinstance(exc, FormatError):
             raise
@@ -361,9 +368,11 @@ READ_ATTEMPTS = 4
 
 
 def read_committed(folder: Path, *, read_only: bool, log: EpisodeLog | None = None,
-                   previous: EpisodeTable | None = None) -> tuple[dict[str, Any], EpisodeTable, EpisodeLog | None]:
+                   previous: EpisodeTable | None = None, parse: bool = False
+                   ) -> tuple[dict[str, Any], EpisodeTable, EpisodeLog | None]:
     """``trajstore.json`` with the episode table and log it commits (see :func:`load_table`), read
-    again when a compaction removed the log between the two reads.
+    again when a compaction removed the log between the two reads. ``parse=True`` (a check such as
+    ``trajstore verify``) parses every log line and requires the index to agree.
 
     Raises:
         FormatError: see :func:`~trajstore.replay_buffer.metadata.read_meta` and :func:`load_table`; also
@@ -372,7 +381,8 @@ def read_committed(folder: Path, *, read_only: bool, log: EpisodeLog | None = No
     for _ in range(READ_ATTEMPTS):
         meta = read_meta(folder)
         try:
-            table, log = load_table(folder, meta.get("episodes"), read_only=read_only, log=log, previous=previous)
+            table, log = load_table(folder, meta.get("episodes"), read_only=read_only, log=log, previous=previous,
+                                    parse=parse)
             return meta, table, log
         except FileNotFoundError:
             continue
