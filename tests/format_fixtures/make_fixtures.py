@@ -19,6 +19,10 @@ the storage's ``storage.json``.
 
 Fixture set 5 keeps the buffer format of 3 and starts ``trajstore.json`` with the commit number
 (:data:`COMMIT_NUMBER_SINCE`), the key readers' change signature reads; older sets have none.
+
+Fixture set 6 keeps the buffer format of 3 and adds the episode index (:data:`EPISODE_INDEX_SINCE`):
+``episodes.000000.idx`` beside the log, named by ``trajstore.json``'s ``"episodes"/"log"/"index"``;
+older sets have no index (a writer builds it when it reopens them).
 """
 
 from __future__ import annotations
@@ -74,6 +78,9 @@ SHARED_JPEG_HEADER_SINCE = 4
 
 #: First fixture set whose ``trajstore.json`` starts with the commit number.
 COMMIT_NUMBER_SINCE = 5
+
+#: First fixture set with the episode index beside the episode log.
+EPISODE_INDEX_SINCE = 6
 
 #: First format version whose fixtures were made with ``check_bounds=False``.
 UNCHECKED_BOUNDS_SINCE = 3

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.format_fixtures.make_fixtures import (COMMIT_NUMBER_SINCE, INTERRUPTED_TAIL, LAYOUTS, SHARED_JPEG_HEADER_SINCE,
+from tests.format_fixtures.make_fixtures import (COMMIT_NUMBER_SINCE, EPISODE_INDEX_SINCE, INTERRUPTED_TAIL, LAYOUTS, SHARED_JPEG_HEADER_SINCE,
                                                  checks_bounds, expected_episode_data, expected_step,
                                                  has_episode_features)
 from trajstore.errors import InvalidValueError
@@ -46,6 +46,10 @@ def test_fixture_reads_back(tmp_path, version, layout):
     meta = json.loads((folder / "trajstore.json").read_text())
     numbered = int(version.lstrip("v")) >= COMMIT_NUMBER_SINCE
     assert ("commit" in meta) == numbered and (not numbered or next(iter(meta)) == "commit")
+    indexed = int(version.lstrip("v")) >= EPISODE_INDEX_SINCE  # the episode index, beside the log
+    index = meta["episodes"].get("log", {}).get("index") if isinstance(meta["episodes"].get("log"), dict) else None
+    assert (index is not None) == indexed and (not indexed or (folder / index).is_file())
+    assert indexed or not list(folder.glob("episodes.*.idx"))
     with ReplayBuffer.load_from(folder) as rb:
         assert rb.capacity == capacity and rb.total_steps == total
         assert len(rb) == (min(total, capacity) if capacity else total)
@@ -94,7 +98,9 @@ def test_fixture_reads_back(tmp_path, version, layout):
         rb.append(in_bounds(expected_step(total)))
         rb.end_episode(final_observation=in_bounds(expected_step(total + 1))["observation"], task="appended")
     # The writer numbers its commits from the folder's last one (0 for a folder without the number).
-    assert json.loads((folder / "trajstore.json").read_text())["commit"] > meta.get("commit", 0)
+    after = json.loads((folder / "trajstore.json").read_text())
+    assert after["commit"] > meta.get("commit", 0)
+    assert (folder / after["episodes"]["log"]["index"]).is_file()  # an older folder got its index
     with ReplayBuffer.load_from(folder) as rb:
         np.testing.assert_array_equal(rb[-1]["observation"]["joints"],
                                       in_bounds(expected_step(total))["observation"]["joints"])

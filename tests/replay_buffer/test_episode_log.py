@@ -53,7 +53,7 @@ def described(rb):
 
 
 def log_files(folder):
-    return sorted(p.name for p in Path(folder).iterdir() if p.name.startswith("episodes."))
+    return sorted(p.name for p in Path(folder).iterdir() if p.name.startswith("episodes.") and p.suffix == ".log")
 
 
 # -- O(1) bytes per commit ----------------------------------------------------------------------

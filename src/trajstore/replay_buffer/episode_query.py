@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from trajstore.errors import InvalidValueError, SelectionWarning
+from trajstore.replay_buffer.data_columns import MISSING, EpisodeRow
+from trajstore.replay_buffer.episode_list import BATCH, EpisodeList
 from trajstore.replay_buffer.episodes import Episode
 
 Predicate = Callable[[Episode], bool]
@@ -101,12 +103,33 @@ class EpisodeSelection:
         if self.ranges is not None:
             return self._select_ranges(episodes)
         assert self.predicate is not None
+        if isinstance(episodes, EpisodeList) and not any("." in k for k in self.keys):
+            return self._select_columns(episodes)
         for problem in self.missing_keys(episodes):
             warnings.warn(SelectionWarning(f"episode selection {_quoted(self.text)}: {problem}"), stacklevel=2)
         return [e.id for e in episodes if self.predicate(e)]
 
+    def _select_columns(self, episodes: EpisodeList) -> list[int]:
+        """:meth:`select` of a buffer's lazy episode list: the data keys are read as columns (the log's lines
+        scanned once per key, not parsed one by one) and the predicate runs on light rows."""
+        assert self.predicate is not None
+        values = {key: episodes.data_values(key) for key in self.keys}
+        sample = None
+        for key, column in values.items():
+            if column and all(v is MISSING for v in column):
+                sample = episodes[:BATCH] if sample is None else sample  # the hint looks at the first ones
+                warnings.warn(SelectionWarning(f"episode selection {_quoted(self.text)}: "
+                                               f"{_missing_text(key, sample)}"), stacklevel=3)
+        cols = episodes.columns()
+        present = [[(key, v) for v in column] for key, column in values.items()]
+        rows = map(EpisodeRow, cols["id"].tolist(), cols["steps"].tolist(), cols["done"].tolist(),
+                   cols["interrupted"].tolist(), cols["overwritten"].tolist(),
+                   ({k: v for k, v in kv if v is not MISSING} for kv in zip(*present)) if present
+                   else iter(lambda: None, 0))
+        return [r.id for r in rows if self.predicate(r)]
+
     def _select_ranges(self, episodes: list[Episode]) -> list[int]:
-        held = sorted(e.id for e in episodes)
+        held = episodes.ids.tolist() if isinstance(episodes, EpisodeList) else sorted(e.id for e in episodes)
         out: list[int] = []
         missing: list[int] = []
         absent = 0
@@ -134,17 +157,18 @@ class EpisodeSelection:
         the data key 'sucess' (did you mean 'success'?)"``; empty for ids, or when ``episodes`` is empty."""
         if not self.keys or not episodes:
             return []
-        out = []
-        for key in self.keys:
-            path = key.split(".")
-            if any(_lookup(e, path) is not _MISSING for e in episodes):
-                continue
-            held = sorted({k for e in episodes for k in _paths(e, len(path))})
-            close = difflib.get_close_matches(key, held, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else (f" (keys held: {', '.join(held[:8])})"
-                                                                   if held else " (no episode has data)")
-            out.append(f"no held episode has the data key {key!r}{hint}")
-        return out
+        return [_missing_text(key, episodes) for key in self.keys
+                if not any(_lookup(e, key.split(".")) is not _MISSING for e in episodes)]
+
+
+def _missing_text(key: str, episodes: Iterable[Episode]) -> str:
+    """``"no held episode has the data key 'sucess' (did you mean 'success'?)"``, the hint from ``episodes``."""
+    depth = len(key.split("."))
+    held = sorted({k for e in episodes for k in _paths(e, depth)})
+    close = difflib.get_close_matches(key, held, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else (f" (keys held: {', '.join(held[:8])})"
+                                                           if held else " (no episode has data)")
+    return f"no held episode has the data key {key!r}{hint}"
 
 
 def parse_selection(text: str) -> EpisodeSelection:

@@ -9,6 +9,9 @@ interrupted (left open by a writer that stopped, closed when the folder was reop
 writing), and the number of its final observation, if it has one: final observations are
 numbered 0, 1, 2, ... in the order they were stored (see
 :mod:`trajstore.replay_buffer.final_observations` for where number ``n`` lives).
+
+The table holds int64 columns only; the data is in a :class:`~trajstore.replay_buffer.episode_store.DataStore`
+(read from the episode log when asked for) and :meth:`EpisodeTable.episodes` is a lazy sequence.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trajstore.replay_buffer.episode import Episode
+from trajstore.replay_buffer.episode_list import EpisodeList
+from trajstore.replay_buffer.episode_store import DataStore
 from trajstore.replay_buffer.samplers import AnchorIndex, anchor_index
 
 __all__ = ["Episode", "EpisodeTable"]
@@ -45,7 +50,7 @@ class EpisodeTable:
 
     def __init__(self) -> None:
         self._table = np.zeros((_ROWS, 16), np.int64)
-        self._data: list[dict[str, Any] | None] = []  # one per column in use, from column 0
+        self._store = DataStore()  # the data by episode id, shared with snapshots
         self._first = 0  # episodes before this column were dropped
         self._n = 0  # columns in use
         self.open_start: int | None = None
@@ -93,7 +98,7 @@ class EpisodeTable:
         self._make_room(1)
         final = self.final_count if with_final else -1
         self._table[:, self._n] = (self.next_id, self.open_start, appended, final, int(interrupted))
-        self._data.append(data or None)
+        self._store.add(self.next_id, data)
         self._n += 1
         self._used[0] = self._n
         self._anchor_indexes.clear()
@@ -121,6 +126,11 @@ class EpisodeTable:
         if dropped:
             self._first += dropped
             self._anchor_indexes.clear()
+
+    @property
+    def interrupted(self) -> np.ndarray:
+        """Interrupted flags (0/1) of the closed episodes kept, int64 ``(E,)``."""
+        return self._table[4, self._first:self._n]
 
     @property
     def finals(self) -> np.ndarray:
@@ -172,13 +182,27 @@ class EpisodeTable:
             col = self._first + k
             i, s, e, final, interrupted = (int(v) for v in self._table[:, col])
             return Episode(i, max(s, oldest) - oldest, e - oldest, s < oldest, not interrupted, bool(interrupted),
-                           final >= 0, self._data[col])
+                           final >= 0, self._store.get(i))
         s = int(self.open_start)  # type: ignore[arg-type]
         return Episode(self.next_id, max(s, oldest) - oldest, appended - oldest, s < oldest, False)
 
-    def episodes(self, oldest: int, appended: int) -> list[Episode]:
-        """Episodes overlapping the held steps, in logical coordinates, oldest first."""
-        return [self.episode_at(k, oldest, appended) for k in range(self.count(appended))]
+    def episodes(self, oldest: int, appended: int) -> EpisodeList:
+        """Episodes overlapping the held steps, in logical coordinates, oldest first: a lazy sequence
+        (O(1) to make; items made, and their data parsed, in batches as they are read)."""
+        return EpisodeList(self, oldest, appended)
+
+    def episodes_between(self, lo: int, hi: int, oldest: int, appended: int) -> list[Episode]:
+        """Episodes ``lo..hi-1`` (positions ``0 <= lo <= hi <=`` :meth:`count`) of :meth:`episodes`, their
+        data read in one batch."""
+        n = len(self)
+        closed = slice(self._first + min(lo, n), self._first + min(hi, n))
+        cols = self._table[:, closed]
+        data = self._store.get_many(cols[0])
+        out = [Episode(i, max(s, oldest) - oldest, e - oldest, s < oldest, not x, bool(x), f >= 0, d)
+               for (i, s, e, f, x), d in zip(cols.T.tolist(), data)]
+        if hi > n:
+            out.append(self.episode_at(n, oldest, appended))
+        return out
 
     def final_number(self, episode_id: int) -> int | None:
         """The final observation number of the closed, kept episode ``episode_id``, or ``None``."""
@@ -199,15 +223,26 @@ class EpisodeTable:
         twin._anchor_indexes = {}
         return twin
 
-    def closed_after(self, last_id: int) -> tuple[np.ndarray, list[dict[str, Any] | None]]:
-        """The kept closed episodes whose id is greater than ``last_id``: int64 columns ``(5, E)``
-        (id, start, stop, final number or -1, interrupted 0/1) and their data (``None``: no data)."""
-        col = self._first + int(np.searchsorted(self.ids, last_id, side="right"))
-        return self._table[:, col:self._n], self._data[col:self._n]
+    @property
+    def store(self) -> DataStore:
+        """Where the closed episodes' data is (shared with the table's snapshots)."""
+        return self._store
 
-    def with_appended(self, rows: np.ndarray, data: list[dict[str, Any] | None]) -> "EpisodeTable":
+    def closed_rows_after(self, last_id: int) -> np.ndarray:
+        """The kept closed episodes whose id is greater than ``last_id``: int64 columns ``(5, E)``
+        (id, start, stop, final number or -1, interrupted 0/1)."""
+        col = self._first + int(np.searchsorted(self.ids, last_id, side="right"))
+        return self._table[:, col:self._n]
+
+    def closed_after(self, last_id: int) -> tuple[np.ndarray, list[dict[str, Any] | None]]:
+        """:meth:`closed_rows_after` and those episodes' data (``None``: no data)."""
+        rows = self.closed_rows_after(last_id)
+        return rows, self._store.get_many(rows[0])
+
+    def with_appended(self, rows: np.ndarray, data: list[dict[str, Any] | None] | None = None) -> "EpisodeTable":
         """A :meth:`snapshot` with closed episodes appended after the newest one (a reader following
-        the log), in O(new episodes); ``rows`` is int64 ``(5, E)`` as in :meth:`closed_after`.
+        the log), in O(new episodes); ``rows`` is int64 ``(5, E)`` as in :meth:`closed_after`; ``data``
+        goes to the store's memory (``None``: the caller locates their lines in the log, :attr:`store`).
 
         Final numbers are checked against ``final_count`` by the :meth:`set_counters` that follows.
 
@@ -221,7 +256,8 @@ class EpisodeTable:
         _check_columns(rows, data, None, self._table[:, self._n - 1] if self._n else None)
         twin._make_room(n)
         twin._table[:, twin._n:twin._n + n] = rows
-        twin._data.extend(d or None for d in data)
+        for i, d in zip(rows[0].tolist() if data else (), data or ()):
+            twin._store.add(i, d)
         twin._n += n
         twin._used[0] = twin._n
         return twin
@@ -229,12 +265,13 @@ class EpisodeTable:
     def _make_room(self, n: int) -> None:
         """Make columns ``[_n, _n + n)`` free to write: in place when this table is the one that used
         the shared storage last (amortised O(1), by doubling), else in a copy of the kept columns."""
-        if self._n + n <= self._table.shape[1] and self._used[0] == self._n == len(self._data):
+        if self._n + n <= self._table.shape[1] and self._used[0] == self._n:
             return
+        if self._used[0] != self._n:  # another table closed episodes after this one: their ids are taken there
+            self._store = self._store.fork()
         kept = self._table[:, self._first:self._n]
         self._table = np.zeros((_ROWS, max(16, 2 * (kept.shape[1] + n))), np.int64)
         self._table[:, :kept.shape[1]] = kept
-        self._data = self._data[self._first:self._n]
         self._first, self._n = 0, kept.shape[1]
         self._used = [self._n]
 
@@ -275,20 +312,26 @@ class EpisodeTable:
             raise ValueError("inconsistent episode table: a final observation number is not below final_count")
 
     @classmethod
-    def from_columns(cls, rows: np.ndarray, data: list[dict[str, Any] | None],
-                     counters: dict[str, Any]) -> "EpisodeTable":
+    def from_columns(cls, rows: np.ndarray, data: list[dict[str, Any] | None] | None,
+                     counters: dict[str, Any], store: DataStore | None = None) -> "EpisodeTable":
         """A table of closed episodes given as int64 columns ``(5, E)`` (see :meth:`closed_after`) with
-        their data, and the counters of :meth:`counters_json`.
+        their data (``None``: in ``store``, which the table then uses), and the counters of
+        :meth:`counters_json`.
 
         Raises:
             ValueError: inconsistent columns (order, lengths, final numbers, data that is not a dict).
         """
         table = cls()
+        if rows.ndim != 2 or rows.shape[0] != _ROWS:
+            _check_columns(rows, data, None, None)  # raises
         n = rows.shape[1]
-        _check_columns(rows, data, None, None)
-        table._table = np.zeros((_ROWS, max(16, n)), np.int64)
-        table._table[:, :n] = rows
-        table._data = [d or None for d in data]
+        table._table = np.zeros((_ROWS, 16), np.int64) if n < 16 else np.empty((_ROWS, n), np.int64)
+        table._table[:, :n] = rows  # one copy (``rows`` may be a strided view of an index read), then checked
+        _check_columns(table._table[:, :n], data, None, None)
+        if store is not None:
+            table._store = store
+        for i, d in zip(rows[0].tolist() if data else (), data or ()):
+            table._store.add(i, d)
         table._n = n
         table._used = [n]
         table.set_counters(counters)
@@ -299,7 +342,7 @@ class EpisodeTable:
         cols = slice(self._first, self._n)
         return {"ids": self.ids.tolist(), "starts": self.starts.tolist(), "stops": self.stops.tolist(),
                 "final": self._table[3, cols].tolist(), "interrupted": self._table[4, cols].astype(bool).tolist(),
-                "data": [d or {} for d in self._data[cols]], **self.counters_json()}
+                "data": [d or {} for d in self._store.get_many(self.ids)], **self.counters_json()}
 
     def check_within(self, ring: "RingState") -> None:
         """Check the table against the ring state it was committed with (both from one metadata file).
@@ -341,10 +384,11 @@ class EpisodeTable:
         return cls.from_columns(columns, list(episode_data), counters)
 
 
-def _check_columns(rows: np.ndarray, data: list[Any], final_count: int | None, last: np.ndarray | None) -> None:
+def _check_columns(rows: np.ndarray, data: list[Any] | None, final_count: int | None, last: np.ndarray | None
+                   ) -> None:
     """Raise ValueError unless ``rows`` (int64 ``(5, E)``) are closed episodes in order (after column
     ``last``, when given) with one JSON object (or ``None``) of data each."""
-    if rows.ndim != 2 or rows.shape[0] != _ROWS or rows.shape[1] != len(data):
+    if rows.ndim != 2 or rows.shape[0] != _ROWS or (data is not None and rows.shape[1] != len(data)):
         raise ValueError("inconsistent episode table: its lists differ in length")
     ids, starts, stops, final, interrupted = rows
     if last is not None:
@@ -358,5 +402,5 @@ def _check_columns(rows: np.ndarray, data: list[Any], final_count: int | None, l
         raise ValueError("inconsistent episode table: bad final observation numbers")
     if np.any((interrupted != 0) & (interrupted != 1)):
         raise ValueError("inconsistent episode table: interrupted flags must be 0 or 1")
-    if not all(d is None or isinstance(d, dict) for d in data):
+    if data is not None and not all(d is None or isinstance(d, dict) for d in data):
         raise ValueError("inconsistent episode table: episode data must be JSON objects")

@@ -122,8 +122,8 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
                               commits=commits)
         writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
         writer.end_interrupted_episode()
-        if log is not None and log.position is None:
-            writer.commit(own=False)  # migrate: the log, then trajstore.json of this version
+        if log is not None and (log.position is None or log.position.index is None):
+            writer.commit(own=False)  # migrate: the log (or its index), then trajstore.json naming it
         return BufferParts(storage, finals, stats, writer, None, check_bounds)
     except BaseException as exc:
         for part in (storage, finals, log):
