@@ -33,4 +33,20 @@ def rewrite_last_record(folder: Path, **changes) -> None:
     raw = ("\n".join(lines) + "\n").encode()
     log.write_bytes(raw)
     entry["bytes"] = len(raw)
+    if entry.get("index"):  # the binary index says the same (a table committed wrong, not a torn file)
+        _rewrite_last_index_record(folder / entry["index"], entry["records"], last, len(lines[-1]) + 1)
     (folder / META_FILE).write_text(json.dumps(m))
+
+
+def _rewrite_last_index_record(path: Path, records: int, record: dict, line_bytes: int) -> None:
+    """Record ``records - 1`` of ``episodes.NNNNNN.idx``: 32-byte header, then little-endian int64
+    ``(id, start, stop, final, interrupted, offset, length)`` per log line."""
+    import numpy as np
+
+    at = 32 + 56 * (records - 1)
+    with open(path, "r+b") as f:
+        f.seek(at)
+        old = np.frombuffer(f.read(56), "<i8")
+        f.seek(at)
+        f.write(np.array([record["id"], record["start"], record["stop"], record["final"],
+                          int(record["interrupted"]), old[5], line_bytes], "<i8").tobytes())

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from trajstore.ops.info import leaf_holders
 from trajstore.spaces import tree
 
@@ -130,8 +132,9 @@ def episode_position(rb: "ReplayBuffer", episode_id: int) -> int:
         IndexError: no held episode has that id (the message gives the held range).
     """
     episodes = rb.episodes
-    for k, e in enumerate(episodes):
-        if e.id == episode_id:
-            return k
+    ids = np.asarray(episodes.ids if hasattr(episodes, "ids") else [e.id for e in episodes], np.int64)
+    k = int(np.searchsorted(ids, episode_id))  # ids increase with position; no episode data parsed
+    if k < len(ids) and ids[k] == episode_id:
+        return k
     held = f"ids {episodes[0].id}..{episodes[-1].id}" if episodes else "no episodes"
     raise IndexError(f"episode {episode_id} is not held (the buffer holds {held})")

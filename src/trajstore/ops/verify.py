@@ -113,7 +113,7 @@ def verify_buffer(path: str | os.PathLike, *, progress: Progress | None = None) 
         read_meta(folder)  # raises the one-line "not a trajstore buffer folder" error
     report = VerifyReport(str(folder))
     try:
-        meta, table, log = read_committed(folder, read_only=True)  # the episode log too (format 3)
+        meta, table, log = read_committed(folder, read_only=True, parse=True)  # every line parsed, the index checked against it  # the episode log too (format 3)
         if log is not None:
             log.close()
         ring = RingState.from_json(meta["ring"])

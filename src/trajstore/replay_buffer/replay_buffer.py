@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
@@ -356,8 +356,9 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         return self.get_at(index)
 
     @property
-    def episodes(self) -> list[Episode]:
-        """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
+    def episodes(self) -> Sequence[Episode]:
+        """Episodes overlapping the held steps, oldest first (the one being recorded last): a lazy read-only
+        sequence (``len``, ``[k]``, slices, iteration, ``.ids`` as an int64 array, ``==`` a list)."""
         view = self._now()
         return view.episodes.episodes(view.first_step, view.ring.appended)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -110,8 +110,11 @@ class TrainingAPI(abc.ABC):
         """
         if not 0.0 <= float(val_fraction) <= 1.0:
             raise ValueError(f"val_fraction must lie in [0, 1], got {val_fraction!r}")
-        ids = np.asarray(sorted({int(i) for i in episodes}) if episodes is not None
-                         else [e.id for e in self.episodes], np.int64)
+        if episodes is not None:
+            ids = np.asarray(sorted({int(i) for i in episodes}), np.int64)
+        else:  # a buffer's lazy episode list has its ids as an array (no episode data parsed)
+            held = self.episodes
+            ids = np.asarray(held.ids if hasattr(held, "ids") else [e.id for e in held], np.int64)
         n_val = int(round(float(val_fraction) * len(ids)))
         order = np.random.default_rng(seed).permutation(len(ids))
         return np.sort(ids[order[n_val:]]).tolist(), np.sort(ids[order[:n_val]]).tolist()
@@ -132,7 +135,7 @@ class TrainingAPI(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def episodes(self) -> list[Episode]:
+    def episodes(self) -> Sequence[Episode]:
         """Episodes overlapping the held steps, oldest first (the one being recorded last)."""
 
     @property
