@@ -267,16 +267,28 @@ def pss_kib(pid: int) -> int | None:
     return None
 
 
+HELPER_PROCESSES = ("resource_tracker", "forkserver")  # multiprocessing's own helpers: not workers
+
+
 def children(pid: int | None = None) -> list[int]:
-    """Pids of the live child processes of ``pid`` (default: this process)."""
+    """Pids of the live child processes of ``pid`` (default: this process), but multiprocessing's
+    resource tracker and fork server."""
     pid = os.getpid() if pid is None else pid
-    out = []
+    out: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            out += [int(p) for p in (task / "children").read_text().split()]
+            out.update(int(p) for p in (task / "children").read_text().split())
         except OSError:
             pass
-    return sorted(set(out))
+    keep = []
+    for child in sorted(out):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if not any(h in cmdline for h in HELPER_PROCESSES):
+            keep.append(child)
+    return keep
 
 
 class WorkerMemory:
