@@ -8,12 +8,8 @@ A contender script ``run_<name>.py`` (run by its library's python) does::
     if args.build: ...write its folder from DATA/raw or DATA/lerobot...; return
     measure(make_loader, to_numpy, truth, args)
 
-Frames are checkable (``frame_code``/``decode_frames``): the top half of every frame is a grid of
-``CODE_ROWS x CODE_COLS`` flat cells, each one of two colours, coding 20 bits of the global step,
-3 bits of the camera's position in ``meta["cameras"]`` and a parity bit; the bottom half is texture
-(``_data.py``). A cell survives JPEG and video coding: the checker reads the mean colour of the
-cell's inner half and takes the nearer of the two colours. State and action code the global step
-``t`` exactly in float32: ``state[t, d] = t + d / 32``, ``action[t, d] = -(t + d / 32)``.
+Frames are checkable: each one carries the code of its global step and camera (``_frame_code``, whose
+names this module re-exports); state and action code the global step exactly.
 """
 
 from __future__ import annotations
@@ -31,6 +27,10 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _frame_code import (CAMERA_BITS, CODE_COLS, CODE_ROWS, MAX_CELL_ERROR, ONE, STEP_BITS,  # noqa: E402,F401
+                         ZERO, action_values, cell_size, code_bits, decode_frames, paint_code, state_values)
+
 # ---- the windows ---------------------------------------------------------------------------------
 
 OBS_OFFSETS = (-1, 0)  # cameras and state
@@ -38,84 +38,6 @@ ACTION_OFFSETS = tuple(range(16))
 STATE_KEY = "observation/state"
 ACTION_KEY = "action"
 INDEX_KEY = "index"
-
-# ---- the frame code ------------------------------------------------------------------------------
-
-CODE_ROWS, CODE_COLS = 4, 6
-STEP_BITS, CAMERA_BITS = 20, 3
-ONE = np.array([224, 176, 48], np.float32)   # a cell whose bit is 1 (RGB)
-ZERO = np.array([40, 88, 200], np.float32)   # a cell whose bit is 0
-MAX_CELL_ERROR = 64.0  # largest |channel mean - colour| a decoded cell may show
-
-
-def code_bits(step: int, camera: int) -> np.ndarray:
-    """The ``CODE_ROWS * CODE_COLS`` bits (uint8) painted into frame ``step`` of camera number ``camera``."""
-    if not 0 <= step < 1 << STEP_BITS or not 0 <= camera < 1 << CAMERA_BITS:
-        raise ValueError(f"step {step} or camera {camera} outside the frame code")
-    bits = [(step >> i) & 1 for i in range(STEP_BITS)] + [(camera >> i) & 1 for i in range(CAMERA_BITS)]
-    return np.array([sum(bits) & 1] + bits, np.uint8)
-
-
-def cell_size(h: int, w: int) -> tuple[int, int]:
-    """``(height, width)`` in pixels of one code cell of an ``h x w`` frame: the grid fills the top 3/8 of
-    the frame, a flat margin separates it from the texture (the bottom half), so that no coding block
-    holds both a cell and texture."""
-    ch, cw = (h * 3 // 8) // CODE_ROWS, w // CODE_COLS
-    if ch < 4 or cw < 4:
-        raise ValueError(f"a {h}x{w} frame is too small for the {CODE_ROWS}x{CODE_COLS} frame code")
-    return ch, cw
-
-
-def paint_code(frame: np.ndarray, step: int, camera: int) -> None:
-    """Paint the code of (``step``, ``camera``) and the margin into the top half of ``frame`` ((H, W, 3) uint8), in place."""
-    h, w = frame.shape[:2]
-    ch, cw = cell_size(h, w)
-    frame[: h // 2] = ZERO.astype(np.uint8)
-    bits = code_bits(step, camera).reshape(CODE_ROWS, CODE_COLS)
-    for r in range(CODE_ROWS):
-        for c in range(CODE_COLS):
-            frame[r * ch:(r + 1) * ch, c * cw:(c + 1) * cw] = (ONE if bits[r, c] else ZERO).astype(np.uint8)
-
-
-def decode_frames(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(step, camera, ok)``, each of shape ``frames.shape[:-3]``, of ``frames``: ``(..., H, W, 3)`` uint8
-    RGB (HWC), or float ``(..., 3, H, W)`` in [0, 1] (CHW, LeRobot's output); any strides: only a sparse
-    grid of pixels is read, no frame is copied or converted.
-
-    ``ok`` is False for a frame whose cells are not near either colour or whose parity is wrong
-    (garbage, a CHW or BGR frame, a blend of two frames).
-    """
-    frames = np.asarray(frames)
-    chw = frames.dtype.kind == "f"
-    lead, (h, w) = frames.shape[:-3], frames.shape[-2:] if chw else frames.shape[-3:-1]
-    ch, cw = cell_size(h, w)
-    ny, nx = min(8, ch // 2), min(8, cw // 2)  # sample points per cell, inside its inner half
-    ys = (np.arange(CODE_ROWS)[:, None] * ch + np.linspace(ch // 4, ch - ch // 4 - 1, ny).round().astype(int))
-    xs = (np.arange(CODE_COLS)[:, None] * cw + np.linspace(cw // 4, cw - cw // 4 - 1, nx).round().astype(int))
-    if chw:  # float (..., 3, H, W) in [0, 1]
-        pts = np.moveaxis(frames[..., ys.reshape(-1)[:, None], xs.reshape(-1)[None, :]], -3, -1) * 255
-    else:
-        pts = frames[..., ys.reshape(-1)[:, None], xs.reshape(-1)[None, :], :]
-    pts = pts.reshape(*lead, CODE_ROWS, ny, CODE_COLS, nx, 3)
-    mean = pts.mean(axis=(-4, -2), dtype=np.float32).reshape(*lead, CODE_ROWS * CODE_COLS, 3)
-    d1, d0 = np.abs(mean - ONE).max(-1), np.abs(mean - ZERO).max(-1)
-    bits = (d1 < d0).astype(np.int64)
-    ok = (np.minimum(d1, d0) < MAX_CELL_ERROR).all(-1) & (bits[..., 1:].sum(-1) % 2 == bits[..., 0])
-    weights = 1 << np.arange(STEP_BITS + CAMERA_BITS, dtype=np.int64)
-    step = bits[..., 1:1 + STEP_BITS] @ weights[:STEP_BITS]
-    camera = bits[..., 1 + STEP_BITS:] @ weights[:CAMERA_BITS]
-    return step, camera, ok
-
-
-def state_values(steps: np.ndarray, dim: int) -> np.ndarray:
-    """``state[t, d] = t + d / 32`` (float32, exact for t < 2**19): ``(N, dim)``."""
-    return (np.asarray(steps, np.float64)[:, None] + np.arange(dim) / 32).astype(np.float32)
-
-
-def action_values(steps: np.ndarray, dim: int) -> np.ndarray:
-    """``action[t, d] = -(t + d / 32)``: ``(N, dim)`` float32."""
-    return -state_values(steps, dim)
-
 
 # ---- the command line and the truth --------------------------------------------------------------
 
@@ -340,6 +262,12 @@ def write_result(result: dict[str, Any], args: argparse.Namespace) -> dict[str, 
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
     return result
+
+
+def built(args: argparse.Namespace, folder: str | os.PathLike, seconds: float, contender: str | None = None) -> dict:
+    """Report the end of a ``--build`` (one JSON line: ``contender``, ``built`` folder, ``build_s``, ``folder_mib``)."""
+    return write_result({"contender": contender or _default_name(args), "built": str(folder), "build_s": seconds,
+                         "folder_mib": folder_mib(folder)}, argparse.Namespace(out=None))
 
 
 def unavailable(args: argparse.Namespace, truth_or_shape: Any, reason: str, contender: str | None = None) -> dict:

@@ -17,6 +17,7 @@ too); ``index`` is LeRobot's ``index`` column.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -80,7 +81,9 @@ def main() -> None:
     data = Path(args.data).resolve()
     truth = lc.load_truth(data)
     if args.build:
+        t0 = time.perf_counter()
         build(data, truth)
+        lc.built(args, data / "lerobot", time.perf_counter() - t0, "lerobot")
         return
     if not (data / "lerobot.complete").exists():
         lc.unavailable(args, truth, f"no {data / 'lerobot'} (run with --build)", "lerobot")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -92,7 +93,9 @@ def main() -> None:
     data = Path(args.data).resolve()
     truth = lc.load_truth(data)
     if args.build:
+        t0 = time.perf_counter()
         build(data, truth)
+        lc.built(args, data / "torchrl", time.perf_counter() - t0, "torchrl")
         return
     folder = data / "torchrl"
     if not (data / "torchrl.complete").exists():

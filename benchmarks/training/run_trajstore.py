@@ -16,6 +16,7 @@ step (``_loader_common.state_values``), and the rest of the batch is checked aga
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,7 +38,9 @@ def main() -> None:
     args = lc.parse_args()
     args.variant = args.variant or "jpeg"
     if args.build:
-        _data.build_trajstore(args.data, args.variant)
+        t0 = time.perf_counter()
+        folder = _data.build_trajstore(args.data, args.variant)
+        lc.built(args, folder, time.perf_counter() - t0, f"trajstore {args.variant}")
         return
     truth = lc.load_truth(args.data)
     folder = Path(args.data) / f"trajstore_{args.variant}"
