@@ -50,8 +50,8 @@ import _venvs  # noqa: E402
 
 TRAINING = HERE / "training"
 CONTENDERS = ("trajstore-jpeg", "trajstore-video", "lerobot", "torchrl", "lancedb")
-BATCHES = {"pusht": 100, "aloha": 8}  # timed batches per run (the aloha batches are ~100x bigger)
-WARMUP = {"pusht": 10, "aloha": 2}
+BATCHES = {"pusht": 100, "aloha": 6}  # timed batches per run (the aloha batches are ~100x bigger)
+WARMUP = {"pusht": 10, "aloha": 1}
 QUICK_DATA = {"pusht": (10, 100), "aloha": (2, 60)}  # (episodes, steps per episode) of --quick
 
 
