@@ -1,12 +1,13 @@
 # make demo: fresh venv, install, record PushT episodes, print the layout, read every step back.
 # make test: fresh venv, install, run the tests.
+# make bench-training: the training-loader benchmark (benchmarks/training_loader.py; BENCH_TRAINING_ARGS=--quick for a short run).
 # make interop-check: export buffers to LeRobot v3.0 and read them back with LeRobot 0.4.4 itself (its own venv).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO := demo-out
 EPISODES ?= 10
 
-.PHONY: demo test venv clean interop-check
+.PHONY: demo test venv clean interop-check bench-training
 
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -26,6 +27,12 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# Peers (LeRobot, TorchRL, lancedb) get venvs of their own under ~/.cache/trajstore-peers, built on first use;
+# data and folders are kept in ~/.cache/trajstore-peers/training and reused by later runs.
+BENCH_TRAINING_ARGS ?=
+bench-training: venv
+	$(PY) benchmarks/training_loader.py $(BENCH_TRAINING_ARGS)
 
 INTEROP := interop-out
 # LeRobot lives in a venv of its own (it pins another torch); built on first use, ~10 min.

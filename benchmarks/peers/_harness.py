@@ -82,6 +82,12 @@ def _base_env() -> dict[str, str]:
     return env
 
 
+def base_env() -> dict[str, str]:
+    """The environment every contender process gets: this one's, without a ``PYTHONPATH`` (or another
+    variable that would point a peer's python at this checkout), bytecode cached under the peers' folder."""
+    return _base_env()
+
+
 def parse_src(value: str) -> tuple[str, Path]:
     label, sep, path = value.partition("=")
     if not sep:
