@@ -30,6 +30,7 @@ is imported again in the worker processes, so its top level must do this too.
 from __future__ import annotations
 
 import sys
+import tempfile
 import threading
 import types
 from pathlib import Path
@@ -78,8 +79,8 @@ class PyAVVideoDecoder:
             source.seek(0)
         self._container = av.open(source if hasattr(source, "read") else str(source), mode="r")
         self._stream = self._container.streams.video[0]
-        self._stream.thread_type = "AUTO"
         ctx = self._stream.codec_context
+        ctx.thread_count = 1  # torchcodec's default (num_ffmpeg_threads=1); the reader runs files in threads
         self._fps = float(self._stream.average_rate)
         self._tb = float(self._stream.time_base)
         self.metadata = types.SimpleNamespace(average_fps=self._fps, height=ctx.height, width=ctx.width)
@@ -144,6 +145,9 @@ def install(cache_dir: str | Path) -> None:
         def rescale_depth_stats(self, unit: str) -> None:
             return None
 
+    # picklable as ``_lancedb_compat.LeRobotDatasetMetadata`` (the dataset goes to DataLoader workers)
+    LeRobotDatasetMetadata.__module__, LeRobotDatasetMetadata.__qualname__ = __name__, "LeRobotDatasetMetadata"
+    globals()["LeRobotDatasetMetadata"] = LeRobotDatasetMetadata
     _module("lerobot.datasets.dataset_metadata", LeRobotDatasetMetadata=LeRobotDatasetMetadata)
     _module("lerobot.datasets.feature_utils", check_delta_timestamps=lr_utils.check_delta_timestamps,
             get_delta_indices=lr_utils.get_delta_indices)
@@ -160,3 +164,11 @@ def install(cache_dir: str | Path) -> None:
     _module("torchcodec")
     _module("torchcodec.decoders", VideoDecoder=PyAVVideoDecoder)
     _INSTALLED = True
+
+
+def __getattr__(name: str) -> Any:
+    """``LeRobotDatasetMetadata`` exists once :func:`install` has run (a worker unpickling may ask first)."""
+    if name == "LeRobotDatasetMetadata":
+        install(Path(tempfile.gettempdir()) / "trajstore-peers-lancedb-hf")
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

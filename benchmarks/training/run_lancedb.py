@@ -30,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -58,7 +59,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-import lerobot_lancedb  # noqa: E402
 from lerobot_lancedb import LanceDBDataset, lance_mp_context  # noqa: E402
 
 import _loader_common as common  # noqa: E402
@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     truth = common.load_truth(str(data))
     result = common.measure(lambda: make_loader(root, args.workers, args.batch), to_numpy, truth, args)
     result.update(contender=CONTENDER, folder_mib=round(folder_mib(root), 1),
-                  notes=f"{NOTES}; lerobot_lancedb {lerobot_lancedb.__version__} (wheel 0.3.1)")
+                  notes=f"{NOTES}; lerobot-lancedb {version('lerobot-lancedb')}, lancedb {version('lancedb')}, "
+                        f"pylance {version('pylance')}")
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result), flush=True)
 
