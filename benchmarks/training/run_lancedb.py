@@ -70,10 +70,6 @@ OBS_OFFSETS = (-1, 0)
 ACTION_STEPS = 16
 
 
-def folder_mib(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
-
-
 def build(data: Path) -> None:
     """DATA/lerobot/ (LeRobot v3.0) -> DATA/lance/ with the package's converter; prints the time taken."""
     from lerobot_lancedb.convert import convert
@@ -85,7 +81,7 @@ def build(data: Path) -> None:
         shutil.rmtree(out)
     t0 = time.perf_counter()
     convert(out, root=src)
-    print(f"lancedb build: {out} ({folder_mib(out):.1f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"lancedb build: {out} ({common.folder_mib(out):.1f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
 def delta_timestamps(video_keys: list[str], fps: int) -> dict[str, list[float]]:
@@ -126,11 +122,11 @@ def to_numpy(batch: dict) -> dict[str, np.ndarray]:
     return out
 
 
-def make_loader(root: Path, workers: int, batch: int) -> DataLoader:
-    ds = open_dataset(root)
-    kwargs = dict(num_workers=workers, persistent_workers=True, multiprocessing_context=lance_mp_context()) \
-        if workers > 0 else {}
-    return DataLoader(ds, batch_size=batch, shuffle=True, **kwargs)
+def make_loader(root: Path, args) -> DataLoader:
+    """The benchmark's DataLoader (``_loader_common.torch_loader``) over :func:`open_dataset`, workers
+    started by ``lance_mp_context()`` (forkserver) as the package's README asks."""
+    extra = {"multiprocessing_context": lance_mp_context()} if args.workers > 0 else {}
+    return common.torch_loader(open_dataset(root), args, **extra)
 
 
 NOTES = ("lerobot-lancedb 0.3.1 LanceDBDataset (delta_timestamps windows, return_uint8) over its own "
@@ -146,13 +142,11 @@ def main(argv: list[str] | None = None) -> None:
         build(data)
         return
     root = data / "lance"
-    truth = common.load_truth(str(data))
-    result = common.measure(lambda: make_loader(root, args.workers, args.batch), to_numpy, truth, args)
-    result.update(contender=CONTENDER, folder_mib=round(folder_mib(root), 1),
-                  notes=f"{NOTES}; lerobot-lancedb {version('lerobot-lancedb')}, lancedb {version('lancedb')}, "
-                        f"pylance {version('pylance')}")
-    Path(args.out).write_text(json.dumps(result, indent=1))
-    print(json.dumps(result), flush=True)
+    truth = common.load_truth(data)
+    notes = (f"{NOTES}; lerobot-lancedb {version('lerobot-lancedb')}, lancedb {version('lancedb')}, "
+             f"pylance {version('pylance')}")
+    common.measure(lambda: make_loader(root, args), to_numpy, truth, args, contender=CONTENDER, folder=root,
+                   notes=notes)
 
 
 if __name__ == "__main__":
