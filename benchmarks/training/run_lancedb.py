@@ -16,8 +16,8 @@ per frame), ``videos.lance`` (each mp4 verbatim in a blob column plus a keyframe
 Loader: the package's ``LanceDBDataset(root=DATA/lance, delta_timestamps=..., return_uint8=True)``
 with Diffusion-Policy windows (every camera and ``observation.state`` at ``[-1/fps, 0]`` s, ``action``
 at ``k/fps`` for ``k`` in 0..15; the dataset repeats the episode's edge frame for positions outside
-it and reports ``*_is_pad``), in ``DataLoader(ds, batch_size, shuffle=True, num_workers=N,
-persistent_workers=True, multiprocessing_context=lance_mp_context())`` as its README shows. The
+it and reports ``*_is_pad``), in the benchmark's ``DataLoader`` (``_loader_common.torch_loader``: batch,
+shuffle, N persistent workers) with ``multiprocessing_context=lance_mp_context()`` as its README shows. The
 DataLoader calls the dataset's batched ``__getitems__`` (one frames-table read and one blob range
 fetch per batch). Each batch becomes the contract's flat numpy dict in :func:`to_numpy`.
 """
@@ -71,16 +71,23 @@ ACTION_STEPS = 16
 
 
 def build(data: Path) -> None:
-    """DATA/lerobot/ (LeRobot v3.0) -> DATA/lance/ with the package's converter; prints the time taken."""
+    """DATA/lerobot/ (LeRobot v3.0) -> DATA/lance/ with the package's converter; prints the time taken.
+
+    Skipped when ``DATA/lance.complete`` exists (written last, like the other contenders' markers).
+    Raises FileNotFoundError if DATA/lerobot is not a finished LeRobot dataset.
+    """
     from lerobot_lancedb.convert import convert
 
-    src, out = data / "lerobot", data / "lance"
+    src, out, done = data / "lerobot", data / "lance", data / "lance.complete"
+    if done.exists():
+        return
     if not (src / "meta" / "info.json").is_file():
-        raise FileNotFoundError(f"{src}: no LeRobot v3.0 dataset (meta/info.json missing)")
+        raise FileNotFoundError(f"{src}: no LeRobot v3.0 dataset (meta/info.json missing); build run_lerobot first")
     if out.exists():
         shutil.rmtree(out)
     t0 = time.perf_counter()
     convert(out, root=src)
+    done.touch()
     print(f"lancedb build: {out} ({common.folder_mib(out):.1f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
