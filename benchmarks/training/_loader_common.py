@@ -53,19 +53,21 @@ def code_bits(step: int, camera: int) -> np.ndarray:
     if not 0 <= step < 1 << STEP_BITS or not 0 <= camera < 1 << CAMERA_BITS:
         raise ValueError(f"step {step} or camera {camera} outside the frame code")
     bits = [(step >> i) & 1 for i in range(STEP_BITS)] + [(camera >> i) & 1 for i in range(CAMERA_BITS)]
-    return np.array(bits + [sum(bits) & 1], np.uint8)
+    return np.array([sum(bits) & 1] + bits, np.uint8)
 
 
 def cell_size(h: int, w: int) -> tuple[int, int]:
-    """``(height, width)`` in pixels of one code cell of an ``h x w`` frame (the grid fills the top half)."""
-    ch, cw = (h // 2) // CODE_ROWS, w // CODE_COLS
+    """``(height, width)`` in pixels of one code cell of an ``h x w`` frame: the grid fills the top 3/8 of
+    the frame, a flat margin separates it from the texture (the bottom half), so that no coding block
+    holds both a cell and texture."""
+    ch, cw = (h * 3 // 8) // CODE_ROWS, w // CODE_COLS
     if ch < 4 or cw < 4:
         raise ValueError(f"a {h}x{w} frame is too small for the {CODE_ROWS}x{CODE_COLS} frame code")
     return ch, cw
 
 
 def paint_code(frame: np.ndarray, step: int, camera: int) -> None:
-    """Paint the code of (``step``, ``camera``) into the top half of ``frame`` ((H, W, 3) uint8), in place."""
+    """Paint the code of (``step``, ``camera``) and the margin into the top half of ``frame`` ((H, W, 3) uint8), in place."""
     h, w = frame.shape[:2]
     ch, cw = cell_size(h, w)
     frame[: h // 2] = ZERO.astype(np.uint8)
@@ -76,23 +78,32 @@ def paint_code(frame: np.ndarray, step: int, camera: int) -> None:
 
 
 def decode_frames(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(step, camera, ok)``, each ``(N,)``, of ``frames`` ((N, H, W, 3) uint8 RGB, HWC).
+    """``(step, camera, ok)``, each of shape ``frames.shape[:-3]``, of ``frames``: ``(..., H, W, 3)`` uint8
+    RGB (HWC), or float ``(..., 3, H, W)`` in [0, 1] (CHW, LeRobot's output); any strides: only a sparse
+    grid of pixels is read, no frame is copied or converted.
 
     ``ok`` is False for a frame whose cells are not near either colour or whose parity is wrong
     (garbage, a CHW or BGR frame, a blend of two frames).
     """
-    n, h, w = frames.shape[:3]
+    frames = np.asarray(frames)
+    chw = frames.dtype.kind == "f"
+    lead, (h, w) = frames.shape[:-3], frames.shape[-2:] if chw else frames.shape[-3:-1]
     ch, cw = cell_size(h, w)
-    step_y, step_x = max(1, ch // 16), max(1, cw // 16)  # a sparse grid of the inner half is enough
-    grid = frames[:, : CODE_ROWS * ch, : CODE_COLS * cw].reshape(n, CODE_ROWS, ch, CODE_COLS, cw, 3)
-    inner = grid[:, :, ch // 4: ch - ch // 4: step_y, :, cw // 4: cw - cw // 4: step_x]
-    mean = inner.mean(axis=(2, 4), dtype=np.float32).reshape(n, CODE_ROWS * CODE_COLS, 3)
+    ny, nx = min(8, ch // 2), min(8, cw // 2)  # sample points per cell, inside its inner half
+    ys = (np.arange(CODE_ROWS)[:, None] * ch + np.linspace(ch // 4, ch - ch // 4 - 1, ny).round().astype(int))
+    xs = (np.arange(CODE_COLS)[:, None] * cw + np.linspace(cw // 4, cw - cw // 4 - 1, nx).round().astype(int))
+    if chw:  # float (..., 3, H, W) in [0, 1]
+        pts = np.moveaxis(frames[..., ys.reshape(-1)[:, None], xs.reshape(-1)[None, :]], -3, -1) * 255
+    else:
+        pts = frames[..., ys.reshape(-1)[:, None], xs.reshape(-1)[None, :], :]
+    pts = pts.reshape(*lead, CODE_ROWS, ny, CODE_COLS, nx, 3)
+    mean = pts.mean(axis=(-4, -2), dtype=np.float32).reshape(*lead, CODE_ROWS * CODE_COLS, 3)
     d1, d0 = np.abs(mean - ONE).max(-1), np.abs(mean - ZERO).max(-1)
     bits = (d1 < d0).astype(np.int64)
-    ok = (np.minimum(d1, d0) < MAX_CELL_ERROR).all(-1) & (bits[:, :-1].sum(-1) % 2 == bits[:, -1])
+    ok = (np.minimum(d1, d0) < MAX_CELL_ERROR).all(-1) & (bits[..., 1:].sum(-1) % 2 == bits[..., 0])
     weights = 1 << np.arange(STEP_BITS + CAMERA_BITS, dtype=np.int64)
-    step = bits[:, :STEP_BITS] @ weights[:STEP_BITS]
-    camera = bits[:, STEP_BITS:STEP_BITS + CAMERA_BITS] @ weights[:CAMERA_BITS]
+    step = bits[..., 1:1 + STEP_BITS] @ weights[:STEP_BITS]
+    camera = bits[..., 1 + STEP_BITS:] @ weights[:CAMERA_BITS]
     return step, camera, ok
 
 
@@ -188,7 +199,9 @@ def load_truth(data: str | os.PathLike) -> Truth:
 def check_batch(batch: dict[str, np.ndarray], truth: Truth) -> int:
     """Check one batch against the truth; returns the number of samples (windows) checked.
 
-    ``batch`` (flat, "/"-joined keys, NumPy): every camera key ``(B, 2, H, W, 3)`` uint8 HWC RGB,
+    ``batch`` (flat, "/"-joined keys, NumPy): every camera key ``(B, 2, H, W, 3)`` uint8 HWC RGB (or
+    float32 ``(B, 2, 3, H, W)`` in [0, 1], LeRobot's output, checked as it is: converting whole frames
+    would cost the main process more than the check),
     ``"observation/state"`` ``(B, 2, D)`` and ``"action"`` ``(B, 16, D)`` float32, ``"index"`` ``(B,)``
     int64, the global anchor step. The entry at offset ``o`` must be step ``index + o`` clamped into
     the anchor's episode (edge padding). Raises AssertionError naming the key and the sample.
@@ -207,16 +220,18 @@ def check_batch(batch: dict[str, np.ndarray], truth: Truth) -> int:
         got = np.asarray(batch[key])
         if key in truth.cameras:
             shape, dtype = (b, len(offsets), *truth.frame_shape), np.uint8
+            if got.dtype == np.float32:  # LeRobot's own frames: float CHW in [0, 1]
+                h, w, c = truth.frame_shape
+                shape, dtype = (b, len(offsets), c, h, w), np.float32
         else:
             shape, dtype = (b, len(offsets), truth.arrays[key].shape[1]), np.float32
         assert got.shape == shape and got.dtype == dtype, f"{key}: want {np.dtype(dtype)}{shape}, got {got.dtype}{got.shape}"
         if key in truth.cameras:
-            step, cam, ok = decode_frames(got.reshape(-1, *truth.frame_shape))
-            wrong = ~ok | (step != want.reshape(-1)) | (cam != truth.cameras.index(key))
+            step, cam, ok = decode_frames(got)
+            wrong = ~ok | (step != want) | (cam != truth.cameras.index(key))
             if wrong.any():
-                i = int(np.flatnonzero(wrong)[0])
-                s, o = divmod(i, len(offsets))
-                what = "unreadable frame code" if not ok[i] else f"frame of step {step[i]} camera {cam[i]}"
+                s, o = (int(x[0]) for x in np.nonzero(wrong))
+                what = "unreadable frame code" if not ok[s, o] else f"frame of step {step[s, o]} camera {cam[s, o]}"
                 raise AssertionError(f"{key}: sample {s} (anchor {index[s]}) offset {offsets[o]}: {what}, want "
                                      f"step {want[s, o]} camera {truth.cameras.index(key)}")
         else:
@@ -252,16 +267,28 @@ def pss_kib(pid: int) -> int | None:
     return None
 
 
+HELPER_PROCESSES = ("resource_tracker", "forkserver")  # multiprocessing's own helpers: not workers
+
+
 def children(pid: int | None = None) -> list[int]:
-    """Pids of the live child processes of ``pid`` (default: this process)."""
+    """Pids of the live child processes of ``pid`` (default: this process), but multiprocessing's
+    resource tracker and fork server."""
     pid = os.getpid() if pid is None else pid
-    out = []
+    out: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            out += [int(p) for p in (task / "children").read_text().split()]
+            out.update(int(p) for p in (task / "children").read_text().split())
         except OSError:
             pass
-    return sorted(set(out))
+    keep = []
+    for child in sorted(out):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if not any(h in cmdline for h in HELPER_PROCESSES):
+            keep.append(child)
+    return keep
 
 
 class WorkerMemory:
