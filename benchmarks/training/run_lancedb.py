@@ -70,25 +70,25 @@ OBS_OFFSETS = (-1, 0)
 ACTION_STEPS = 16
 
 
-def build(data: Path) -> None:
-    """DATA/lerobot/ (LeRobot v3.0) -> DATA/lance/ with the package's converter; prints the time taken.
+def build(data: Path) -> float:
+    """DATA/lerobot/ (LeRobot v3.0) -> DATA/lance/ with the package's converter; returns the seconds taken.
 
-    Skipped when ``DATA/lance.complete`` exists (written last, like the other contenders' markers).
+    Skipped (0.0) when ``DATA/lance.complete`` exists (written last, like the other contenders' markers).
     Raises FileNotFoundError if DATA/lerobot is not a finished LeRobot dataset.
     """
     from lerobot_lancedb.convert import convert
 
     src, out, done = data / "lerobot", data / "lance", data / "lance.complete"
     if done.exists():
-        return
-    if not (src / "meta" / "info.json").is_file():
-        raise FileNotFoundError(f"{src}: no LeRobot v3.0 dataset (meta/info.json missing); build run_lerobot first")
+        return 0.0
+    if not (data / "lerobot.complete").exists() or not (src / "meta" / "info.json").is_file():
+        raise FileNotFoundError(f"{src}: no finished LeRobot v3.0 dataset; build run_lerobot.py first")
     if out.exists():
         shutil.rmtree(out)
     t0 = time.perf_counter()
     convert(out, root=src)
     done.touch()
-    print(f"lancedb build: {out} ({common.folder_mib(out):.1f} MiB) in {time.perf_counter() - t0:.1f} s", flush=True)
+    return time.perf_counter() - t0
 
 
 def delta_timestamps(video_keys: list[str], fps: int) -> dict[str, list[float]]:
@@ -145,11 +145,16 @@ NOTES = ("lerobot-lancedb 0.3.1 LanceDBDataset (delta_timestamps windows, return
 def main(argv: list[str] | None = None) -> None:
     args = common.parse_args(argv)
     data = Path(args.data)
-    if args.build:
-        build(data)
-        return
     root = data / "lance"
     truth = common.load_truth(data)
+    if args.build:
+        seconds = build(data)
+        common.write_result({"contender": CONTENDER, "shape": truth.meta["shape"], "build_s": seconds,
+                             "folder_mib": common.folder_mib(root)}, args)
+        return
+    if not (data / "lance.complete").exists():
+        common.unavailable(args, truth, f"no {root} (run with --build)", CONTENDER)
+        return
     notes = (f"{NOTES}; lerobot-lancedb {version('lerobot-lancedb')}, lancedb {version('lancedb')}, "
              f"pylance {version('pylance')}")
     common.measure(lambda: make_loader(root, args), to_numpy, truth, args, contender=CONTENDER, folder=root,
