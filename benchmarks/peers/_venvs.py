@@ -76,6 +76,27 @@ PEERS: dict[str, PeerSpec] = {
         no_deps=True,
         check=("import torch, lerobot, datasets, av, pyarrow; "
                "assert torch.__version__.split('+')[0] == '%s', torch.__version__" % TORCH_VERSION)),
+    # lerobot-lancedb 0.3.1 (LanceDB's converter and LanceDBDataset loader) declares lerobot>=0.6, which
+    # needs Python >= 3.12 and a torch < 2.12 (CUDA builds here): it goes in with --no-deps beside
+    # LeRobot 0.4.4 installed as in the ``lerobot`` venv, plus lancedb with pylance. The modules the
+    # package takes from lerobot 0.6, and torchcodec (no FFmpeg shared libraries here), are supplied by
+    # benchmarks/training/_lancedb_compat.py when a script imports it.
+    "lancedb": PeerSpec(
+        packages=("lerobot-lancedb==0.3.1", "lerobot==0.4.4"),
+        torch=TORCH_VERSION,
+        more=(("datasets>=4.0.0,<5.0.0", "huggingface-hub>=0.34.2,<0.36.0", "av>=15.0.0,<16.0.0",
+               "jsonlines>=4,<5", "packaging>=24.2,<26.0", "draccus==0.10.0", "gymnasium>=1.1.1,<2.0.0",
+               "deepdiff>=7.0.1,<9.0.0", "imageio[ffmpeg]>=2.34.0,<3.0.0", "termcolor>=2.4.0,<4.0.0",
+               "einops>=0.8.0,<0.9.0", "opencv-python-headless>=4.9.0,<4.13.0", "pyserial>=3.5,<4.0",
+               "setuptools>=71.0.0,<81.0.0"),
+              ("--no-deps", "torchvision==0.28.0"),
+              ("accelerate>=1.10.0,<2.0.0",),
+              ("lancedb[pylance]==0.40.0", "pyarrow>=17.0.0")),
+        no_deps=True,
+        check=("import torch, lerobot, lancedb, lance, av, pyarrow, importlib.metadata as m; "
+               "from lancedb.permutation import Permutation; "
+               "assert m.version('lerobot-lancedb') == '0.3.1', m.version('lerobot-lancedb'); "
+               "assert torch.__version__.split('+')[0] == '%s', torch.__version__" % TORCH_VERSION)),
 }
 
 STAMP = ".trajstore-peer.json"
