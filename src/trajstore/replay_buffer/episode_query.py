@@ -32,13 +32,14 @@ import bisect
 import difflib
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from trajstore.errors import InvalidValueError, SelectionWarning
 from trajstore.replay_buffer.data_columns import MISSING, EpisodeRow
 from trajstore.replay_buffer.episode_list import BATCH, EpisodeList
 from trajstore.replay_buffer.episodes import Episode
+from trajstore.replay_buffer.selection_columns import select_mask
 
 Predicate = Callable[[Episode], bool]
 
@@ -80,12 +81,14 @@ def _quoted(text: str, limit: int = 60) -> str:
 @dataclass(frozen=True)
 class EpisodeSelection:
     """A parsed selection: id ``ranges`` (sorted, disjoint, inclusive ``(first, last)`` pairs) or a
-    ``predicate`` over episodes, and the data ``keys`` (dotted paths) the predicate reads."""
+    ``predicate`` over episodes, the data ``keys`` (dotted paths) the predicate reads, and its ``plan`` for
+    evaluation over columns (:mod:`~trajstore.replay_buffer.selection_columns`; ``None``: per episode only)."""
 
     text: str
     ranges: tuple[tuple[int, int], ...] | None = None
     predicate: Predicate | None = None
     keys: tuple[str, ...] = ()
+    plan: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def quoted(self) -> str:
@@ -111,7 +114,8 @@ class EpisodeSelection:
 
     def _select_columns(self, episodes: EpisodeList) -> list[int]:
         """:meth:`select` of a buffer's lazy episode list: the data keys are read as columns (the log's lines
-        scanned once per key, not parsed one by one) and the predicate runs on light rows."""
+        scanned once per key, not parsed one by one) and the expression is evaluated over them as arrays
+        (:mod:`~trajstore.replay_buffer.selection_columns`), or the predicate runs on light rows."""
         assert self.predicate is not None
         values = {key: episodes.data_values(key) for key in self.keys}
         sample = None
@@ -121,6 +125,9 @@ class EpisodeSelection:
                 warnings.warn(SelectionWarning(f"episode selection {_quoted(self.text)}: "
                                                f"{_missing_text(key, sample)}"), stacklevel=3)
         cols = episodes.columns()
+        chosen = None if self.plan is None else select_mask(self.plan, cols, values, MISSING)
+        if chosen is not None:
+            return cols["id"][chosen].tolist()
         present = [[(key, v) for v in column] for key, column in values.items()]
         rows = map(EpisodeRow, cols["id"].tolist(), cols["steps"].tolist(), cols["done"].tolist(),
                    cols["interrupted"].tolist(), cols["overwritten"].tolist(),
@@ -185,8 +192,8 @@ def parse_selection(text: str) -> EpisodeSelection:
     if _ID_CHARS.fullmatch(text) and any(c.isdigit() for c in text):
         return EpisodeSelection(text, ranges=_parse_ranges(text))
     parser = _Parser(text)
-    predicate = parser.parse()
-    return EpisodeSelection(text, predicate=predicate, keys=tuple(dict.fromkeys(parser.keys)))
+    predicate, plan = parser.parse()
+    return EpisodeSelection(text, predicate=predicate, keys=tuple(dict.fromkeys(parser.keys)), plan=plan)
 
 
 def _parse_ranges(text: str) -> tuple[tuple[int, int], ...]:
@@ -274,34 +281,36 @@ class _Parser:
             raise InvalidValueError(f"episode selection {_quoted(self.text)}: parentheses and 'not' nest deeper "
                                     f"than {MAX_NESTING} levels (at position {tok[2]})")
 
-    def parse(self) -> Predicate:
-        pred = self._or()
+    def parse(self) -> tuple[Predicate, tuple | None]:
+        """The predicate and its plan (:mod:`~trajstore.replay_buffer.selection_columns`; ``None``: a
+        nested data key, evaluated per episode only)."""
+        pred, plan = self._or()
         tok = self._peek()
         if tok is not None:
             self._error(tok[2], f"unexpected {_quoted(tok[1])}", "'and', 'or' or the end")
-        return pred
+        return pred, plan
 
-    def _or(self) -> Predicate:
+    def _or(self) -> tuple[Predicate, tuple | None]:
         parts = [self._and()]
         while self._take("or", "||"):
             parts.append(self._and())
-        return parts[0] if len(parts) == 1 else (lambda e: any(p(e) for p in parts))
+        return parts[0] if len(parts) == 1 else _join("or", any, parts)
 
-    def _and(self) -> Predicate:
+    def _and(self) -> tuple[Predicate, tuple | None]:
         parts = [self._not()]
         while self._take("and", "&&"):
             parts.append(self._not())
-        return parts[0] if len(parts) == 1 else (lambda e: all(p(e) for p in parts))
+        return parts[0] if len(parts) == 1 else _join("and", all, parts)
 
-    def _not(self) -> Predicate:
+    def _not(self) -> tuple[Predicate, tuple | None]:
         if self._take("not", "!"):
             self._deeper()
-            inner = self._not()
+            inner, plan = self._not()
             self.depth -= 1
-            return lambda e: not inner(e)
+            return (lambda e: not inner(e)), (None if plan is None else ("not", plan))
         return self._atom()
 
-    def _atom(self) -> Predicate:
+    def _atom(self) -> tuple[Predicate, tuple | None]:
         tok = self._peek()
         if tok is None:
             self._error(len(self.text), "nothing more", "a name or '('")
@@ -319,11 +328,13 @@ class _Parser:
             self._error(tok[2], _quoted(tok[1]), "a name (a key of the episode data, or id/steps/interrupted/...)")
         self.i += 1
         getter = _getter(tok[1])
+        name = tok[1] if tok[1] in EPISODE_FIELDS else tok[1].removeprefix("data.")
         if tok[1] not in EPISODE_FIELDS:
-            self.keys.append(tok[1].removeprefix("data."))
+            self.keys.append(name)
+        column = None if "." in name else (name if tok[1] in EPISODE_FIELDS else "data." + name)
         op_tok = self._peek()
         if op_tok is None or op_tok[0] != "op" or op_tok[1] not in _COMPARE:
-            return lambda e: _truthy(getter(e))
+            return (lambda e: _truthy(getter(e))), (None if column is None else ("truthy", column))
         self.i += 1
         lit = self._peek()
         if lit is None or lit[0] not in ("num", "str", "literal"):
@@ -332,7 +343,13 @@ class _Parser:
         assert lit is not None
         self.i += 1
         value, compare = _literal(lit), _COMPARE[op_tok[1]]
-        return lambda e: compare(getter(e), value)
+        return (lambda e: compare(getter(e), value)), (None if column is None else ("cmp", column, op_tok[1], value))
+
+
+def _join(op: str, fold: Callable, parts: list[tuple[Predicate, tuple | None]]) -> tuple[Predicate, tuple | None]:
+    """``and``/``or`` of ``parts`` (predicate, plan) pairs."""
+    preds, plans = [p for p, _ in parts], tuple(q for _, q in parts)
+    return (lambda e: fold(p(e) for p in preds)), (None if None in plans else (op, plans))
 
 
 def _lookup(e: Episode, keys: list[str]) -> Any:
