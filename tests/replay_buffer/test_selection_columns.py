@@ -1,6 +1,7 @@
 """Selections evaluated over columns (selection_columns) give exactly what the per-episode predicate gives:
 random data with missing keys, mixed kinds, nested values, unicode and large integers, random expressions."""
 
+import json
 import random
 import warnings
 
@@ -119,3 +120,26 @@ def test_buffer_selections_equal_the_per_episode_predicate(tmp_path, reopen):
             assert sel.select(episodes) == expected, sel.text
     rb.close()
 
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_scanned_values_equal_the_parsed_ones(ascii_only):
+    from trajstore.replay_buffer.data_columns import top_level_values
+
+    rng = random.Random(2)
+    long = ["x" * 100, "é" * 40, 12345678901234567890123, -1.2345678901234567e-300, "a,b}c", "{", "t", "n"]
+    lines, datas = [], []
+    for k in range(500):
+        data = {key: rng.choice(VALUES + long) for key in KEYS if rng.random() < 0.6}
+        datas.append(data)
+        record = {"id": k, "start": k, "stop": k + 1, "final": -1, "interrupted": False, "data": data}
+        lines.append(json.dumps(record, separators=(",", ":"), ensure_ascii=ascii_only).encode() + b"\n")
+    lines[7] = lines[7][:-3] + b',"seed":5,"seed":-6}}\n'  # a key given twice: the last one, as json.loads
+    datas[7]["seed"] = -6
+    span = b"".join(lines)
+    lengths = np.array([len(x) for x in lines], np.int64)
+    starts = np.cumsum(lengths) - lengths
+    for key in KEYS + ["data", "id", "none"]:
+        got = top_level_values(span, starts, lengths, key, "test.log", 300)
+        expected = [d.get(key, MISSING) for d in datas]
+        assert [type(v) for v in got] == [type(v) for v in expected] and got == expected, key

@@ -1,12 +1,14 @@
 """One top-level key of many episodes' data, read from their log lines without parsing each line:
 what a selection such as ``success == true`` needs (:mod:`~trajstore.replay_buffer.episode_query`).
 
-How (:func:`top_level_values`): the lines' bytes are scanned once in C (NumPy and one regular
-expression over the whole span). A line is *flat* when its data holds no nested list or dict and
-no backslash (one ``{`` after ``"data":``, no ``[``, no ``\\``): in a flat line no string can hold a
-quote, so every ``"key":`` after the data's ``{`` is a key of the data, and its value is the
-scalar that follows (``true``, ``false``, ``null``, a number, a string without escapes). The lines
-that are not flat are parsed as JSON, one batch. Same values as parsing every line.
+How (:func:`top_level_values`): the lines' bytes are scanned in C (NumPy over the whole span, and
+one regular-expression scan per needle for its positions). A line is *flat* when its data holds no
+nested list or dict and no backslash (one ``{`` after ``"data":``, no ``[``, no ``\\``): in a flat
+line no string can hold a quote, so every ``"key":`` after the data's ``{`` is a key of the data,
+and its value is the scalar that follows (``true``, ``false``, ``null``: set with NumPy, no Python
+code per line; a number or a string without escapes: one ``int``/``json.loads``/``decode`` each).
+A key given twice in a line gives its last value, as ``json.loads``. The lines that are not flat
+are parsed as JSON, one batch. Same values as parsing every line.
 """
 
 from __future__ import annotations

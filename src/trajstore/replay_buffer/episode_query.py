@@ -24,6 +24,11 @@ and ranges are kept as intervals (``0-1000000000000`` is checked against the hel
 being expanded). Parsing is linear in the length of the text (one regular-expression scan).
 A data key that no held episode has makes :meth:`EpisodeSelection.select` warn
 (:class:`~trajstore.errors.SelectionWarning`, with the closest key held).
+
+Evaluation: over a buffer's :class:`~trajstore.replay_buffer.episode_list.EpisodeList`, an expression
+whose names are episode fields and top-level data keys runs as NumPy array operations over one column
+per name (:mod:`~trajstore.replay_buffer.selection_columns`, same results); a nested key
+(``info.camera``) runs the predicate once per episode.
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ from trajstore.replay_buffer.data_columns import MISSING, EpisodeRow
 from trajstore.replay_buffer.episode_list import BATCH, EpisodeList
 from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.selection_columns import select_mask
+from trajstore.replay_buffer.selection_tokens import MAX_NUMBER_CHARS, tokenize
+
+__all__ = ["EPISODE_FIELDS", "MAX_ID", "MAX_NESTING", "MAX_NUMBER_CHARS", "EpisodeSelection", "parse_selection",
+           "tokenize"]
 
 Predicate = Callable[[Episode], bool]
 
@@ -55,21 +64,9 @@ EPISODE_FIELDS = {
 MAX_NESTING = 64
 #: Ids are int64 episode numbers.
 MAX_ID = 2 ** 63 - 1
-#: Longest number literal (characters) in an expression.
-MAX_NUMBER_CHARS = 64
 
 _ID_CHARS = re.compile(r"[\d\s,\-]++")
 _ID_PART = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
-# One scan over the text: each match is optional blanks and one token; ``bad`` takes any other
-# character, so the matches are contiguous. Possessive quantifiers: no backtracking.
-_TOKEN = re.compile(r"""
-    \s*+(?:
-      (?P<num>-?\d++(?:\.\d*+)?+(?:[eE][-+]?\d++)?+)
-    | (?P<str>"(?:[^"\\]++|\\.)*+"|'(?:[^'\\]++|\\.)*+')
-    | (?P<op>==|!=|<=|>=|<|>|&&|\|\||!|\(|\))
-    | (?P<name>[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)*+)
-    | (?P<bad>.)
-    )""", re.X | re.S)
 _MISSING = object()
 
 
@@ -222,30 +219,6 @@ def _parse_ranges(text: str) -> tuple[tuple[int, int], ...]:
         else:
             merged.append((a, b))
     return tuple(merged)
-
-
-def tokenize(text: str) -> list[tuple[str, str, int]]:
-    """The tokens of an expression, ``(kind, text, position)``, kind one of ``num``, ``str``, ``op``,
-    ``name``, ``literal``: one pass of one regular expression over ``text``.
-
-    Raises:
-        InvalidValueError: a character that starts no token (names its position).
-    """
-    tokens = []
-    for m in _TOKEN.finditer(text, 0, len(text.rstrip())):
-        kind = m.lastgroup
-        assert kind is not None
-        value, start = m.group(kind), m.start(kind)
-        if kind == "bad":
-            raise InvalidValueError(f"episode selection {_quoted(text)}: unexpected character {value!r} at "
-                                    f"position {start}")
-        if kind == "name" and value in ("and", "or", "not", "true", "false", "null"):
-            kind = "op" if value in ("and", "or", "not") else "literal"
-        elif kind == "num" and len(value) > MAX_NUMBER_CHARS:
-            raise InvalidValueError(f"episode selection {_quoted(text)}: the number at position {start} has "
-                                    f"more than {MAX_NUMBER_CHARS} characters")
-        tokens.append((kind, value, start))
-    return tokens
 
 
 class _Parser:
