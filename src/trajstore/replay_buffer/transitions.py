@@ -33,7 +33,7 @@ import numpy as np
 from trajstore.replay_buffer.reads import BufferReads, Drawn
 from trajstore.replay_buffer.view import Touched, View
 from trajstore.spaces import DictSpace, Space, tree
-from trajstore.storages._selection import from_slots
+from trajstore.storages._selection import Selection, from_slots
 
 STEP_KEYS = ("action", "reward", "terminated", "truncated")
 #: A leaf of at most this many bytes a step is read at every step ``t .. t + n`` with the rewards (one read).
@@ -90,6 +90,7 @@ class TransitionPlan:
         sparse: increasing leaf positions read at ``t`` and ``t + n`` (empty with ``n == 1``: all are dense).
         offsets: ``arange(n + 1)``, int64.
         powers: ``gamma ** arange(n + 1)``, float64 ``(n + 1,)``.
+        weights: float64 ``(n + 1, n)``: row ``k`` is ``gamma ** i`` for ``i < k``, else 0 (the n-step sum's).
         obs_space: the observation subspace.
     """
 
@@ -101,6 +102,7 @@ class TransitionPlan:
     sparse: list[int]
     offsets: np.ndarray
     powers: np.ndarray
+    weights: np.ndarray
     obs_space: Space
 
 
@@ -120,8 +122,10 @@ def transition_plan(space: Space, leaves: dict[str, list[int]], observation_key:
     wanted = sorted(set(obs) | set(action))
     dense = sorted(set(flags) | {p for p in wanted if n == 1 or _small(spaces[p])})
     sparse = [p for p in wanted if p not in dense]
-    plan = TransitionPlan(n, obs, action, flags, dense, sparse, np.arange(n + 1, dtype=np.int64),
-                          gamma ** np.arange(n + 1, dtype=np.float64), tree.subspace(space, (observation_key,)))
+    offsets, powers = np.arange(n + 1, dtype=np.int64), gamma ** np.arange(n + 1, dtype=np.float64)
+    weights = np.where(offsets[None, :n] < offsets[:, None], powers[None, :n], 0.0)
+    plan = TransitionPlan(n, obs, action, flags, dense, sparse, offsets, powers, weights,
+                          tree.subspace(space, (observation_key,)))
     return _remember(_plan_cache, key, space, plan)
 
 
@@ -134,35 +138,59 @@ def read_transitions(reads: BufferReads, view: View, drawn: Drawn, leaves: dict[
     """
     plan = transition_plan(reads.space, leaves, observation_key, n, gamma)
     t, _, stop = drawn
-    batch = len(t)
-    steps = t[:, None] + plan.offsets  # (B, n + 1)
-    held = steps < stop[:, None]
-    np.minimum(steps, (stop - 1)[:, None], out=steps)  # clamped to the episode: read, then masked
-    value: dict[int, np.ndarray] = dict(zip(plan.dense, reads.leaves_at(view, steps, plan.dense, touched)))
+    left = stop - t  # steps from t to the episode's end, >= 1
+    steps = np.minimum(t[:, None] + plan.offsets, (stop - 1)[:, None])  # (B, n + 1), clamped to the episode
+    value, at = _read(reads, view, steps, plan.dense, touched)
     if plan.sparse:
-        value.update(zip(plan.sparse, reads.leaves_at(view, steps[:, [0, n]], plan.sparse, touched)))
-        column = 1
+        sparse, at_sparse = _read(reads, view, steps[:, [0, n]], plan.sparse, touched)
+        value.update(sparse)
+        at_next = at_sparse[:, 1]
     else:
-        column = n
-    now = [np.ascontiguousarray(value[p][:, 0]) for p in plan.obs]
-    inside = held[:, n]  # t + n is held in the episode: its observation, else the final one
-    nxt = [np.array(value[p][:, column]) for p in plan.obs]
+        at_sparse, at_next = at, at[:, n]
+    first = at[:, 0]
+    now = [value[p][first if p in plan.dense else at_sparse[:, 0]] for p in plan.obs]
+    nxt = [value[p][at_next if p in plan.sparse else at[:, n]] for p in plan.obs]
+    inside = left > n  # t + n is held in the episode: its observation, else the episode's final one
     if not inside.all():
         _finals_into(reads, view, stop[~inside], nxt, ~inside, plan.obs_space, touched)
-    summed = held[:, :n]  # (B, n): rewards at t .. t + k - 1
-    k = np.count_nonzero(summed, axis=1)  # >= 1
-    rows, last = np.arange(batch), k - 1
-    reward_n, term, trunc = (value[p] for p in plan.flags)
-    reward_n = reward_n[:, :n]
-    dtype = reward_n.dtype if reward_n.dtype.kind == "f" else np.dtype(np.float32)
-    weights = np.where(summed, plan.powers[None, :n], 0.0)
-    weights = weights.reshape(*weights.shape, *([1] * (reward_n.ndim - 2)))
+    reward, term, trunc = (value[p] for p in plan.flags)
+    dtype = reward.dtype if reward.dtype.kind == "f" else np.dtype(np.float32)
+    if n == 1:  # k = 1: step t's own reward and flags, discount gamma
+        reward_n, term, trunc = reward[first].astype(dtype), term[first], trunc[first]
+        discount = np.full(len(t), plan.powers[1], np.float64).astype(dtype)
+    else:
+        k = np.minimum(left, n)  # rewards summed, at t .. t + k - 1
+        weights = plan.weights[k]  # (B, n): gamma ** i for i < k, else 0
+        summed = reward[at[:, :n]]
+        weights = weights.reshape(*weights.shape, *([1] * (summed.ndim - 2)))
+        reward_n = (summed * weights).sum(axis=1).astype(dtype)
+        last = at[np.arange(len(t)), k - 1]
+        term, trunc, discount = term[last], trunc[last], plan.powers[k].astype(dtype)
     return {"observation": tree.unflatten(plan.obs_space, now),
-            "action": tree.unflatten(reads.space.spaces["action"], [np.ascontiguousarray(value[p][:, 0]) for p in plan.action]),
-            "reward": (reward_n * weights).sum(axis=1).astype(dtype),
-            "next_observation": tree.unflatten(plan.obs_space, nxt),
-            "terminated": term[rows, last], "truncated": trunc[rows, last],
-            "discount": plan.powers[k].astype(dtype), "index": t.astype(np.int64)}
+            "action": tree.unflatten(reads.space.spaces["action"],
+                                     [value[p][first if p in plan.dense else at_sparse[:, 0]] for p in plan.action]),
+            "reward": reward_n, "next_observation": tree.unflatten(plan.obs_space, nxt),
+            "terminated": term, "truncated": trunc, "discount": discount, "index": t.astype(np.int64)}
+
+
+def _read(reads: BufferReads, view: View, logical: np.ndarray, which: list[int], touched: Touched
+          ) -> tuple[dict[int, np.ndarray], np.ndarray]:
+    """Leaves ``which`` at the distinct logical indices of ``logical`` (int64 ``(B, m)``), in one storage read.
+
+    Returns:
+        ``({position: values (M, ...)}, rows)``: ``values[rows[b, j]]`` is the leaf at ``logical[b, j]``
+        (``rows`` int64 ``(B, m)``).
+    """
+    flat = logical.reshape(-1)
+    ordered = np.sort(flat)
+    new = np.empty(len(ordered), bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    distinct = ordered[new]
+    touched.steps(int(distinct[0]), int(distinct[-1]))
+    slots = view.slots_of(Selection(distinct, np.searchsorted(distinct, flat)))
+    values = reads.storage.read_leaves(Selection(slots.slots), which)
+    return dict(zip(which, values)), slots.order.reshape(logical.shape)
 
 
 def _finals_into(reads: BufferReads, view: View, stops: np.ndarray, out: list[np.ndarray], rows: np.ndarray,
