@@ -29,7 +29,8 @@ def space(int_reward):
 def steps(first, n, int_reward, rng):
     x = np.arange(first, first + n, dtype=np.float64)
     reward = rng.integers(-50, 50, n).astype(np.int32) if int_reward else rng.standard_normal(n).astype(np.float32)
-    return {"observation": {"state": np.stack([x, -x, x * 0.5], 1), "big": np.repeat(x[:, None], BIG, 1).astype(np.float32)},
+    obs = {"state": np.stack([x, -x, x * 0.5], 1), "big": np.repeat(x[:, None], BIG, 1).astype(np.float32)}
+    return {"observation": obs,
             "action": np.stack([x + 0.25, x - 0.25], 1).astype(np.float32), "reward": reward,
             "terminated": rng.random(n) < 0.3, "truncated": rng.random(n) < 0.3}
 

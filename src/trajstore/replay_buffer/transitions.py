@@ -12,10 +12,10 @@ Anchors are drawn with the window machinery (:mod:`~trajstore.replay_buffer.samp
 plus the reads, at most two storage reads and one read of the final observations:
 
 - the *dense* leaves (the reward and flag leaves, and every leaf of at most :data:`SMALL_LEAF_BYTES`
-  bytes a step: a low-dim observation, the action) in one read at the steps ``t .. t + n`` of each draw
-  (clamped to its episode, repeats read once), then NumPy gathers: step ``t``'s observation and action,
-  the ``(B, n)`` rewards summed with a mask and the cached powers of ``gamma``, the flags at
-  ``t + k - 1``, the next observation at ``t + n``;
+  bytes a step without ``kind`` metadata: a low-dim observation, the action) in one read at the steps
+  ``t .. t + n`` of each draw (clamped to its episode, repeats read once), then NumPy gathers: step ``t``'s
+  observation and action, the ``(B, n)`` rewards summed with a mask and the cached powers of ``gamma``,
+  the flags at ``t + k - 1``, the next observation at ``t + n``;
 - the other observation and action leaves (camera frames) at ``t`` and ``t + n`` only, in one read;
 - the final observations of the distinct episodes some draw ends past, in one read, only when a draw needs one.
 
@@ -36,7 +36,8 @@ from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages._selection import Selection, from_slots
 
 STEP_KEYS = ("action", "reward", "terminated", "truncated")
-#: A leaf of at most this many bytes a step is read at every step ``t .. t + n`` with the rewards (one read).
+#: A leaf of at most this many bytes a step (and no ``kind`` metadata: not a camera leaf) is read at every
+#: step ``t .. t + n`` with the rewards (one read).
 SMALL_LEAF_BYTES = 256
 
 _CACHE_SIZE = 16
@@ -72,6 +73,8 @@ def transition_leaves(space: Space, observation_key: str) -> dict[str, list[int]
 
 
 def _small(leaf: Space) -> bool:
+    if leaf.metadata.get("kind") is not None:  # a camera (image, depth, video) leaf: frames decode one by one
+        return False
     shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", np.dtype(bool))
     if shape is None or not isinstance(dtype, np.dtype) or dtype.kind in "OUS":
         return False
@@ -156,7 +159,7 @@ def read_transitions(reads: BufferReads, view: View, drawn: Drawn, leaves: dict[
     reward, term, trunc = (value[p] for p in plan.flags)
     dtype = reward.dtype if reward.dtype.kind == "f" else np.dtype(np.float32)
     if n == 1:  # k = 1: step t's own reward and flags, discount gamma
-        reward_n, term, trunc = reward[first].astype(dtype), term[first], trunc[first]
+        reward_n, term, trunc = reward[first].astype(dtype, copy=False), term[first], trunc[first]
         discount = np.full(len(t), plan.powers[1], np.float64).astype(dtype)
     else:
         k = np.minimum(left, n)  # rewards summed, at t .. t + k - 1
