@@ -29,7 +29,7 @@ from trajstore._lock import WriterLock
 from trajstore.errors import FormatError
 from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages._payload import PayloadSource, payload_under
-from trajstore.storages._selection import select, span
+from trajstore.storages._selection import Selection, from_slots, select, span
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage
 from trajstore.storages.dict import REST, DictStorage
 
@@ -157,6 +157,23 @@ class FinalObservations:
         assert self.storage is not None
         slot = n % self.capacity if self.capacity is not None else n
         return self.storage.read(select(slot, len(self.storage)))
+
+    def read_leaves(self, numbers: np.ndarray) -> list[np.ndarray]:
+        """Final observations ``numbers`` (int64 ``(N,)``, distinct) in one storage read: leaf arrays
+        ``(N, ...)`` in :func:`trajstore.spaces.tree.leaves` order of the observation space.
+
+        Raises:
+            FormatError: no storage yet, or a slot past its end (the metadata names more than it holds).
+        """
+        slots = numbers % self.capacity if self.capacity is not None else np.asarray(numbers, np.int64)
+        storage = self.storage
+        if storage is None or (len(slots) and (int(slots.min()) < 0 or int(slots.max()) >= len(storage))):
+            held = 0 if storage is None else len(storage)
+            raise FormatError(f"{self.folder}: final observations {np.asarray(numbers).tolist()[:5]} are named "
+                              f"but the final observation storage holds {held}")
+        sel = from_slots(slots.astype(np.int64, copy=False))
+        values = storage.read_leaves(Selection(sel.slots))
+        return values if sel.order is None else [v[sel.order] for v in values]
 
     def refresh(self, meta: dict[str, Any], final_count: int) -> None:
         """A reader: open the storage if the writer made it since, else see what it flushed."""

@@ -123,6 +123,11 @@ def anchors_at(held: HeldAnchors, numbers: np.ndarray, *, trusted: bool = False
         numbers = checked_numbers(numbers, held.total)
     index, before = held.index, held.index.before
     k = numbers + held.skip  # numbers of episodes before the first held one, and of its overwritten steps, skipped
+    if held.total == held.closed_total - held.skip:  # no anchor in the open episode: no masks
+        episode = np.searchsorted(index.cumulative, k, side="right") - 1
+        first = index.starts[episode]
+        anchors = first + (before - held.oldest) + (k - index.cumulative[episode])
+        return anchors, np.maximum(first - held.oldest, 0), index.stops[episode] - held.oldest
     closed = k < held.closed_total
     episode = np.searchsorted(index.cumulative, k[closed], side="right") - 1
     anchors = np.empty(len(k), np.int64)
