@@ -19,8 +19,9 @@ Frames of 100k pixels or more (480x640) get ``--big-batch`` (64) steps, half as 
 2 episodes: a batch of 256 would be 236 MB of pixels per array.
 
 * ``in order (*)`` (a source whose ImageStorage has ``read_in_order``): the random batch's frames read
-  from the camera's storage in the requested order, the read ``rb[idx]`` would do if the buffer
-  handed the order down (it reads sorted slots and reorders the batch with one more copy).
+  from the camera's storage in the requested order, each decoded straight into its row. A source with
+  ``SpaceStorage.read_leaves_in_order`` does the same inside ``rb[idx]`` and the windows (the buffer hands
+  the order down); an older one reads sorted slots and reorders the whole batch with one more copy.
 
 Reported: the median ms of each, and ``ratio`` = trajstore / the faster floor (1.00 is the decoder
 alone; the target is <= 1.15); then trajstore's fastest batch and ``ratio of mins``, the same ratio

@@ -277,7 +277,6 @@ def case(config: dict) -> dict:
     import multiprocessing as mp
     import pickle
 
-    import numpy as np
     import torch
     from torch.utils.data import DataLoader
 

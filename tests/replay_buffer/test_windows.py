@@ -151,11 +151,11 @@ def test_only_the_requested_leaf_offsets_are_read(tmp_path, monkeypatch):
         rb.end_episode()
         g += n
     pixel_slots, datasets = [], []
-    original_read, original_rows = ImageStorage._read, hdf5_module.read_rows
+    original_read, original_rows = ImageStorage._read_into, hdf5_module.read_rows
 
-    def counting_read(self, sel):
-        pixel_slots.append(sel.slots.copy())
-        return original_read(self, sel)
+    def counting_read(self, slots, out, dest=None):  # every frame decode, in slot or in request order
+        pixel_slots.append(slots.copy())
+        return original_read(self, slots, out, dest)
 
     def counting_rows(ds, sel, row_bytes):
         datasets.append((ds.name, sel.slots.copy()))
@@ -167,7 +167,7 @@ def test_only_the_requested_leaf_offsets_are_read(tmp_path, monkeypatch):
         datasets.append((self._leaves[i].ds.name, slots.copy()))
         return original_direct(self, i, slots)
 
-    monkeypatch.setattr(ImageStorage, "_read", counting_read)
+    monkeypatch.setattr(ImageStorage, "_read_into", counting_read)
     monkeypatch.setattr(hdf5_module, "read_rows", counting_rows)
     monkeypatch.setattr(DirectRows, "read", counting_direct)
     data, _ = rb.sample_windows(32, delta_indices={"observation/pixels": [-1], "observation/state": [-3, -1, 0],

@@ -6,8 +6,9 @@ and is checked by the one staleness rule of :mod:`~trajstore.replay_buffer.view`
 returns is whole. Sampling reads go through the one retry policy (:func:`~trajstore.replay_buffer.view.retrying`).
 
 Each group of leaves sharing one offset sequence is read with one selection of its own slots, from
-the storages holding those leaves only (``SpaceStorage.read_leaves(sel, which)``), so a camera leaf
-asked for at offset 0 decodes ``B`` frames (fewer with repeats), never ``B * T``.
+the storages holding those leaves only (``SpaceStorage.read_leaves_in_order(sel, which)``), so a camera
+leaf asked for at offset 0 decodes ``B`` frames (fewer with repeats), never ``B * T``, each straight into
+its requested row (no copy of the whole batch into request order).
 """
 
 from __future__ import annotations
@@ -52,12 +53,8 @@ class BufferReads:
         if len(sel.slots):
             touched.steps(int(sel.slots[0]), int(sel.slots[-1]))
         slots = view.slots_of(sel)
-        out = []
-        for value in self.storage.read_leaves(Selection(slots.slots), which):
-            if slots.order is not None:
-                value = value[slots.order]
-            out.append(value.reshape(*logical.shape, *value.shape[1:]))
-        return out
+        return [value.reshape(*logical.shape, *value.shape[1:])
+                for value in self.storage.read_leaves_in_order(Selection(slots.slots, slots.order), which)]
 
     def sample(self, batch_size: int, rng: np.random.Generator, selected: np.ndarray | None) -> tuple[Any, np.ndarray]:
         """``(batch, logical indices)`` of ``batch_size`` steps drawn uniformly (among ``selected`` episodes)."""

@@ -9,7 +9,8 @@ state of each role, background block writes, commits), the **reads** over the vi
 (:mod:`~trajstore.replay_buffer.reads`, :mod:`~trajstore.replay_buffer.transitions`, with the one
 sampler module :mod:`~trajstore.replay_buffer.samplers`) and the **statistics**
 (:mod:`~trajstore.replay_buffer.statistics`). The training methods are in the base
-:class:`~trajstore.replay_buffer.training_api.TrainingAPI`; :mod:`~trajstore.replay_buffer.opening`
+:class:`~trajstore.replay_buffer.training_api.TrainingAPI`, the episode accessors in the base
+:class:`~trajstore.replay_buffer.episode_access.EpisodeAccess`; :mod:`~trajstore.replay_buffer.opening`
 makes and opens the parts.
 """
 
@@ -17,15 +18,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
 from trajstore.damage import Damage
 from trajstore.replay_buffer import remote_open
 from trajstore.replay_buffer.damage_report import damage_in
+from trajstore.replay_buffer.episode_access import EpisodeAccess
 from trajstore.replay_buffer.episode_data import episode_data, flag
-from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import check_leaves
 from trajstore.replay_buffer.metadata import read_meta
 from trajstore.replay_buffer.opening import (BufferParts, close_parts, forked_views, new_parts, open_parts,
@@ -42,7 +43,7 @@ from trajstore.storages._selection import select
 from trajstore.storages.base import SpaceStorage, check_capacity, validated_batch, validated_for, validated_step
 
 
-class ReplayBuffer(TrainingAPI, FolderOwner):
+class ReplayBuffer(EpisodeAccess, TrainingAPI, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any order,
@@ -356,48 +357,9 @@ class ReplayBuffer(TrainingAPI, FolderOwner):
         return self.get_at(index)
 
     @property
-    def episodes(self) -> Sequence[Episode]:
-        """Episodes overlapping the held steps, oldest first (the one being recorded last): a lazy read-only
-        sequence (``len``, ``[k]``, slices, iteration, ``.ids`` as an int64 array, ``==`` a list)."""
-        view = self._now()
-        return view.episodes.episodes(view.first_step, view.ring.appended)
-
-    @property
-    def num_episodes(self) -> int:
-        """Number of :attr:`episodes` (O(1))."""
-        view = self._now()
-        return view.episodes.count(view.ring.appended)
-
-    def episode(self, k: int) -> Episode:
-        """``episodes[k]`` in O(1); ``k`` is a position (negative from the newest), not an ``Episode.id``.
-
-        Raises:
-            IndexError: ``k`` is out of range (the message says how many episodes there are).
-        """
-        view = self._now()
-        return view.episodes.episode_at(k, view.first_step, view.ring.appended)
-
-    def get_episode(self, k: int) -> Any:
-        """All held steps of :meth:`episode` ``(k)`` as a batch (leading axis = its length)."""
-        ep = self.episode(k)
-        return self.get_at(slice(ep.start, ep.stop))
-
-    @property
     def final_observation_storage(self) -> SpaceStorage | None:
         """The storage of the final observations (for describing a folder), or ``None`` before the first one."""
         return self._finals.storage
-
-    def final_observation(self, k: int) -> Any:
-        """The final observation of :meth:`episode` ``(k)`` nested and typed like ``rb[i]["observation"]``
-        (no batch axis; frames within the steps' codec bounds), or ``None`` if it has none.
-
-        Raises:
-            IndexError: ``k`` is out of range; StaleReadError (an ``IndexError``): a reader of a ring raced
-                the writer reusing the slot of an episode that left meanwhile, index again.
-        """
-        ep = self.episode(k)
-        n = self._now().episodes.final_number(ep.id)
-        return None if n is None else self._reads().final_observation(ep.id, n)
 
     def refresh(self) -> bool:
         """Re-read what the writer has flushed (for read-only buffers). Returns True if anything changed."""

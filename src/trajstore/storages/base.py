@@ -146,11 +146,22 @@ class SpaceStorage(StorageClass, FolderOwner):
         leaves = self._read(sel)
         return [leaves[i] for i in which]
 
-    def read(self, sel: Selection) -> Any:
-        """The value at a selection, in the requested order and nesting (see :meth:`get`)."""
-        leaves = self.read_leaves(sel)
+    def read_leaves_in_order(self, sel: Selection, which: Sequence[int] | None = None) -> list[np.ndarray]:
+        """Leaf arrays in ``sel``'s requested order: rows ``sel.slots[sel.order]``, ``(sel.size, ...)`` each
+        (``sel.scalar`` is not applied: the leading axis stays). ``which``: as :meth:`read_leaves`.
+
+        This default is :meth:`read_leaves` then ``[sel.order]``; a storage that can decode each row
+        straight into its requested place overrides it (``ImageStorage``: no copy of the whole batch),
+        and ``DictStorage`` passes it on to each sub-storage. Raises: as :meth:`read_leaves`.
+        """
+        leaves = self.read_leaves(sel, which)
         if sel.order is not None:
             leaves = [v[sel.order] for v in leaves]
+        return leaves
+
+    def read(self, sel: Selection) -> Any:
+        """The value at a selection, in the requested order and nesting (see :meth:`get`)."""
+        leaves = self.read_leaves_in_order(sel)
         if sel.scalar:
             leaves = [v[0] for v in leaves]
         return tree.unflatten(self.space, leaves)

@@ -26,6 +26,7 @@ from trajstore.storages._names import check_key, safe_name
 from trajstore.storages._options import config_from
 from trajstore.storages._payload import PayloadSource, payload_under
 from trajstore.storages._selection import Selection
+from trajstore._damage import damaged_file
 from trajstore.storages.base import STORAGE_TYPES, SpaceStorage, check_capacity
 
 REST = "*"
@@ -276,6 +277,31 @@ class DictStorage(SpaceStorage):
                 continue
             every = len(mine) == len(self._leaf_positions[key])
             values = sub.read_leaves(sel, None if every else [j for j, _ in mine])
+            for (_, n), value in zip(mine, values):
+                out[n] = value
+        return out
+
+    def read_leaves_in_order(self, sel: Selection, which: Sequence[int] | None = None) -> list[np.ndarray]:
+        """As :meth:`SpaceStorage.read_leaves_in_order`, each sub-storage holding a wanted leaf reading its
+        leaves in the requested order itself (an ``ImageStorage`` decodes straight into those rows)."""
+        if sel.order is None:
+            return self.read_leaves(sel, which)
+        self._check_open()
+        if self.cache_path is None:
+            return self._read_in_order(sel, which)
+        with damaged_file(self.cache_path, f"reading {type(self).__name__} slots"):  # as read_leaves
+            return self._read_in_order(sel, which)
+
+    def _read_in_order(self, sel: Selection, which: Sequence[int] | None) -> list[np.ndarray]:
+        positions = range(self._n_leaves) if which is None else which
+        wanted = {p: n for n, p in enumerate(positions)}
+        out: list[Any] = [None] * len(wanted)
+        for key, sub in self.storages.items():
+            mine = [(j, wanted[p]) for j, p in enumerate(self._leaf_positions[key]) if p in wanted]
+            if not mine:
+                continue
+            every = len(mine) == len(self._leaf_positions[key])
+            values = sub.read_leaves_in_order(sel, None if every else [j for j, _ in mine])
             for (_, n), value in zip(mine, values):
                 out[n] = value
         return out

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -331,14 +331,16 @@ class ImageStorage(SpaceStorage):
         self._read_into(sel.slots, out)
         return [out]
 
-    def read_in_order(self, sel: Selection) -> list[np.ndarray]:
-        """``[frames (sel.size, *frame shape)]`` in ``sel``'s requested order: :meth:`read_leaves` then ``[sel.order]``
-        without that copy (see ``_image_reads.in_request_order``). Raises: as :meth:`read_leaves`."""
-        if sel.order is None:
-            return self.read_leaves(sel)
+    def read_leaves_in_order(self, sel: Selection, which: Sequence[int] | None = None) -> list[np.ndarray]:
+        """``[frames (sel.size, *frame shape)]`` (``which``: None or ``[0]``): :meth:`read_leaves` then ``[sel.order]``
+        without that copy: each frame decoded into its first requested row (``_image_reads.in_request_order``)."""
+        if sel.order is None or (which is not None and not len(which)):
+            return self.read_leaves(sel, which)
         self._check_open()
         with damaged_file(self.cache_path, "reading ImageStorage slots"):  # type: ignore[arg-type]
             return [in_request_order(sel, self._frame_shape, self._dtype, self._read_into)]
+
+    read_in_order = read_leaves_in_order  # its earlier name (one argument)
 
     def _read_into(self, slots: np.ndarray, out: np.ndarray, dest: np.ndarray | None = None) -> None:
         for attempt in (0, 1):

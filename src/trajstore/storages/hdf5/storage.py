@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -73,10 +72,10 @@ from trajstore.storages.base import STORAGE_FILE, STORAGE_TYPES, SpaceStorage
 from trajstore.storages.hdf5 import _handles, _recovery, _rewrite, _rows
 from trajstore.storages.hdf5._direct import DirectRows, direct_ok
 from trajstore.storages.hdf5._memory import MemoryRows
+from trajstore.storages.hdf5._new_file import create_file
 from trajstore.storages.hdf5._files import damage_met_by_a_write, open_h5
 from trajstore.storages.hdf5._layout import (COMPRESSIONS, DATA_FILE, LOCKING, PLAIN_LIBVER, SWMR_LIBVER, TEMP_FILE,
-                                             cache_bytes, check_chunk_rows, chunk_rows, dataset_name, file_dtype,
-                                             row_bytes)
+                                             cache_bytes, check_chunk_rows, chunk_rows, dataset_name, row_bytes)
 
 
 @STORAGE_TYPES.register("hdf5")
@@ -151,20 +150,9 @@ class HDF5Storage(SpaceStorage):
             storage._memory = MemoryRows({i: (tuple(leaf.shape), np.dtype(leaf.dtype))
                                           for i, (_, leaf) in enumerate(storage._leaves)
                                           if not isinstance(leaf, TextSpace)}, capacity or 0)
-            f = h5py.File(f"trajstore-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
-                          libver=PLAIN_LIBVER, locking=LOCKING, rdcc_nbytes=storage._cache_bytes())
-        else:
-            f = h5py.File(path / DATA_FILE, "x", libver=SWMR_LIBVER, locking=LOCKING,
-                          rdcc_nbytes=storage._cache_bytes())
+        f = create_file(path, storage._leaves, storage._names, storage._chunk_rows(), capacity,
+                        config["compression"], storage._cache_bytes())
         try:
-            for (_, leaf), name, rows in zip(storage._leaves, storage._names, storage._chunk_rows()):
-                # A zero-length axis gets chunk size 1, which HDF5 allows only if that axis may grow.
-                f.create_dataset(name, shape=(capacity or 0, *leaf.shape), dtype=file_dtype(leaf),
-                                 maxshape=(capacity, *(d or None for d in leaf.shape)),
-                                 chunks=(rows, *(max(d, 1) for d in leaf.shape)),
-                                 compression=config["compression"], shuffle=config["compression"] is not None)
-            if config["swmr"]:
-                f.swmr_mode = True  # after every dataset exists: SWMR cannot add objects
             storage._attach(f, swmr_read=False)
         except BaseException:
             f.close()
