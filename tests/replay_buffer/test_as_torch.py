@@ -196,8 +196,10 @@ def test_to_torch_converts_big_endian_arrays_to_native_order():
     t = trajstore.to_torch(a)
     assert t.dtype == torch.float32 and t.shape == (2, 3)
     np.testing.assert_array_equal(t.numpy(), a)
-    tree = trajstore.to_torch({"i": np.array([1, -2], ">i8"), "frozen": np.frombuffer(np.arange(3, dtype=">u2").tobytes(), ">u2")})
-    assert tree["i"].tolist() == [1, -2] and tree["frozen"].tolist() == [0, 1, 2] and tree["frozen"].dtype == torch.uint16
+    frozen = np.frombuffer(np.arange(3, dtype=">u2").tobytes(), ">u2")  # read-only and big-endian
+    tree = trajstore.to_torch({"i": np.array([1, -2], ">i8"), "frozen": frozen})
+    assert tree["i"].tolist() == [1, -2] and tree["frozen"].tolist() == [0, 1, 2]
+    assert tree["frozen"].dtype == torch.uint16
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
@@ -250,4 +252,5 @@ def test_text_leaves_of_windows_come_back_as_nested_lists_of_str(tmp_path):
         rb.extend({"x": np.zeros(4, np.float32), "task": np.array(["a", "bb", "ccc", "d"])})
         rb.end_episode()
         got, _ = rb.windows_at([1, 2], {"task": [-1, 0]}, as_torch=True)
-        assert got["task"] == [["a", "bb"], ["bb", "ccc"]] and all(isinstance(s, str) for row in got["task"] for s in row)
+        assert got["task"] == [["a", "bb"], ["bb", "ccc"]]
+        assert all(isinstance(s, str) for row in got["task"] for s in row)

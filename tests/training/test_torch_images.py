@@ -188,7 +188,8 @@ def test_normalizer_refuses_frames_of_the_other_dtype(tmp_path):
         batch = {"observation": {"pixels": torch.stack([_frames(x) for x in cams.__getitems__(idx)])}}
         floats = images_to_float(batch, cams.image_keys)
         # uint8 statistics given [0, 1] floats: refused, naming the leaf, both dtypes and the fix
-        with pytest.raises(TypeError, match=r"'observation/pixels'.*float32.*image_dtype='uint8'.*image_dtype='float32'"):
+        words = r"'observation/pixels'.*float32.*image_dtype='uint8'.*image_dtype='float32'"
+        with pytest.raises(TypeError, match=words):
             cams.normalizer().normalize(floats)
         # float32 statistics given uint8 frames: refused too
         with pytest.raises(TypeError, match=r"'observation/pixels'.*uint8.*image_dtype='float32'.*images_to_float"):
@@ -199,7 +200,8 @@ def test_normalizer_refuses_frames_of_the_other_dtype(tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
         assert abs(float(a.mean())) < 1.0
         # unnormalize takes floats whatever the dtype (normalised values are floats)
-        torch.testing.assert_close(cams.normalizer().unnormalize({"observation": {"pixels": a}})["observation"]["pixels"],
+        back = cams.normalizer().unnormalize({"observation": {"pixels": a}})["observation"]["pixels"]
+        torch.testing.assert_close(back,
                                    batch["observation"]["pixels"].float(),
                                    rtol=1e-5, atol=1e-4)
         # a float64 frame is floating: accepted by the float32 normalizer

@@ -27,8 +27,8 @@ import numpy as np
 
 from trajstore.spaces import tree
 
-__all__ = ["CAMERA_KINDS", "IMAGE_LAYOUTS", "IMAGE_DTYPES", "camera_leaves", "unconverted_cameras", "check_image_options",
-           "convert_frames", "images_to_float"]
+__all__ = ["CAMERA_KINDS", "IMAGE_LAYOUTS", "IMAGE_DTYPES", "camera_leaves", "unconverted_cameras",
+           "check_image_options", "convert_frames", "images_to_float"]
 
 #: Metadata ``kind`` values of camera leaves (a ``"depth"`` leaf is not one: its values are not colours).
 CAMERA_KINDS = ("image", "camera", "rgb")
@@ -77,8 +77,8 @@ def unconverted_cameras(space: Any) -> dict[str, str]:
     for path, leaf in tree.leaves(space):
         meta = getattr(leaf, "metadata", None) or {}
         if meta.get("kind") in CAMERA_KINDS and path not in frames:
-            out["/".join(path)] = (f"shape {tuple(getattr(leaf, 'shape', ()) or ())}, dtype {getattr(leaf, 'dtype', None)}, "
-                                   f"layout {meta.get('layout')!r}")
+            shape, dtype = tuple(getattr(leaf, "shape", ()) or ()), getattr(leaf, "dtype", None)
+            out["/".join(path)] = f"shape {shape}, dtype {dtype}, layout {meta.get('layout')!r}"
     return out
 
 

@@ -144,8 +144,8 @@ class ReplayBufferDataset(Dataset):
         self._convert = {p: s for p, s in self._frames.items() if s != image_layout or image_dtype != "uint8"}
         #: The camera leaves (names joined by ``"/"``) that ``image_layout`` and ``image_dtype`` apply to.
         self.image_keys = ["/".join(p) for p in self._frames]
-        skipped = unconverted_cameras(buffer.space) if self._convert or (image_layout, image_dtype) != ("HWC", "uint8") \
-            else {}
+        defaults = (image_layout, image_dtype) == ("HWC", "uint8")
+        skipped = {} if defaults and not self._convert else unconverted_cameras(buffer.space)
         if skipped:
             warnings.warn(f"image_layout={image_layout!r} / image_dtype={image_dtype!r} leave these camera leaves as "
                           f"stored (only uint8 (H, W, C), (C, H, W) or (H, W) frames convert): "
