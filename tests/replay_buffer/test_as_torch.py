@@ -139,19 +139,73 @@ def test_to_torch_shares_memory_where_numpy_allows_and_copies_otherwise():
     assert trajstore.to_torch(a, device="cpu").device.type == "cpu"
 
 
-def test_pin_memory_gives_page_locked_tensors_or_the_accelerator_error(rb):
-    if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError):
+def test_pin_memory_gives_page_locked_tensors_or_is_refused_up_front(rb, monkeypatch):
+    if not torch.accelerator.is_available():
+        monkeypatch.setattr(rb._reads(), "sample", lambda *a, **k: pytest.fail("read before the check"))
+        with pytest.raises(ValueError, match=r"pin_memory=True needs an accelerator.*available here: 'cpu' only"):
             rb.sample(4, as_torch=True, pin_memory=True)
+        with pytest.raises(ValueError, match="pin_memory=True needs an accelerator"):
+            trajstore.to_torch(np.zeros(2), pin_memory=True)
         return
     batch = rb.sample(4, as_torch=True, pin_memory=True)
     assert batch["action"].is_pinned()
-    assert rb.sample(4, as_torch=True, device="cuda").get("action").device.type == "cuda"
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "mps"])
+def test_a_device_this_machine_lacks_is_refused_before_the_read(rb, device, monkeypatch):
+    from trajstore.backends import check_torch_target
+
+    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}[device.split(":")[0]]
+    if available:
+        assert rb.sample(4, as_torch=True, device=device)["action"].device.type == device.split(":")[0]
+        return
+    monkeypatch.setattr(rb._reads(), "sample", lambda *a, **k: pytest.fail("read before the check"))
+    for dev in (device, torch.device(device)):
+        with pytest.raises(ValueError, match=r"device=.*is_available\(\) is False.*available here: 'cpu'"):
+            rb.sample(4, as_torch=True, device=dev)
+        with pytest.raises(ValueError, match="is_available"):
+            rb.sample_windows(4, 3, as_torch=True, device=dev)
+        with pytest.raises(ValueError, match="is_available"):
+            check_torch_target(dev)
+        with pytest.raises(ValueError, match="is_available"):
+            trajstore.to_torch(np.zeros(2), device=dev)
+
+
+def test_a_generic_device_type_is_probed_once(monkeypatch):
+    from trajstore import backends
+
+    calls = []
+    real = torch.empty
+
+    def empty(*a, **k):
+        calls.append(k.get("device"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(torch, "empty", empty)
+    monkeypatch.setattr(backends, "_DEVICE_PROBLEMS", {})
+    assert backends.check_torch_target("meta") == torch.device("meta")  # torch can place tensors there
+    assert backends.check_torch_target(torch.device("meta")) == torch.device("meta")
+    assert calls == [torch.device("meta")]  # probed once, cached
+    if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        with pytest.raises(ValueError, match=r"device='xpu'.*cannot place a tensor there"):
+            backends.check_torch_target("xpu")
+
+
+def test_to_torch_converts_big_endian_arrays_to_native_order():
+    a = np.arange(6, dtype=">f4").reshape(2, 3)
+    t = trajstore.to_torch(a)
+    assert t.dtype == torch.float32 and t.shape == (2, 3)
+    np.testing.assert_array_equal(t.numpy(), a)
+    frozen = np.frombuffer(np.arange(3, dtype=">u2").tobytes(), ">u2")  # read-only and big-endian
+    tree = trajstore.to_torch({"i": np.array([1, -2], ">i8"), "frozen": frozen})
+    assert tree["i"].tolist() == [1, -2] and tree["frozen"].tolist() == [0, 1, 2]
+    assert tree["frozen"].dtype == torch.uint16
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
     ({"device": "cpu"}, TypeError, "as_torch=True"),
     ({"pin_memory": True}, TypeError, "as_torch=True"),
+    ({"device": "cpu", "pin_memory": True}, TypeError, r"device='cpu' and pin_memory=True go with as_torch=True"),
     ({"as_torch": "yes"}, TypeError, "as_torch must be"),
     ({"as_torch": True, "device": 3}, TypeError, "device must be"),
     ({"as_torch": True, "device": "gpu7"}, ValueError, "not a torch device"),
@@ -180,3 +234,23 @@ def test_text_leaves_come_back_as_lists_of_str(tmp_path):
         got = rb.sample(5, as_torch=True, rng=np.random.default_rng(0))
         want = rb.sample(5, rng=np.random.default_rng(0))
         assert got["task"] == want["task"].tolist() and isinstance(got["x"], torch.Tensor)
+
+
+def test_the_refusal_without_as_torch_names_only_what_was_passed(rb):
+    with pytest.raises(TypeError) as info:
+        rb.sample(4, device="cuda")
+    assert str(info.value).startswith("device='cuda' goes with as_torch=True") and "pin_memory" not in str(info.value)
+    with pytest.raises(TypeError) as info:
+        rb.sample(4, pin_memory=True)
+    assert str(info.value).startswith("pin_memory=True goes with as_torch=True") and "device" not in str(info.value)
+
+
+def test_text_leaves_of_windows_come_back_as_nested_lists_of_str(tmp_path):
+    space = DictSpace({"x": BoxSpace(-1, 1, (), np.float32), "task": TextSpace(8)})
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb",
+                             **dict_storage_kwargs_from_space(space)) as rb:
+        rb.extend({"x": np.zeros(4, np.float32), "task": np.array(["a", "bb", "ccc", "d"])})
+        rb.end_episode()
+        got, _ = rb.windows_at([1, 2], {"task": [-1, 0]}, as_torch=True)
+        assert got["task"] == [["a", "bb"], ["bb", "ccc"]]
+        assert all(isinstance(s, str) for row in got["task"] for s in row)

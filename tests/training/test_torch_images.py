@@ -149,10 +149,11 @@ def test_normalizer_gives_the_same_values_in_every_layout_and_dtype(tmp_path, mo
         batch = images_to_float({"observation": {"pixels": torch.stack([_frames(x) for x in chw.__getitems__(idx)])}})
         torch.testing.assert_close(_frames(norm.normalize(batch)).movedim(-3, -1), ref, rtol=1e-5, atol=1e-5)
         # the statistics of HWC frames refuse CHW frames with a message naming the leaf
+        chw_u8 = {"observation": {"pixels": torch.stack([_frames(x) for x in chw.__getitems__(idx)])}}
         with pytest.raises(ValueError, match="observation/pixels"):
-            ref_norm.normalize(batch)
+            ref_norm.normalize(chw_u8)
         # other leaves normalise as before
-        torch.testing.assert_close(norm.normalize(chw[0])["observation"]["state"],
+        torch.testing.assert_close(chw.normalizer(mode).normalize(chw[0])["observation"]["state"],
                                    Normalizer(stats, mode).normalize(base[0])["observation"]["state"])
 
 
@@ -178,3 +179,96 @@ def test_a_camera_read_at_the_anchor_only_and_a_stored_chw_leaf(tmp_path):
             / torch.as_tensor(stats["cam"].std)[:, None, None]
         torch.testing.assert_close(norm.normalize({"cam": as_hwc})["cam"].double(), want.permute(1, 2, 0),
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_normalizer_refuses_frames_of_the_other_dtype(tmp_path):
+    with make(tmp_path / "rb") as rb:
+        cams = ReplayBufferDataset(rb, image_layout="CHW")
+        idx = list(range(4))
+        batch = {"observation": {"pixels": torch.stack([_frames(x) for x in cams.__getitems__(idx)])}}
+        floats = images_to_float(batch, cams.image_keys)
+        # uint8 statistics given [0, 1] floats: refused, naming the leaf, both dtypes and the fix
+        words = r"'observation/pixels'.*float32.*image_dtype='uint8'.*image_dtype='float32'"
+        with pytest.raises(TypeError, match=words):
+            cams.normalizer().normalize(floats)
+        # float32 statistics given uint8 frames: refused too
+        with pytest.raises(TypeError, match=r"'observation/pixels'.*uint8.*image_dtype='float32'.*images_to_float"):
+            cams.normalizer(image_dtype="float32").normalize(batch)
+        # the matching pairs give the same values (mean near 0 over the frames)
+        a = cams.normalizer().normalize(batch)["observation"]["pixels"]
+        b = cams.normalizer(image_dtype="float32").normalize(floats)["observation"]["pixels"]
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        assert abs(float(a.mean())) < 1.0
+        # unnormalize takes floats whatever the dtype (normalised values are floats)
+        back = cams.normalizer().unnormalize({"observation": {"pixels": a}})["observation"]["pixels"]
+        torch.testing.assert_close(back,
+                                   batch["observation"]["pixels"].float(),
+                                   rtol=1e-5, atol=1e-4)
+        # a float64 frame is floating: accepted by the float32 normalizer
+        assert cams.normalizer(image_dtype="float32").normalize(
+            {"observation": {"pixels": floats["observation"]["pixels"].double()}})["observation"]["pixels"].dtype \
+            == torch.float64
+
+
+def test_images_to_float_refuses_numpy(tmp_path):
+    batch = {"cam": np.zeros((2, 3, H, W), np.uint8), "state": np.zeros((2, 2), np.float32)}
+    with pytest.raises(TypeError, match=r"'cam'.*NumPy.*to_torch"):
+        images_to_float(batch, ["cam"])
+    with pytest.raises(TypeError, match=r"'cam'.*NumPy.*to_torch"):
+        images_to_float(batch)  # keys=None: a NumPy frame batch is not a silent no-op
+    with pytest.raises(TypeError, match=r"'state'.*nothing would be converted"):
+        images_to_float({"state": np.zeros((2, 2), np.float32)})
+    # torch tensors next to a NumPy non-frame leaf: the frames convert, the rest passes through
+    out = images_to_float({"cam": torch.full((2, 3, H, W), 255, dtype=torch.uint8), "idx": np.arange(2)})
+    assert out["cam"].dtype == torch.float32 and float(out["cam"].min()) == 1.0
+    assert isinstance(out["idx"], np.ndarray)
+
+
+GRAY = DictSpace({"gray": BoxSpace(0, 255, (H, W), np.uint8, metadata={"kind": "image"}),
+                  "depth": BoxSpace(0, 255, (H, W), np.uint8, metadata={"kind": "depth"})})
+
+
+@pytest.mark.filterwarnings("ignore:leaf 'gray' has kind 'image'")  # (H, W) goes to HDF5, as routing says
+def test_grayscale_camera_is_one_channel(tmp_path):
+    frames = np.random.default_rng(2).integers(0, 256, (5, H, W), dtype=np.uint8)
+    with ReplayBuffer.create(DictStorage, GRAY, cache_path=tmp_path / "g",
+                             **dict_storage_kwargs_from_space(GRAY)) as rb:
+        rb.extend({"gray": frames, "depth": frames})
+        rb.end_episode()
+        hwc = ReplayBufferDataset(rb)
+        assert hwc.image_keys == ["gray"]  # a depth map is not a camera
+        assert torch.equal(hwc[1]["gray"], torch.from_numpy(frames[1]))
+        chw = ReplayBufferDataset(rb, image_layout="CHW")
+        assert chw[1]["gray"].shape == (1, H, W) and torch.equal(chw[1]["gray"][0], torch.from_numpy(frames[1]))
+        assert chw[1]["depth"].shape == (H, W)
+        f32 = ReplayBufferDataset(rb, image_layout="CHW", image_dtype="float32")
+        g = f32[1]["gray"]
+        assert g.dtype == torch.float32 and g.shape == (1, H, W)
+        torch.testing.assert_close(g[0], torch.from_numpy(frames[1]).float() / 255)
+        hwc32 = ReplayBufferDataset(rb, image_dtype="float32")[1]["gray"]
+        assert hwc32.shape == (H, W) and hwc32.dtype == torch.float32
+        win = ReplayBufferDataset(rb, image_layout="CHW", delta_indices={"gray": [-1, 0]})[2]["gray"]
+        assert win.shape == (2, 1, H, W) and torch.equal(win[1, 0], torch.from_numpy(frames[2]))
+        # scalar statistics apply in both layouts and dtypes alike
+        s = rb.stats()["gray"]
+        want = (torch.from_numpy(frames[1]).double() - float(s.mean)) / float(s.std)
+        for ds in (hwc, chw, f32):
+            got = ds.normalizer().normalize(ds[1])["gray"].double().reshape(H, W)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:leaf 'cam16' has kind 'image'")
+def test_a_camera_kind_leaf_left_as_stored_warns(tmp_path):
+    space = DictSpace({"cam16": BoxSpace(0, 4095, (H, W, 3), np.uint16, metadata={"kind": "image"}),
+                       "rgb": BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"kind": "image"})})
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "w",
+                             **dict_storage_kwargs_from_space(space)) as rb:
+        rb.extend({"cam16": np.ones((2, H, W, 3), np.uint16), "rgb": np.ones((2, H, W, 3), np.uint8)})
+        rb.end_episode()
+        with pytest.warns(UserWarning, match=r"'cam16' \(shape \(6, 10, 3\), dtype uint16"):
+            ds = ReplayBufferDataset(rb, image_layout="CHW")
+        assert ds.image_keys == ["rgb"] and ds[0]["cam16"].shape == (H, W, 3) and ds[0]["rgb"].shape == (3, H, W)
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ReplayBufferDataset(rb)  # the defaults convert nothing: no warning

@@ -68,7 +68,9 @@ class TrainingAPI(abc.ABC):
             on_damaged: ``"raise"`` (default): when an episode it may draw from is damaged (a payload
                 file holding some of its steps is missing, see :attr:`damaged`), raise ``FormatError``
                 before reading; ``"skip"``: leave the damaged episodes out (a damaged step is never drawn).
-            as_torch, device, pin_memory: torch tensors instead of NumPy (:mod:`~trajstore.replay_buffer.output`).
+            as_torch, device, pin_memory: torch tensors instead of NumPy (:mod:`~trajstore.replay_buffer.output`);
+                text leaves become lists of ``str`` (``[B]``; nested ``[B][T]`` for windows). ``device`` and
+                ``pin_memory`` are checked before the read (a device this machine lacks: ``ValueError``).
 
         Returns:
             the batch, or ``(batch, indices)`` with ``return_indices=True``.

@@ -1,10 +1,15 @@
 """Camera frames for torch training: which leaves are frames, their layout and dtype in a dataset's
 items, and :func:`images_to_float` (uint8 frames to float32 in ``[0, 1]`` on the main process or device).
 
-A *camera leaf* is a leaf whose metadata ``kind`` is one of :data:`CAMERA_KINDS` with a 3-axis
-``uint8`` shape and a stored layout ``"HWC"`` (declared in any case, or undeclared: the layout
-:class:`~trajstore.storages.frames.image.ImageStorage` takes) or ``"CHW"``. Other leaves (depth maps
-``(H, W)``, uint16 or float frames) are never converted.
+A *camera leaf* is a ``uint8`` leaf whose metadata ``kind`` is one of :data:`CAMERA_KINDS` with either
+
+- a 3-axis shape and a stored layout ``"HWC"`` (declared in any case, or undeclared: the layout
+  :class:`~trajstore.storages.frames.image.ImageStorage` takes) or ``"CHW"``; or
+- a 2-axis shape ``(H, W)`` (grayscale; layout ``"HW"`` or undeclared), taken as one channel
+  ``(H, W, 1)``: ``image_layout="CHW"`` gives ``(1, H, W)``, ``"HWC"`` keeps ``(H, W)`` as stored;
+  ``image_dtype="float32"`` applies in both.
+
+Other leaves (``kind="depth"`` maps, uint16 or float frames, other layouts) are never converted.
 
 The recommended DataLoader pattern sends ``uint8`` frames between processes (a quarter of the bytes of
 float32) and converts after the batch arrives::
@@ -22,8 +27,8 @@ import numpy as np
 
 from trajstore.spaces import tree
 
-__all__ = ["CAMERA_KINDS", "IMAGE_LAYOUTS", "IMAGE_DTYPES", "camera_leaves", "check_image_options",
-           "convert_frames", "images_to_float"]
+__all__ = ["CAMERA_KINDS", "IMAGE_LAYOUTS", "IMAGE_DTYPES", "camera_leaves", "unconverted_cameras",
+           "check_image_options", "convert_frames", "images_to_float"]
 
 #: Metadata ``kind`` values of camera leaves (a ``"depth"`` leaf is not one: its values are not colours).
 CAMERA_KINDS = ("image", "camera", "rgb")
@@ -49,27 +54,45 @@ def check_image_options(image_layout: Any, image_dtype: Any) -> tuple[str, str]:
 
 
 def camera_leaves(space: Any) -> dict[tuple[str, ...], str]:
-    """``{path: stored layout ("HWC" or "CHW")}`` of every camera leaf of ``space`` (see the module docstring)."""
+    """``{path: stored layout ("HWC", "CHW" or "HW")}`` of every camera leaf of ``space`` (see the module
+    docstring; ``"HW"``: a grayscale ``(H, W)`` leaf)."""
     out: dict[tuple[str, ...], str] = {}
     for path, leaf in tree.leaves(space):
         meta = getattr(leaf, "metadata", None) or {}
         shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
-        if meta.get("kind") not in CAMERA_KINDS or shape is None or len(shape) != 3 or dtype != np.uint8:
+        if meta.get("kind") not in CAMERA_KINDS or shape is None or len(shape) not in (2, 3) or dtype != np.uint8:
             continue
         layout = meta.get("layout")
-        layout = "HWC" if layout is None else str(layout).upper()
-        if layout in IMAGE_LAYOUTS:
+        layout = ("HWC" if len(shape) == 3 else "HW") if layout is None else str(layout).upper()
+        if layout in (IMAGE_LAYOUTS if len(shape) == 3 else ("HW",)):
             out[path] = layout
+    return out
+
+
+def unconverted_cameras(space: Any) -> dict[str, str]:
+    """``{name joined by "/": why}`` of the leaves whose ``kind`` is in :data:`CAMERA_KINDS` but that are
+    not camera leaves (``image_layout`` / ``image_dtype`` leave them as stored: uint16, 4 axes, ...)."""
+    frames = camera_leaves(space)
+    out: dict[str, str] = {}
+    for path, leaf in tree.leaves(space):
+        meta = getattr(leaf, "metadata", None) or {}
+        if meta.get("kind") in CAMERA_KINDS and path not in frames:
+            shape, dtype = tuple(getattr(leaf, "shape", ()) or ()), getattr(leaf, "dtype", None)
+            out["/".join(path)] = f"shape {shape}, dtype {dtype}, layout {meta.get('layout')!r}"
     return out
 
 
 def convert_frames(frames: np.ndarray, stored: str, image_layout: str, image_dtype: str) -> np.ndarray:
     """A batch of frames ``(..., *stored)`` uint8 as ``(..., *image_layout)`` of ``image_dtype``, C-contiguous.
 
-    float32 values are ``frame / 255`` (exactly ``torch`` ``x.float() / 255``). ``frames`` itself is
-    returned when nothing changes.
+    ``stored="HW"`` (grayscale ``(..., H, W)``): ``"CHW"`` gives ``(..., 1, H, W)``, ``"HWC"`` keeps
+    ``(..., H, W)``. float32 values are ``frame / 255`` (exactly ``torch`` ``x.float() / 255``).
+    ``frames`` itself is returned when nothing changes.
     """
-    if stored != image_layout:
+    if stored == "HW":
+        if image_layout == "CHW":
+            frames = frames[..., None, :, :]  # a new axis of length 1: still C-contiguous, no copy
+    elif stored != image_layout:
         n = frames.ndim
         perm = (n - 1, n - 3, n - 2) if image_layout == "CHW" else (n - 2, n - 1, n - 3)
         frames = np.ascontiguousarray(frames.transpose(*range(n - 3), *perm))
@@ -90,23 +113,36 @@ def images_to_float(batch: Any, keys: Iterable[str] | None = None, *, device: An
     Args:
         batch: nested dict of tensors.
         keys: the frame leaves, names joined by ``"/"`` (``dataset.image_keys``); ``None``: every
-            ``uint8`` tensor of 4 or more axes (a batch of frames ``(B, C, H, W)`` / ``(B, T, C, H, W)``).
+            ``uint8`` tensor of 4 or more axes (a batch of frames ``(B, C, H, W)`` / ``(B, T, C, H, W)``;
+            a batch of grayscale ``(B, H, W)`` frames in HWC has 3: name it in ``keys``).
         device: where the batch goes (``"cuda"``, a ``torch.device``); ``None`` keeps it where it is.
         non_blocking: passed to ``tensor.to`` (asynchronous copies from pinned memory).
 
     Raises:
         KeyError: a name in ``keys`` that is not in the batch.
-        TypeError: a named leaf that is not a ``uint8`` tensor.
+        TypeError: a named leaf that is not a ``uint8`` tensor (a NumPy array included: pass torch
+            tensors, e.g. ``trajstore.to_torch(batch)`` first); with ``keys=None``, a NumPy ``uint8``
+            array of 4 or more axes, or a batch holding NumPy arrays and no tensor (nothing would be
+            converted).
     """
     import torch
 
     wanted = None if keys is None else {tuple(k.split("/")) for k in keys}
+    seen = {"tensor": False, "numpy": None}
 
     def walk(node: Any, path: tuple[str, ...]) -> Any:
         if isinstance(node, dict):
             return {k: walk(v, (*path, k)) for k, v in node.items()}
+        if isinstance(node, np.ndarray) and node.dtype.kind != "U":
+            frame = node.dtype == np.uint8 and node.ndim >= 4 if wanted is None else path in wanted
+            if frame:
+                raise TypeError(f"leaf {'/'.join(path)!r}: images_to_float takes torch tensors, got a NumPy "
+                                f"{node.dtype} array of shape {node.shape}; convert the batch first "
+                                "(trajstore.to_torch(batch), or sample with as_torch=True)")
+            seen["numpy"] = seen["numpy"] or "/".join(path)
         if not isinstance(node, torch.Tensor):
             return node
+        seen["tensor"] = True
         if device is not None:
             node = node.to(device, non_blocking=non_blocking)
         frame = node.dtype == torch.uint8 and node.ndim >= 4 if wanted is None else path in wanted
@@ -117,6 +153,10 @@ def images_to_float(batch: Any, keys: Iterable[str] | None = None, *, device: An
         return node.to(torch.float32).div_(255)
 
     out = walk(batch, ())
+    if wanted is None and seen["numpy"] is not None and not seen["tensor"]:
+        raise TypeError(f"images_to_float takes a batch of torch tensors, got NumPy arrays (leaf "
+                        f"{seen['numpy']!r}) and no tensor: nothing would be converted; convert the batch first "
+                        "(trajstore.to_torch(batch), or sample with as_torch=True)")
     if wanted is not None:
         for path in wanted:
             node = out

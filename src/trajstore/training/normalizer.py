@@ -40,12 +40,17 @@ class Normalizer:
         eps: smallest std or range divided by (in the statistics' units: pixel values for frames).
         image_keys: camera leaves (names joined by ``"/"``, ``dataset.image_keys``); default none.
         image_layout: ``"HWC"`` (default) or ``"CHW"``: the layout of the ``image_keys`` frames normalised.
-        image_dtype: ``"uint8"`` (default; pixel values, or floats in pixel units) or ``"float32"``
-            (frames in ``[0, 1]``, as ``image_dtype="float32"`` or :func:`images_to_float` give them).
+        image_dtype: ``"uint8"`` (default; ``uint8`` pixel values) or ``"float32"`` (floating frames in
+            ``[0, 1]``, as ``image_dtype="float32"`` or :func:`images_to_float` give them). :meth:`normalize`
+            checks it: a camera leaf's tensor must be ``torch.uint8`` for ``"uint8"`` and floating for
+            ``"float32"``.
 
     Raises:
-        ValueError: an unknown ``mode``, ``eps <= 0``, a bad ``image_layout`` or ``image_dtype``; on
-            :meth:`normalize`, a named leaf whose shape its statistics do not broadcast to (e.g. CHW
+        ValueError: an unknown ``mode``, ``eps <= 0``, a bad ``image_layout`` or ``image_dtype``.
+        TypeError: on :meth:`normalize`, a camera leaf (``image_keys``) whose tensor dtype does not match
+            ``image_dtype`` (float frames in ``[0, 1]`` given to a ``"uint8"`` normalizer, or ``uint8``
+            frames to a ``"float32"`` one): the statistics would be off by a factor of 255.
+        ValueError: on :meth:`normalize`, a named leaf whose shape its statistics do not broadcast to (e.g. CHW
             frames given to a normalizer built for HWC).
     """
 
@@ -56,6 +61,7 @@ class Normalizer:
         self.image_layout, self.image_dtype = check_image_options(image_layout, image_dtype)
         self.image_keys = list(image_keys)
         images = set(self.image_keys)
+        self._images = {tuple(k.split("/")) for k in self.image_keys}
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not eps > 0:
@@ -78,7 +84,12 @@ class Normalizer:
                                                     torch.as_tensor(scale, dtype=torch.float64))
 
     def normalize(self, batch: Any) -> Any:
-        """The batch with every named leaf normalised (see the class docstring)."""
+        """The batch with every named leaf normalised (see the class docstring).
+
+        Raises:
+            TypeError: a camera leaf whose dtype does not match ``image_dtype`` (see the class docstring).
+            ValueError: a named leaf whose shape its statistics do not broadcast to.
+        """
         return self._apply(batch, (), inverse=False)
 
     def unnormalize(self, batch: Any) -> Any:
@@ -91,6 +102,8 @@ class Normalizer:
         params = self._params.get(path)
         if params is None or not isinstance(node, torch.Tensor):
             return node
+        if not inverse and path in self._images:
+            self._check_frames(node, path)
         x = node if node.is_floating_point() else node.to(torch.float32)
         shift, scale = (p.to(device=x.device, dtype=x.dtype) for p in params)
         try:
@@ -99,6 +112,24 @@ class Normalizer:
             raise ValueError(f"leaf {'/'.join(path)!r}: statistics of shape {tuple(shift.shape)} do not apply to a "
                              f"tensor of shape {tuple(x.shape)} (frames in another layout than image_layout="
                              f"{self.image_layout!r}?): {exc}") from None
+
+    def _check_frames(self, frames: torch.Tensor, path: tuple[str, ...]) -> None:
+        """TypeError when camera leaf ``path``'s dtype is not the ``image_dtype`` this normalizer was built for."""
+        got_float = frames.is_floating_point()
+        if got_float == (self.image_dtype == "float32") and (got_float or frames.dtype == torch.uint8):
+            return
+        name = "/".join(path)
+        if got_float:
+            fix = ("build the normalizer with image_dtype='float32' (dataset.normalizer(image_dtype='float32')) "
+                   "for frames converted by images_to_float, or normalize the uint8 frames")
+        elif frames.dtype == torch.uint8:
+            fix = ("convert the frames first (images_to_float(batch, dataset.image_keys)) or build the "
+                   "normalizer with image_dtype='uint8'")
+        else:
+            fix = "give uint8 frames (or floating frames in [0, 1] to an image_dtype='float32' normalizer)"
+        raise TypeError(f"camera leaf {name!r}: got a {frames.dtype} tensor, but this normalizer was built for "
+                        f"image_dtype={self.image_dtype!r} frames "
+                        f"({'torch.uint8' if self.image_dtype == 'uint8' else 'floating, in [0, 1]'}); {fix}")
 
 
 def _frame_params(shift: np.ndarray, scale: np.ndarray, reduction: str, layout: str,

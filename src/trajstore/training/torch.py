@@ -19,6 +19,7 @@ through the workers' queue and the pinned copy) and convert on the main side::
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -26,7 +27,8 @@ from torch.utils.data import Dataset
 
 from trajstore.backends import to_torch
 from trajstore.errors import RetriesExhaustedError, StaleReadError
-from trajstore.training.images import camera_leaves, check_image_options, convert_frames, images_to_float
+from trajstore.training.images import (camera_leaves, check_image_options, convert_frames, images_to_float,
+                                       unconverted_cameras)
 from trajstore.training.normalizer import Normalizer  # re-exported: trajstore.training.torch.Normalizer
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.training_api import TrainingAPI
@@ -68,8 +70,12 @@ class ReplayBufferDataset(Dataset):
             ``FormatError`` here when an episode of the dataset is damaged; ``"skip"`` leaves the damaged
             episodes out (``len`` counts the others; no item is a damaged step).
         image_layout: camera leaves (:attr:`image_keys`: metadata ``kind`` ``"image"``, ``"camera"`` or
-            ``"rgb"``, 3-axis uint8 stored HWC or CHW; :func:`~trajstore.training.images.camera_leaves`) as ``"HWC"`` (default, as stored) frames
+            ``"rgb"``, uint8, 3-axis stored HWC or CHW, or grayscale ``(H, W)``;
+            :func:`~trajstore.training.images.camera_leaves`) as ``"HWC"`` (default, as stored) frames
             ``(H, W, C)`` or ``"CHW"`` frames ``(C, H, W)``; in a window ``(T, H, W, C)`` / ``(T, C, H, W)``.
+            A grayscale ``(H, W)`` leaf is one channel: ``(1, H, W)`` in CHW, ``(H, W)`` in HWC. Another
+            leaf of a camera ``kind`` (uint16, 4 axes) stays as stored, with a ``UserWarning`` here naming it
+            when ``image_layout`` or ``image_dtype`` is not the default.
         image_dtype: camera leaves as ``"uint8"`` (default) or ``"float32"`` (``value / 255``, in ``[0, 1]``).
             With DataLoader workers prefer ``"uint8"`` and :func:`images_to_float` on the main side:
             float32 frames are 4x the bytes through the workers' queue.
@@ -138,6 +144,12 @@ class ReplayBufferDataset(Dataset):
         self._convert = {p: s for p, s in self._frames.items() if s != image_layout or image_dtype != "uint8"}
         #: The camera leaves (names joined by ``"/"``) that ``image_layout`` and ``image_dtype`` apply to.
         self.image_keys = ["/".join(p) for p in self._frames]
+        defaults = (image_layout, image_dtype) == ("HWC", "uint8")
+        skipped = {} if defaults and not self._convert else unconverted_cameras(buffer.space)
+        if skipped:
+            warnings.warn(f"image_layout={image_layout!r} / image_dtype={image_dtype!r} leave these camera leaves as "
+                          f"stored (only uint8 (H, W, C), (C, H, W) or (H, W) frames convert): "
+                          + "; ".join(f"{k!r} ({v})" for k, v in skipped.items()), UserWarning, stacklevel=2)
 
     def normalizer(self, mode: str = "mean_std", eps: float = 1e-8, *, stats: Mapping[str, Any] | None = None,
                    image_dtype: str | None = None) -> Normalizer:
