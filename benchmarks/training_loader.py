@@ -18,7 +18,8 @@ Contenders (``training/run_<name>.py``, each in its own python; see each script'
   main process with ``prefetch=N`` threads (TorchRL has no DataLoader dataset of windows);
 * ``lancedb``: ``training/run_lancedb.py`` (the lancedb peer), when its script and venv exist.
 
-Per row: steady-state samples/s (K timed batches after a warm-up, wall clock), first-batch seconds (from
+Per row: steady-state samples/s (at least K timed batches and ``--min-seconds`` after a warm-up of at
+least what the workers prefetch, wall clock), first-batch seconds (from
 building the loader), peak RSS of the main process, peak PSS of the busiest worker, batches checked,
 folder size, and the ratio of samples/s to the best trajstore row of the same shape and workers (> 1:
 the contender is faster). Data and contenders' folders are written once into ``--workdir`` and reused by
@@ -53,6 +54,13 @@ CONTENDERS = ("trajstore-jpeg", "trajstore-video", "lerobot", "torchrl", "lanced
 BATCHES = {"pusht": 100, "aloha": 6}  # timed batches per run (the aloha batches are ~100x bigger)
 WARMUP = {"pusht": 10, "aloha": 1}
 QUICK_DATA = {"pusht": (10, 100), "aloha": (2, 60)}  # (episodes, steps per episode) of --quick
+QUICK_BATCHES = {"pusht": 20, "aloha": 3}  # at least this many timed batches with --quick ...
+MIN_SECONDS = 3.0  # ... and at least this many seconds of steady state (both modes)
+SHORT_SPAN_S = 2.0  # a row timed for less than this gets a warning under the table
+
+
+def _per_shape(d: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items())
 
 
 @dataclasses.dataclass
@@ -124,7 +132,7 @@ def prepare(args: argparse.Namespace, shape: str, cons: list[Runner]) -> tuple[P
 def measure(args: argparse.Namespace, shape: str, data: Path, cons: list[Runner], builds: dict) -> list[dict]:
     rows = []
     results = args.workdir / "results"
-    batches = args.batches or (max(3, BATCHES[shape] // 10) if args.quick else BATCHES[shape])
+    batches = args.batches or (QUICK_BATCHES if args.quick else BATCHES)[shape]
     warmup = WARMUP[shape] if args.warmup is None else args.warmup
     for workers in args.workers:
         for c in cons:
@@ -137,7 +145,8 @@ def measure(args: argparse.Namespace, shape: str, data: Path, cons: list[Runner]
                 continue
             out = results / f"{shape}-{c.name}-{workers}.json"
             res = c.run(data, "--workers", str(workers), "--batch", str(args.batch), "--warmup-batches", str(warmup),
-                        "--batches", str(batches), "--out", str(out), timeout=args.timeout)
+                        "--batches", str(batches), "--min-seconds", str(args.min_seconds), "--out", str(out),
+                        timeout=args.timeout)
             if "failed" in res:
                 res = {"status": f"failed: {res['failed']}"}
             elif "unavailable" in res:
@@ -172,6 +181,10 @@ def report(rows: list[dict]) -> str:
         if r.get("notes"):
             notes.setdefault(r["contender"], r["notes"])
     lines += [f"  {name}: {text}" for name, text in notes.items()]
+    for r in rows:
+        if r.get("timed_s") is not None and r["timed_s"] < SHORT_SPAN_S:
+            lines.append(f"warning: {r['contender']} {r['shape']} w{r['workers']} was timed over {r['timed_s']:.2f} s "
+                         f"({r.get('timed_batches')} batches) only: its samples/s and ratio are noise")
     return "\n".join(lines)
 
 
@@ -179,17 +192,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default="pusht,aloha", help="comma-separated shapes (pusht, aloha)")
     ap.add_argument("--workers", default="2,4", help="comma-separated DataLoader worker counts (default 2,4)")
-    ap.add_argument("--batches", type=int, help=f"timed batches per run (default {BATCHES}; --quick: a tenth)")
-    ap.add_argument("--warmup", type=int, help=f"untimed, checked batches after the first (default {WARMUP})")
+    ap.add_argument("--batches", type=int, help=f"at least this many timed batches per run (default: "
+                    f"{_per_shape(BATCHES)}; --quick: {_per_shape(QUICK_BATCHES)})")
+    ap.add_argument("--min-seconds", type=float, default=MIN_SECONDS,
+                    help="and at least this many seconds of timed steady state per row (default %(default)s)")
+    ap.add_argument("--warmup", type=int, help=f"untimed, checked batches after the first (default: {_per_shape(WARMUP)}; "
+                    "never fewer than the workers prefetch, prefetch_factor x workers)")
     ap.add_argument("--batch", type=int, default=32, help="windows per batch (default 32)")
     ap.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma-separated (default {','.join(CONTENDERS)})")
     ap.add_argument("--quick", action="store_true", help="small data (pusht 10x100 steps, aloha 2x60), workers 2 "
-                                                         "unless --workers is given, few batches")
+                                                         "unless --workers is given, fewer batches (still >= --min-seconds)")
     ap.add_argument("--workdir", type=Path, default=_venvs.peers_root() / "training",
                     help="where data, folders and results go (kept and reused; default %(default)s)")
     ap.add_argument("--fresh", action="store_true", help="write the data and every folder again")
     ap.add_argument("--src", type=Path, default=HERE.parent / "src", help="the trajstore source tree (default: this checkout's)")
-    ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore")
+    ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore (default: this one)")
     ap.add_argument("--no-install", action="store_true", help="use peer venvs that exist; never build one")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per contender run (builds: 3x)")
     args = ap.parse_args()
@@ -209,7 +226,8 @@ def main() -> None:
         data, builds = prepare(args, shape, cons)
         rows += measure(args, shape, data, cons, builds)
     print(f"\nTraining loader: windows (cameras + state at [-1, 0], action 0..15, edge-padded), batch {args.batch}, "
-          f"shuffled; every batch checked; {time.perf_counter() - t0:.0f} s"
+          f"shuffled; every batch checked (frames, state, action, padding flags where returned); timed >= "
+          f"{args.min_seconds:g} s per row; run took {time.perf_counter() - t0:.0f} s"
           + (" (--quick: small data)" if args.quick else ""))
     print(report(rows))
     (args.workdir / "results").mkdir(exist_ok=True)

@@ -38,18 +38,21 @@ ACTION_OFFSETS = tuple(range(16))
 STATE_KEY = "observation/state"
 ACTION_KEY = "action"
 INDEX_KEY = "index"
+PAD_SUFFIX = "_is_pad"  # "<key>_is_pad": (B, T) bool, True where offset o of the window lies outside the episode
 
 # ---- the command line and the truth --------------------------------------------------------------
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``--data DATA --workers N --batch 32 --warmup-batches W --batches K --out RESULT.json [--build]``
-    (plus ``--variant`` for a contender with several layouts and ``--seed`` for the shuffle)."""
+    (plus ``--min-seconds S``: time until both K batches and S seconds are reached; ``--variant`` for a contender with several layouts and ``--seed`` for the shuffle)."""
     ap = argparse.ArgumentParser(description="one contender of benchmarks/training_loader.py")
     ap.add_argument("--data", required=True, help="the shape's data folder (raw/, meta.json, contenders' folders)")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (default 2)")
     ap.add_argument("--batch", type=int, default=32, help="windows per batch (default 32)")
     ap.add_argument("--warmup-batches", type=int, default=4, help="checked, untimed batches after the first")
-    ap.add_argument("--batches", type=int, default=20, help="timed batches (each checked)")
+    ap.add_argument("--batches", type=int, default=20, help="at least this many timed batches (each checked)")
+    ap.add_argument("--min-seconds", type=float, default=0.0,
+                    help="keep timing batches until at least this many seconds have passed too (default 0)")
     ap.add_argument("--out", help="where the result JSON goes (also printed as one line)")
     ap.add_argument("--build", action="store_true", help="write the contender's own folder and exit")
     ap.add_argument("--variant", default="", help="a layout of the contender (e.g. trajstore: jpeg, video)")
@@ -126,7 +129,10 @@ def check_batch(batch: dict[str, np.ndarray], truth: Truth) -> int:
     would cost the main process more than the check),
     ``"observation/state"`` ``(B, 2, D)`` and ``"action"`` ``(B, 16, D)`` float32, ``"index"`` ``(B,)``
     int64, the global anchor step. The entry at offset ``o`` must be step ``index + o`` clamped into
-    the anchor's episode (edge padding). Raises AssertionError naming the key and the sample.
+    the anchor's episode (edge padding). Optional padding flags ``"<key>_is_pad"`` ``(B, T)`` bool (T =
+    the key's offsets), where a loader returns them, must be True exactly where ``index + o`` lies outside
+    the anchor's episode (:func:`pad_keys` lists those of a batch). Raises AssertionError naming the key
+    and the sample.
     """
     for key in [INDEX_KEY, *truth.offsets()]:
         assert key in batch, f"batch: no key {key!r} (keys: {sorted(batch)})"
@@ -163,7 +169,30 @@ def check_batch(batch: dict[str, np.ndarray], truth: Truth) -> int:
                 s, o = (int(x[0]) for x in np.nonzero(wrong))
                 raise AssertionError(f"{key}: sample {s} (anchor {index[s]}) offset {offsets[o]}: got {got[s, o][:3]}..., "
                                      f"want step {want[s, o]}'s {expected[s, o][:3]}...")
+        if key + PAD_SUFFIX in batch:
+            _check_pad(key, np.asarray(batch[key + PAD_SUFFIX]), index, offsets, first, last)
+    unknown = [k for k in batch if k.endswith(PAD_SUFFIX) and k.removesuffix(PAD_SUFFIX) not in truth.offsets()]
+    assert not unknown, f"{unknown[0]}: padding flags of a key the windows do not have"
     return b
+
+
+def _check_pad(key: str, got: np.ndarray, index: np.ndarray, offsets: tuple[int, ...], first: np.ndarray,
+               last: np.ndarray) -> None:
+    """``key``'s padding flags ``(B, T)`` bool against the truth: True where ``index + o`` is outside ``[first, last]``."""
+    shape = (len(index), len(offsets))
+    assert got.shape == shape and got.dtype == np.bool_, f"{key}{PAD_SUFFIX}: want bool{shape}, got {got.dtype}{got.shape}"
+    steps = index[:, None] + np.array(offsets)[None, :]
+    want = (steps < first[:, None]) | (steps > last[:, None])
+    wrong = got != want
+    if wrong.any():
+        s, o = (int(x[0]) for x in np.nonzero(wrong))
+        raise AssertionError(f"{key}{PAD_SUFFIX}: sample {s} (anchor {index[s]}) offset {offsets[o]}: is_pad {bool(got[s, o])}, "
+                             f"want {bool(want[s, o])} (episode steps {first[s]}..{last[s]})")
+
+
+def pad_keys(batch: dict[str, Any]) -> list[str]:
+    """The keys whose padding flags (``"<key>_is_pad"``) ``batch`` carries, sorted."""
+    return sorted(k.removesuffix(PAD_SUFFIX) for k in batch if k.endswith(PAD_SUFFIX))
 
 
 # ---- memory --------------------------------------------------------------------------------------
@@ -192,29 +221,53 @@ def pss_kib(pid: int) -> int | None:
 HELPER_PROCESSES = ("resource_tracker", "forkserver")  # multiprocessing's own helpers: not workers
 
 
-def children(pid: int | None = None) -> list[int]:
-    """Pids of the live child processes of ``pid`` (default: this process), but multiprocessing's
-    resource tracker and fork server."""
-    pid = os.getpid() if pid is None else pid
+def _direct_children(pid: int) -> list[int]:
     out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+    for task in tasks:
         try:
             out.update(int(p) for p in (task / "children").read_text().split())
         except OSError:
             pass
-    keep = []
-    for child in sorted(out):
-        try:
-            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
+    return sorted(out)
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def children(pid: int | None = None) -> list[int]:
+    """Pids of the live worker processes under ``pid`` (default: this process): its child processes but
+    multiprocessing's helpers (resource tracker, fork server), and, through those helpers, theirs.
+
+    A ``forkserver`` DataLoader's workers are children of the fork server, not of this process; they
+    inherit the fork server's command line, so a helper is a process whose command line names a helper
+    and differs from its parent's (a fork of the fork server is a worker). The workers' own children
+    are not listed.
+    """
+    pid = os.getpid() if pid is None else pid
+    keep: list[int] = []
+    todo = [(child, _cmdline(pid)) for child in _direct_children(pid)]
+    while todo:
+        child, parent_cmd = todo.pop()
+        cmd = _cmdline(child)
+        if cmd is None:
             continue
-        if not any(h in cmdline for h in HELPER_PROCESSES):
+        if any(h in cmd for h in HELPER_PROCESSES) and cmd != parent_cmd:
+            todo += [(grandchild, cmd) for grandchild in _direct_children(child)]
+        else:
             keep.append(child)
-    return keep
+    return sorted(keep)
 
 
 class WorkerMemory:
-    """Samples the PSS of this process's children every ``period`` seconds on a thread; keeps each one's peak."""
+    """Samples the PSS of this process's workers (:func:`children`) every ``period`` seconds on a thread; keeps each one's peak."""
 
     def __init__(self, period: float = 0.25) -> None:
         self.period = period
@@ -310,17 +363,23 @@ class _Batches:
 def measure(make_loader: Callable[[], Iterable], to_numpy: Callable[[Any], dict], truth: Truth,
             args: argparse.Namespace, *, contender: str | None = None, folder: str | os.PathLike | None = None,
             notes: str | None = None) -> dict:
-    """Build the loader, time its first batch, draw ``args.warmup_batches`` more, then time ``args.batches``.
+    """Build the loader, time its first batch, draw warm-up batches, then time the steady state.
 
-    Every batch (first, warm-up, timed) goes through ``to_numpy`` and :func:`check_batch`. The timed
+    Warm-up: ``max(args.warmup_batches, prefetched)`` batches after the first, ``prefetched`` being what the
+    workers load ahead (the DataLoader's ``prefetch_factor * num_workers``; ``args.workers`` for another
+    loader), so no batch loaded before the clock starts is counted. Timed: batches are drawn until both
+    ``args.batches`` of them and ``args.min_seconds`` have passed (new epochs when the loader runs out).
+    Every batch (first, warm-up, timed) goes through ``to_numpy`` and :func:`check_batch` (padding flags
+    too where ``to_numpy`` returns ``"<key>_is_pad"``; the keys are listed in ``pad_checked`` and the
+    notes). The timed
     figure is the wall-clock time of the timed loop, conversion and check included: the workers keep
     loading while the main process checks, so leaving the check out would credit the loader with
     that work too; the check reads a sparse grid of pixels and a few arrays, and its share of the
     loop is reported (``check_share``). ``samples_per_s`` = timed windows / that time.
     ``first_batch_s``: from calling ``make_loader`` to the first batch (opening, worker start, first read).
     Memory: ``main_rss_mib`` this process's peak RSS (VmHWM); ``worker_rss_mib`` the peak PSS over the
-    workers (children of this process, sampled every 0.25 s from ``/proc/<pid>/smaps_rollup``), also
-    their peak RSS (``worker_hwm_mib``), None without child processes.
+    workers (:func:`children`, sampled every 0.25 s from ``/proc/<pid>/smaps_rollup``), also
+    their peak RSS (``worker_hwm_mib``), None without worker processes.
 
     ``contender`` (default: the script's ``run_<name>`` and ``args.variant``), ``folder`` (whose size is
     ``folder_mib``) and ``notes`` go into the result; ``args.folder``/``args.notes`` are used when these are
@@ -328,14 +387,18 @@ def measure(make_loader: Callable[[], Iterable], to_numpy: Callable[[Any], dict]
     """
     folder = folder if folder is not None else getattr(args, "folder", None)
     notes = notes if notes is not None else getattr(args, "notes", "")
+    min_seconds = float(getattr(args, "min_seconds", 0.0) or 0.0)
     samples = batches = 0
     check_s = 0.0
+    padded: list[str] = []
 
     def take(b: _Batches) -> None:
-        nonlocal samples, batches, check_s
+        nonlocal samples, batches, check_s, padded
         batch = b.next()
         t = time.perf_counter()
-        samples += check_batch(to_numpy(batch), truth)
+        flat = to_numpy(batch)
+        samples += check_batch(flat, truth)
+        padded = padded or pad_keys(flat)
         batches += 1
         check_s += time.perf_counter() - t
 
@@ -345,17 +408,25 @@ def measure(make_loader: Callable[[], Iterable], to_numpy: Callable[[Any], dict]
         stream = _Batches(loader)
         first = stream.next()
         first_s = time.perf_counter() - t0
-        samples += check_batch(to_numpy(first), truth)
+        flat = to_numpy(first)
+        samples += check_batch(flat, truth)
+        padded = pad_keys(flat)
         batches += 1
-        del first
-        for _ in range(args.warmup_batches):
+        del first, flat
+        workers = getattr(loader, "num_workers", args.workers) or 0
+        prefetched = (getattr(loader, "prefetch_factor", None) or 1) * workers
+        warmup = max(args.warmup_batches, prefetched)
+        for _ in range(warmup):
             take(stream)
-        timed0, check_s = samples, 0.0
+        timed0, batches0, check_s = samples, batches, 0.0
         t1 = time.perf_counter()
-        for _ in range(args.batches):
+        while batches - batches0 < args.batches or time.perf_counter() - t1 < min_seconds:
             take(stream)
         wall = time.perf_counter() - t1
         memory.sample()
+    if padded:
+        notes = f"{notes}; " if notes else ""
+        notes += "is_pad checked: " + ", ".join(k.rsplit("/", 1)[-1] for k in padded)
     pss, hwm = memory.peak_pss, memory.peak_hwm
     result = {
         "contender": contender or _default_name(args), "shape": truth.meta["shape"], "workers": args.workers,
@@ -365,7 +436,7 @@ def measure(make_loader: Callable[[], Iterable], to_numpy: Callable[[Any], dict]
         "worker_hwm_mib": max(hwm.values()) / 1024 if hwm else None,
         "rss_kind": "main: peak RSS (VmHWM); workers: peak PSS (smaps_rollup, sampled 4/s), max over workers",
         "worker_processes": len(pss), "batches_checked": batches, "samples_checked": samples,
-        "timed_batches": args.batches, "timed_s": wall, "check_share": check_s / wall if wall > 0 else None,
+        "warmup_batches": warmup, "timed_batches": batches - batches0, "timed_s": wall, "pad_checked": padded, "check_share": check_s / wall if wall > 0 else None,
         "epochs": stream.epochs, "folder_mib": folder_mib(folder), "notes": notes or "",
     }
     del stream, loader

@@ -111,14 +111,17 @@ def to_numpy(batch: dict) -> dict[str, np.ndarray]:
     """A collated ``LanceDBDataset`` batch as the contract's flat dict.
 
     Cameras ``observation.images.x`` uint8 ``(B, 2, 3, H, W)`` -> ``observation/images/x`` ``(B, 2, H, W, 3)``;
-    ``observation.state`` ``(B, 2, D)`` and ``action`` ``(B, 16, D)`` float32; ``index`` ``(B,)`` int64.
+    ``observation.state`` ``(B, 2, D)`` and ``action`` ``(B, 16, D)`` float32; ``index`` ``(B,)`` int64;
+    ``<key>_is_pad`` ``(B, T)`` bool -> ``<key with "/">_is_pad``.
     Raises KeyError naming a missing key.
     """
     out: dict[str, np.ndarray] = {}
     for key, value in batch.items():
-        if not isinstance(value, torch.Tensor) or key.endswith("_is_pad"):
+        if not isinstance(value, torch.Tensor):
             continue
-        if value.dtype == torch.uint8 and value.ndim == 5:
+        if key.endswith(common.PAD_SUFFIX):  # "<key>_is_pad" (B, T) bool, checked against the episodes
+            out[key.removesuffix(common.PAD_SUFFIX).replace(".", "/") + common.PAD_SUFFIX] = value.numpy()
+        elif value.dtype == torch.uint8 and value.ndim == 5:
             out[key.replace(".", "/")] = value.permute(0, 1, 3, 4, 2).numpy()
     for key in (STATE, ACTION, "index"):
         if key not in batch:
@@ -136,10 +139,11 @@ def make_loader(root: Path, args) -> DataLoader:
     return common.torch_loader(open_dataset(root), args, **extra)
 
 
-NOTES = ("lerobot-lancedb 0.3.1 LanceDBDataset (delta_timestamps windows, return_uint8) over its own "
-         "converter's Lance layout of the LeRobot 0.4.4 dataset (LeRobot's AV1 videos kept verbatim as "
+NOTES = ("LanceDBDataset (delta_timestamps windows, return_uint8: frames uint8, CHW turned HWC for the check) "
+         "over its own converter's Lance layout of the LeRobot dataset (LeRobot's AV1 videos kept verbatim as "
          "blobs); under LeRobot 0.4.4 instead of the declared lerobot>=0.6 (needs Python 3.12); video "
-         "decoded by PyAV instead of torchcodec (no FFmpeg shared libs here), same byte-range fetches")
+         "decoded by PyAV instead of torchcodec (no FFmpeg shared libs here), same byte-range fetches; "
+         "first batch includes the forkserver start: each worker re-imports torch, lerobot and lance")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -155,8 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     if not (data / "lance.complete").exists():
         common.unavailable(args, truth, f"no {root} (run with --build)", CONTENDER)
         return
-    notes = (f"{NOTES}; lerobot-lancedb {version('lerobot-lancedb')}, lancedb {version('lancedb')}, "
-             f"pylance {version('pylance')}")
+    notes = (f"lerobot-lancedb {version('lerobot-lancedb')} (lancedb {version('lancedb')}, pylance "
+             f"{version('pylance')}, lerobot {version('lerobot')}): {NOTES}")
     common.measure(lambda: make_loader(root, args), to_numpy, truth, args, contender=CONTENDER, folder=root,
                    notes=notes)
 

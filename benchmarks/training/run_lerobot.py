@@ -11,7 +11,7 @@ The loader: ``LeRobotDataset("bench/<shape>", root=DATA/lerobot, delta_timestamp
 "observation.state": [-1/fps, 0], "action": [i/fps for i in range(16)]})`` in the benchmark's
 ``DataLoader`` (``_loader_common.torch_loader``). Frames come back float32 ``(B, 2, 3, H, W)`` in [0, 1]
 and are checked as they are (``_loader_common.check_batch`` reads the code cells of float CHW frames
-too); ``index`` is LeRobot's ``index`` column.
+too); ``index`` is LeRobot's ``index`` column; its ``<key>_is_pad`` flags are checked.
 """
 
 from __future__ import annotations
@@ -101,11 +101,15 @@ def main() -> None:
         for k in truth.cameras:  # float (B, 2, 3, H, W) in [0, 1], as LeRobot hands it to a policy
             out[k] = batch[name(k)].numpy()
         out[lc.INDEX_KEY] = batch["index"].numpy()
+        for k in truth.offsets():  # LeRobot's "<key>_is_pad" flags, checked against the episodes
+            if name(k) + lc.PAD_SUFFIX in batch:
+                out[k + lc.PAD_SUFFIX] = batch[name(k) + lc.PAD_SUFFIX].numpy()
         return out
 
     lc.measure(make_loader, to_numpy, truth, args, contender="lerobot", folder=data / "lerobot",
                notes=f"lerobot {lerobot.__version__}: AV1 video (libsvtav1, g=2, crf=30), PyAV decode "
-                     "(peers/_lerobot_compat); frames float32 CHW in [0, 1]")
+                     "(peers/_lerobot_compat); frames float32 CHW in [0, 1] (checked as they are); "
+                     "index: LeRobot's index column")
 
 
 if __name__ == "__main__":

@@ -119,7 +119,8 @@ def main() -> None:
 
     lc.measure(make_loader, to_numpy, truth, args, contender="torchrl", folder=folder,
                notes=f"torchrl {torchrl.__version__}: main process, prefetch={args.workers} threads (no DataLoader); "
-                     "raw uint8 frames (LazyMemmapStorage); SliceSampler slices of 17 steps re-cut into windows")
+                     "raw uint8 frames HWC (LazyMemmapStorage); SliceSampler slices of 17 steps re-cut into windows; "
+                     "no padding flags (the re-cut windows carry none: is_pad not checked); index: storage index")
 
 
 if __name__ == "__main__":

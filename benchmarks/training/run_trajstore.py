@@ -10,7 +10,8 @@ in the benchmark's ``DataLoader`` (``_loader_common.torch_loader``: batch 32, sh
 workers, which reopen the folder read-only). Frames come back uint8 ``(B, 2, H, W, 3)``. Item ``i`` is
 the window at anchor ``i`` and, with edge padding, every step is an anchor, so anchor ``i`` is step
 ``i``; the dataset does not return it, so ``index`` is read off the state at offset 0, which codes its
-step (``_loader_common.state_values``), and the rest of the batch is checked against it.
+step (``_loader_common.state_values``), and the rest of the batch is checked against it; the item's
+``"is_pad"`` flags are checked as ``<key>_is_pad``.
 """
 
 from __future__ import annotations
@@ -58,13 +59,17 @@ def main() -> None:
         return lc.torch_loader(ReplayBufferDataset(str(folder), delta_indices=delta), args)
 
     def to_numpy(batch):
-        flat = {k: v.numpy() for k, v in flatten(batch).items() if not k.startswith("is_pad/")}
+        flat = {}
+        for k, v in flatten(batch).items():  # is_pad/<key> -> <key>_is_pad (checked against the episodes)
+            flat[k.removeprefix("is_pad/") + lc.PAD_SUFFIX if k.startswith("is_pad/") else k] = v.numpy()
         flat[lc.INDEX_KEY] = flat[lc.STATE_KEY][:, lc.OBS_OFFSETS.index(0), 0].astype(np.int64)
         return flat
 
     camera = "JPEG q90 4:4:4 (default routing)" if args.variant == "jpeg" else "H.264 video (VideoStorage)"
     lc.measure(make_loader, to_numpy, truth, args, contender=f"trajstore {args.variant}", folder=folder,
-               notes=f"{camera}; trajstore from {Path(trajstore.__file__).parent.parent}; index from state")
+               notes=f"{camera}; frames uint8 HWC; index from state (the dataset returns no anchor "
+                     "index: the checker reads it off the state at offset 0, which codes the step exactly); "
+                     f"trajstore from {Path(trajstore.__file__).parent.parent}")
 
 
 if __name__ == "__main__":

@@ -106,3 +106,72 @@ def test_the_frame_code_reads_every_step_and_camera_of_the_raw_frames(aloha):
     for c, key in enumerate(aloha.cameras):
         step, cam, ok = lc.decode_frames(np.load(aloha.data / "raw" / lc.leaf_file(key), mmap_mode="r"))
         assert ok.all() and step.tolist() == list(range(aloha.steps)) and (cam == c).all()
+
+
+def with_pad_flags(truth, batch):
+    """``batch`` plus the true ``<key>_is_pad`` flags of every windowed key."""
+    index = batch[lc.INDEX_KEY]
+    first, last = truth.episode_bounds(index)
+    for key, offsets in truth.offsets().items():
+        steps = index[:, None] + np.array(offsets)[None]
+        batch[key + lc.PAD_SUFFIX] = (steps < first[:, None]) | (steps > last[:, None])
+    return batch
+
+
+def test_true_padding_flags_pass_and_are_listed(aloha):
+    batch = with_pad_flags(aloha, window_batch(aloha, ANCHORS))
+    # anchor 0 pads offset -1; anchor 19 (last of episode 0) pads action offsets 1..15
+    assert batch[lc.STATE_KEY + lc.PAD_SUFFIX][0].tolist() == [True, False]
+    assert batch["action" + lc.PAD_SUFFIX][1].sum() == 15
+    assert lc.check_batch(batch, aloha) == len(ANCHORS)
+    assert lc.pad_keys(batch) == sorted(aloha.offsets())
+
+
+@pytest.mark.parametrize("how, message", [
+    ("flag missing at the episode start", r"observation/state_is_pad: sample 0 \(anchor 0\) offset -1: is_pad False, want True"),
+    ("flag set inside the episode", r"action_is_pad: sample 3 \(anchor 21\) offset 2: is_pad True, want False"),
+    ("flags of the wrong length", r"cam_high_is_pad: want bool\(8, 2\), got bool\(8, 3\)"),
+    ("flags as integers", r"action_is_pad: want bool\(8, 16\), got int64"),
+    ("flags of an unknown key", r"observation/velocity_is_pad: padding flags of a key"),
+])
+def test_wrong_padding_flags_fail_naming_the_key_and_the_sample(aloha, how, message):
+    batch = with_pad_flags(aloha, window_batch(aloha, ANCHORS))
+    cam = aloha.cameras[0]
+    if how == "flag missing at the episode start":
+        batch[lc.STATE_KEY + lc.PAD_SUFFIX][0, 0] = False
+    elif how == "flag set inside the episode":
+        batch["action" + lc.PAD_SUFFIX][3, 2] = True
+    elif how == "flags of the wrong length":
+        batch[cam + lc.PAD_SUFFIX] = np.zeros((8, 3), bool)
+    elif how == "flags as integers":
+        batch["action" + lc.PAD_SUFFIX] = batch["action" + lc.PAD_SUFFIX].astype(np.int64)
+    elif how == "flags of an unknown key":
+        batch["observation/velocity" + lc.PAD_SUFFIX] = np.zeros((8, 2), bool)
+    with pytest.raises(AssertionError, match=message):
+        lc.check_batch(batch, aloha)
+
+
+def _sleep(seconds):
+    import time
+    time.sleep(seconds)
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_workers_are_found_also_under_a_fork_server(method):
+    import multiprocessing as mp
+    import os
+
+    ctx = mp.get_context(method)
+    procs = [ctx.Process(target=_sleep, args=(30,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        found = lc.children()
+        assert sorted(p.pid for p in procs) == found
+        if method == "forkserver":  # the workers are the fork server's children, not this process's
+            ppids = [int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in found]
+            assert os.getpid() not in ppids and len(set(ppids)) == 1
+    finally:
+        for p in procs:
+            p.kill()
+            p.join()
