@@ -35,19 +35,23 @@ def read_payloads(files: PayloadFiles, fid: np.ndarray, off: np.ndarray, length:
     """
     n = len(fid)
     hlen = 0 if header is None else len(header)
-    stride = hlen + int(length.max(initial=0))
-    buf = bytearray(n * stride)
-    places = np.frombuffer(buf, np.uint8).reshape(n, stride)
-    if hlen:
-        places[:, :hlen] = np.frombuffer(header, np.uint8)  # type: ignore[arg-type]
-    dest = np.arange(n, dtype=np.int64) * stride + hlen
+    # each frame gets exactly its own bytes (not n x the longest): one hostile length costs only itself
+    sizes = hlen + np.maximum(length, 0).astype(np.int64)
+    dest = np.cumsum(sizes) - sizes + hlen
+    total = int(sizes.sum())
+    buf = bytearray(total)
+    flat = np.frombuffer(buf, np.uint8)
+    if hlen and n:
+        heads = (dest - hlen)[:, None] + np.arange(hlen, dtype=np.int64)
+        flat[heads] = np.frombuffer(header, np.uint8)  # type: ignore[arg-type]
     view = memoryview(buf)
     files.read_into(fid, off, length, view, dest, where)
     start = dest
-    if hlen:
-        rows = np.arange(n)
+    if hlen and n:
         soi = np.frombuffer(codec.JPEG_SOI, np.uint8)
-        whole = (length >= 2) & (places[rows, hlen] == soi[0]) & (places[rows, min(hlen + 1, stride - 1)] == soi[1])
+        first = flat[np.minimum(dest, total - 1)]
+        second = flat[np.minimum(dest + 1, total - 1)]
+        whole = (length >= 2) & (first == soi[0]) & (second == soi[1])
         start = np.where(whole, dest, dest - hlen)
     return [view[a:b] for a, b in zip(start.tolist(), (dest + length).tolist())]
 

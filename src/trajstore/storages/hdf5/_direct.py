@@ -28,6 +28,7 @@ Races with a writer are the replay buffer's to detect, as for any read (its view
 from __future__ import annotations
 
 import mmap
+import os
 from pathlib import Path
 
 import h5py
@@ -50,7 +51,9 @@ class _Leaf:
 def direct_ok(ds: h5py.Dataset, compressed: object) -> bool:
     """Whether ``ds`` can be read by :class:`DirectRows`: uncompressed, unfiltered, numeric, chunked
     along rows only (every trailing axis whole in each chunk)."""
+    # any filter (scaleoffset, nbit, a plugin) changes the bytes: h5py's compression/shuffle do not name them all
     return (not compressed and ds.chunks is not None and not ds.compression and not ds.shuffle
+            and ds.id.get_create_plist().get_nfilters() == 0
             and ds.dtype.kind in "biuf" and tuple(ds.chunks[1:]) == tuple(max(d, 1) for d in ds.shape[1:])
             and all(d > 0 for d in ds.shape[1:]))
 
@@ -62,6 +65,7 @@ class DirectRows:
         self._path = path
         self._leaves = {i: _Leaf(ds, rb) for i, (ds, rb) in datasets.items()}
         self._map: np.ndarray | None = None
+        self._fd: int | None = None  # the mapped file, kept open to check its size before each gather
         self._rows: dict[int, np.ndarray] = {}  # row views of the map, by row bytes
         self._scanned = False
 
@@ -103,13 +107,41 @@ class DirectRows:
         return offsets
 
     def _file_map(self, end: int) -> np.ndarray:
-        """A read-only map of the file covering byte ``end`` (mapped again when the file grew)."""
-        if self._map is None or len(self._map) < end:
-            self._map, self._rows = None, {}
-            with open(self._path, "rb") as f:  # the map keeps its own reference to the file
-                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            self._map = np.frombuffer(mapped, np.uint8)  # a plain array: no np.memmap indexing overhead
+        """A read-only map of the file covering byte ``end`` (mapped again when the file grew).
+
+        Raises:
+            FormatError: the file is now shorter than ``end`` or than the map (truncated under the reader:
+                touching a mapped page past the end of the file would kill the process with SIGBUS).
+        """
+        if self._map is not None and len(self._map) >= end:
+            # the mapped file itself (not the path: a replaced file gets a new DirectRows); ~1 us
+            size = os.fstat(self._fd).st_size
+            if size < len(self._map):
+                raise FormatError(f"{self._path}: {size} bytes, shorter than the {len(self._map)} it held "
+                                  "(truncated under the reader)")
+            return self._map
+        self._map, self._rows = None, {}
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = os.open(self._path, os.O_RDONLY)
+        size = os.fstat(self._fd).st_size
+        if size < end:
+            raise FormatError(f"{self._path}: {size} bytes, shorter than the chunk data at byte {end}")
+        self._map = np.frombuffer(mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ), np.uint8)  # no np.memmap overhead
         return self._map
+
+    def close(self) -> None:
+        """Drop the map and its file descriptor (arrays already returned are copies)."""
+        self._map, self._rows = None, {}
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def read_checked(self, i: int, slots: np.ndarray, name: str) -> np.ndarray:
         """:meth:`read`, any error of it (a short file, a bad chunk index) raised as a ``FormatError`` naming
