@@ -39,10 +39,13 @@ Reading a million episodes (the episode index, :mod:`~trajstore.replay_buffer.ep
 log has a binary twin ``episodes.<generation>.idx``, fixed-width int64 records ``(id, start, stop,
 final, interrupted, byte offset, byte length of the line)``, appended and fsynced with the log lines
 in the same commit and named with the log (``"index"`` in the entry above, committed by the same
-``records``). Opening reads the live records with one ``pread`` into arrays (the table) and checks
-them against the log (the byte ranges tile the committed bytes; the first and last live lines agree),
-so a 1,000,000-episode folder opens ~25x faster than by parsing (1.3 s against 34 s read-only on
-a loaded 2-core machine, ``benchmarks/million_episodes.py``) with 64 bytes an episode in NumPy arrays
+``records``). Opening reads the committed records with one ``pread`` into arrays (the table) and checks
+them against the log (the byte ranges tile the committed bytes; the first and last live lines agree;
+the columns are a consistent table) and against the crc32 of the committed index bytes that the
+entry commits beside the index (``"index_crc32"``: a flipped bit that keeps the table consistent is
+found too; a reader's incremental read continues the crc over the new records), so a
+1,000,000-episode folder opens ~25x faster than by parsing (1.3 s against 34 s read-only on a loaded
+2-core machine, ``benchmarks/million_episodes.py``) with 64 bytes an episode in NumPy arrays
 (72 MiB RSS against 689 MiB); episode data is parsed from the log when asked for, by offset
 (:class:`~trajstore.replay_buffer.episode_store.DataStore`). A log without an index (written before
 it) is parsed as before; a writer then writes its index and commits the metadata naming it. A
@@ -62,7 +65,7 @@ import numpy as np
 
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episode_index import (EMPTY_CRC, EpisodeIndexWarning, IndexDamagedError, IndexFile,
-                                                   check_crc, index_crc, index_name, line_ranges)
+                                                   check_crc, datasync, index_crc, index_name, line_ranges, write_all)
 from trajstore.replay_buffer.episode_store import DataStore
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.log_format import (HEADER, MIN_DEAD, LogPosition, check_header, checked_index,
@@ -71,17 +74,6 @@ from trajstore.replay_buffer.metadata import META_FILE, read_meta
 
 __all__ = ["HEADER", "MIN_DEAD", "EpisodeLog", "LogPosition", "decode", "encode", "load_table", "log_name",
            "read_committed", "remove_unnamed"]
-
-#: fdatasync where the OS has it (the log's length changes with each append, so it is synced too).
-_datasync = getattr(os, "fdatasync", os.fsync)
-
-
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
-
 
 def _with_ranges(rows: np.ndarray, data_lines: list[bytes], base: int) -> tuple[np.ndarray, bytes]:
     """Index records ``(7, E)`` of ``rows`` whose lines are ``data_lines`` written at byte ``base``, and the bytes."""
@@ -125,7 +117,7 @@ class EpisodeLog:
         remove_unnamed(folder, None)
         fd = os.open(folder / log_name(0), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, HEADER, 0)
+            write_all(fd, HEADER, 0)
             os.fsync(fd)
             index = IndexFile.create(folder, index_name(0), np.zeros((7, 0), np.int64))
         except BaseException:
@@ -279,8 +271,8 @@ class EpisodeLog:
         if rows.shape[1]:
             if os.fstat(self._fd).st_size != end:
                 os.ftruncate(self._fd, end)  # bytes of a commit whose metadata write failed
-            _write_all(self._fd, payload, end)
-            _datasync(self._fd)
+            write_all(self._fd, payload, end)
+            datasync(self._fd)
         assert self._crc is not None
         crc = self._index.append(committed.records, recs, self._crc)  # after the log: a record always has its line
         self._pending = (last_id, recs, None, table.store)
@@ -300,7 +292,7 @@ class EpisodeLog:
         name = log_name(generation)
         fd = os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, payload, 0)
+            write_all(fd, payload, 0)
             os.fsync(fd)
         finally:
             os.close(fd)
