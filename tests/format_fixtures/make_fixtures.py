@@ -21,8 +21,9 @@ Fixture set 5 keeps the buffer format of 3 and starts ``trajstore.json`` with th
 (:data:`COMMIT_NUMBER_SINCE`), the key readers' change signature reads; older sets have none.
 
 Fixture set 6 keeps the buffer format of 3 and adds the episode index (:data:`EPISODE_INDEX_SINCE`):
-``episodes.000000.idx`` beside the log, named by ``trajstore.json``'s ``"episodes"/"log"/"index"``;
-older sets have no index (a writer builds it when it reopens them).
+``episodes.000000.idx`` beside the log, named by ``trajstore.json``'s ``"episodes"/"log"/"index"``
+with the crc32 of its committed bytes (``"index_crc32"``); older sets have no index (a writer builds
+it when it reopens them). (Set 6 was regenerated once, before any release, when the crc was added.)
 """
 
 from __future__ import annotations

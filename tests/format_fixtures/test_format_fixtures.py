@@ -5,6 +5,7 @@ The fixtures were written once by ``make_fixtures.py`` of their version; never r
 
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,10 @@ def test_fixture_reads_back(tmp_path, version, layout):
     index = meta["episodes"].get("log", {}).get("index") if isinstance(meta["episodes"].get("log"), dict) else None
     assert (index is not None) == indexed and (not indexed or (folder / index).is_file())
     assert indexed or not list(folder.glob("episodes.*.idx"))
+    if indexed:  # the crc32 of the committed index bytes (its 32-byte header and 56-byte records)
+        log_entry = meta["episodes"]["log"]
+        committed = (folder / index).read_bytes()[:32 + 56 * log_entry["records"]]
+        assert log_entry["index_crc32"] == zlib.crc32(committed)
     with ReplayBuffer.load_from(folder) as rb:
         assert rb.capacity == capacity and rb.total_steps == total
         assert len(rb) == (min(total, capacity) if capacity else total)

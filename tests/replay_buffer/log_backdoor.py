@@ -35,6 +35,9 @@ def rewrite_last_record(folder: Path, **changes) -> None:
     entry["bytes"] = len(raw)
     if entry.get("index"):  # the binary index says the same (a table committed wrong, not a torn file)
         _rewrite_last_index_record(folder / entry["index"], entry["records"], last, len(lines[-1]) + 1)
+        if "index_crc32" in entry:  # and its crc32 (of the header and the committed records) with it
+            import zlib
+            entry["index_crc32"] = zlib.crc32((folder / entry["index"]).read_bytes()[:32 + 56 * entry["records"]])
     (folder / META_FILE).write_text(json.dumps(m))
 
 

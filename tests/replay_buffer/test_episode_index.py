@@ -4,6 +4,7 @@ append and the metadata commit, damage, folders without it, ring compaction, col
 import json
 import shutil
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from trajstore.errors import SelectionWarning
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episode_index import (HEADER as INDEX_HEADER, RECORD_BYTES, EpisodeIndexWarning,
-                                                   IndexFile, line_ranges)
+                                                   IndexFile, index_crc, line_ranges)
 from trajstore.replay_buffer.episode_list import EpisodeList
 from trajstore.replay_buffer.episode_query import parse_selection
 from trajstore.replay_buffer.log_format import HEADER as LOG_HEADER, encode_lines
@@ -59,6 +60,8 @@ def check_index_matches_log(folder):
         record = json.loads(line)
         assert rec[:5] == [record["id"], record["start"], record["stop"], record["final"], int(record["interrupted"])]
         assert log[rec[5]:rec[5] + rec[6]] == line
+    committed = (Path(folder) / entry["index"]).read_bytes()[:len(INDEX_HEADER) + RECORD_BYTES * entry["records"]]
+    assert entry["index_crc32"] == zlib.crc32(committed)  # the committed crc is that of the committed bytes
     return recs
 
 
@@ -80,7 +83,7 @@ def million_folder(folder: Path, n: int) -> None:
     m = meta(folder)
     m["episodes"] = {"open_start": None, "next_id": n, "final_count": 0, "discards": 0,
                      "log": {"file": "episodes.000000.log", "bytes": len(LOG_HEADER) + len(body), "records": n,
-                             "skip": 0, "index": "episodes.000000.idx"}}
+                             "skip": 0, "index": "episodes.000000.idx", "index_crc32": index_crc(recs)}}
     (folder / "trajstore.json").write_text(json.dumps(m))
 
 

@@ -28,23 +28,39 @@ trajstore ignores the ``"index"`` key (the log is unchanged) and, writing, commi
 it: the index left behind is then not named, so no reader trusts it, and the next writer rebuilds
 it. That is why adding the index changes neither the log's version nor ``trajstore.json``'s.
 
-Checks at open (:func:`check_records`, O(records) in NumPy): the header; the records' byte ranges
-tile the committed log exactly (each starts where the previous one ends, the first live one where
-the previous record or the log header ends, the last ends at the committed ``bytes``); and the
-first and last live records agree with their log lines. A failed check raises
-:class:`IndexDamagedError`: a reader then parses the log (and warns), a writer rebuilds the index.
+The committed index is verifiable: ``"index_crc32"`` beside ``"index"`` in the log entry is the
+CRC-32 (:func:`zlib.crc32`) of the index file's committed bytes (the header and the first ``records``
+records), continued over each commit's appended records (``crc = zlib.crc32(new_records, crc)``) and
+computed anew when an index is written whole (a compaction, a rebuild). A log entry naming an index
+without a crc (written by this format before the crc) is read as one without an index: parsed, and a
+writer rebuilds the index and commits its crc. An older trajstore ignores the key.
+
+Checks at open (:func:`check_records` and :func:`check_index_rows`, O(records) in NumPy, and the crc
+over all committed records, dead ones too; for 1,000,000 records on a loaded 2-core machine the crc
+takes ~10 ms, the table checks ~20 ms): the header (exactly :data:`HEADER`); the records' byte
+ranges tile the committed log exactly (each starts where the previous one ends, the first where the
+log header ends, the last ends at the committed ``bytes``); the first and last live records agree with their log
+lines; the columns are a consistent episode table
+(:func:`~trajstore.replay_buffer.episodes.check_rows`); and the crc of the committed bytes is the one
+committed. A reader's incremental read (of the records committed since) checks the new records the
+same way, continuing the crc from the one it checked before. A failed check raises
+:class:`IndexDamagedError` (naming the ``.idx`` file): a reader then parses the log (and warns), a
+writer rebuilds the index. Any damage of one burst of up to 32 bits in the committed bytes (a bit
+flip anywhere, a wrong byte) is caught by the crc even where the table stays consistent.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from trajstore._fs import fsync_dir
 from trajstore.errors import FormatError
+from trajstore.replay_buffer.episodes import check_rows
 
 MAGIC = b"TSEPIDX\x00"
 INDEX_VERSION = 1
@@ -52,9 +68,12 @@ FIELDS = ("id", "start", "stop", "final", "interrupted", "offset", "length")
 WIDTH = len(FIELDS)
 HEADER = MAGIC + np.array([INDEX_VERSION, WIDTH, 0], "<i8").tobytes()
 RECORD_BYTES = 8 * WIDTH
+#: The crc of an index without records (its header): where a new index's crc starts.
+EMPTY_CRC = zlib.crc32(HEADER)
 _NAME = re.compile(r"episodes\.(\d{6})\.idx")
 
-__all__ = ["HEADER", "INDEX_VERSION", "EpisodeIndexWarning", "IndexDamagedError", "IndexFile", "index_name", "line_ranges"]
+__all__ = ["EMPTY_CRC", "HEADER", "INDEX_VERSION", "EpisodeIndexWarning", "IndexDamagedError", "IndexFile", "check_crc",
+           "check_index_rows", "datasync", "index_crc", "index_name", "line_ranges", "write_all"]
 
 
 class IndexDamagedError(FormatError):
@@ -79,6 +98,12 @@ def encode_records(rows: np.ndarray) -> bytes:
     return np.ascontiguousarray(rows.T, dtype="<i8").tobytes()
 
 
+def index_crc(rows: np.ndarray, crc: int = EMPTY_CRC) -> int:
+    """The crc (unsigned 32-bit int) of an index whose committed bytes are those of crc ``crc``
+    (default: the header alone) followed by the records of ``rows`` (int64 ``(7, E)``)."""
+    return zlib.crc32(encode_records(rows), crc)
+
+
 def line_ranges(raw: bytes, base: int) -> tuple[np.ndarray, np.ndarray]:
     """Byte offsets (from ``base``) and lengths, int64 ``(E,)``, of the whole lines in ``raw``."""
     ends = np.flatnonzero(np.frombuffer(raw, np.uint8) == 10).astype(np.int64) + 1
@@ -100,6 +125,24 @@ def check_records(rows: np.ndarray, start: int, stop: int, path: Path) -> None:
         raise IndexDamagedError(f"{path}: {at}byte ranges do not tile the committed log bytes {start}..{stop}")
 
 
+def check_index_rows(rows: np.ndarray, last: np.ndarray | None, path: Path, first: int) -> None:
+    """Raise :class:`IndexDamagedError` (naming ``path``) unless the episode columns of ``rows`` (int64
+    ``(7, E)``, records ``first, ...``) are a consistent episode table after record ``last`` (its
+    columns, int64 ``(>= 5,)``, or ``None``): see :func:`~trajstore.replay_buffer.episodes.check_rows`."""
+    try:
+        check_rows(rows[:5], None if last is None else last[:5])
+    except ValueError as exc:
+        raise IndexDamagedError(f"{path}: records {first}..{first + rows.shape[1] - 1}: {exc}") from None
+
+
+def check_crc(got: int, want: int, path: Path, first: int, stop: int) -> None:
+    """Raise :class:`IndexDamagedError` unless the crc ``got`` of records ``[first, stop)`` (and all before)
+    of the index at ``path`` is ``want``, the one ``trajstore.json`` commits."""
+    if got != want:
+        raise IndexDamagedError(f"{path}: records {first}..{stop - 1} do not have the crc trajstore.json "
+                                f"commits (crc32 {got:#010x}, committed {want:#010x})")
+
+
 class IndexFile:
     """One open index file: a writer appends and truncates, a reader reads committed records."""
 
@@ -113,7 +156,7 @@ class IndexFile:
         path, tmp = folder / name, folder / (name + ".tmp")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, HEADER + encode_records(rows), 0)
+            write_all(fd, HEADER + encode_records(rows), 0)
             os.fsync(fd)
             os.replace(tmp, path)
             fsync_dir(folder)
@@ -128,7 +171,8 @@ class IndexFile:
         """Open ``name`` and check its header.
 
         Raises:
-            IndexDamagedError: missing, not an episode index, or of a newer version.
+            IndexDamagedError: missing, not an episode index, or of another version (a newer trajstore's
+                index, or a damaged header: the log is read instead either way).
         """
         path = folder / name
         try:
@@ -140,11 +184,23 @@ class IndexFile:
         if head[:8] != MAGIC or version < 1 or int(np.frombuffer(head[16:24], "<i8")[0]) != WIDTH:
             os.close(fd)
             raise IndexDamagedError(f"{path} is not a trajstore episode index (bad header)")
-        if version > INDEX_VERSION:
+        if head != HEADER:
             os.close(fd)
-            raise FormatError(f"{path}: episode index version {version} is newer than this trajstore reads "
-                              f"({INDEX_VERSION}); upgrade trajstore")
+            raise IndexDamagedError(f"{path}: episode index version {version} (reserved field "
+                                    f"{int(np.frombuffer(head[24:32], '<i8')[0])}) where this trajstore reads "
+                                    f"{INDEX_VERSION} (0)")
         return cls(path, fd)
+
+    def read_crc(self, first: int, count: int, crc: int) -> tuple[np.ndarray, int]:
+        """Records ``[first, first + count)`` as :meth:`read` gives them, and the crc of the bytes up to
+        their end given ``crc``, that of the bytes before record ``first`` (:data:`EMPTY_CRC` for
+        ``first == 0``): compare it with the committed one (:func:`check_crc`).
+
+        Raises:
+            IndexDamagedError: the file holds fewer records.
+        """
+        raw = self._read_raw(first, count)
+        return np.frombuffer(raw, "<i8").reshape(count, WIDTH).T, zlib.crc32(raw, crc)
 
     def read(self, first: int, count: int) -> np.ndarray:
         """Records ``[first, first + count)`` as int64 columns ``(7, count)`` (a read-only view of the bytes
@@ -153,26 +209,32 @@ class IndexFile:
         Raises:
             IndexDamagedError: the file holds fewer records.
         """
+        return np.frombuffer(self._read_raw(first, count), "<i8").reshape(count, WIDTH).T
+
+    def _read_raw(self, first: int, count: int) -> bytes:
         want = count * RECORD_BYTES
         raw = os.pread(self.fd, want, len(HEADER) + first * RECORD_BYTES) if count else b""
         if len(raw) != want:
             held = max(0, (os.fstat(self.fd).st_size - len(HEADER)) // RECORD_BYTES)
             raise IndexDamagedError(f"{self.path} holds {held} records where the metadata commits "
                                     f"{first + count}")
-        return np.frombuffer(raw, "<i8").reshape(count, WIDTH).T
+        return raw
 
-    def append(self, records: int, rows: np.ndarray) -> None:
+    def append(self, records: int, rows: np.ndarray, crc: int) -> int:
         """Write ``rows`` (int64 ``(7, E)``) as records ``records, ...``, dropping any past them first
-        (a commit whose metadata write failed), and make them durable."""
+        (a commit whose metadata write failed), and make them durable. ``crc``: that of the first
+        ``records`` records (see the module docstring); returns the crc with ``rows``."""
         end = len(HEADER) + records * RECORD_BYTES
         size = os.fstat(self.fd).st_size
         if size == end and not rows.shape[1]:
-            return
+            return crc
         if size != end:
             os.ftruncate(self.fd, end)
+        data = encode_records(rows)
         if rows.shape[1]:
-            _write_all(self.fd, encode_records(rows), end)
-        _datasync(self.fd)
+            write_all(self.fd, data, end)
+        datasync(self.fd)
+        return zlib.crc32(data, crc)
 
     def truncate(self, records: int) -> None:
         """Drop the bytes past record ``records`` (a crash between the index append and the commit)."""
@@ -193,10 +255,12 @@ class IndexFile:
             self.fd = -1
 
 
-_datasync = getattr(os, "fdatasync", os.fsync)
+#: fdatasync where the OS has it (a file's length changes with each append, so it is synced too).
+datasync = getattr(os, "fdatasync", os.fsync)
 
 
-def _write_all(fd: int, data: bytes, offset: int) -> None:
+def write_all(fd: int, data: bytes, offset: int) -> None:
+    """Write all of ``data`` at byte ``offset`` of ``fd``."""
     view = memoryview(data)
     while view:
         n = os.pwrite(fd, view, offset)

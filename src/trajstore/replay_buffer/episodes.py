@@ -26,7 +26,7 @@ from trajstore.replay_buffer.episode_list import EpisodeList
 from trajstore.replay_buffer.episode_store import DataStore
 from trajstore.replay_buffer.samplers import AnchorIndex, anchor_index
 
-__all__ = ["Episode", "EpisodeTable"]
+__all__ = ["Episode", "EpisodeTable", "check_rows"]
 
 if TYPE_CHECKING:
     from trajstore.replay_buffer.ring import RingState
@@ -382,6 +382,18 @@ class EpisodeTable:
         columns = np.concatenate([rows, final[None], interrupted[None].astype(np.int64)])
         counters = {k: data[k] for k in ("open_start", "next_id", "final_count", "discards") if k in data}
         return cls.from_columns(columns, list(episode_data), counters)
+
+
+def check_rows(rows: np.ndarray, last: np.ndarray | None = None) -> None:
+    """The table's own consistency checks of closed-episode columns ``rows`` (int64 ``(5, E)``: ids,
+    starts, stops, final numbers, interrupted flags), after the column ``last`` (int64 ``(5,)``) when
+    given: ids and stops increasing, each start before its stop, final numbers -1 or increasing,
+    flags 0 or 1.
+
+    Raises:
+        ValueError: the first check that fails, as :meth:`EpisodeTable.from_columns` raises it.
+    """
+    _check_columns(rows, None, None, last)
 
 
 def _check_columns(rows: np.ndarray, data: list[Any] | None, final_count: int | None, last: np.ndarray | None

@@ -16,8 +16,8 @@ import numpy as np
 
 from trajstore._json import MAX_STORED_DEPTH, loads_bounded
 from trajstore.errors import FormatError
-from trajstore.replay_buffer.episode_index import (IndexDamagedError, IndexFile, check_records, index_name,
-                                                   is_index_name)
+from trajstore.replay_buffer.episode_index import (EMPTY_CRC, IndexDamagedError, IndexFile, check_crc,
+                                                   check_index_rows, check_records, index_name, is_index_name)
 from trajstore.replay_buffer.metadata import META_FILE
 
 LOG_FORMAT = "trajstore.episode_log"
@@ -40,13 +40,17 @@ def log_name(generation: int) -> str:
 class LogPosition:
     """What ``trajstore.json`` commits of the log (see the module docstring of
     :mod:`~trajstore.replay_buffer.episode_log`); ``index`` names the episode index of the same
-    generation, ``None`` for a log written before the index (or since by a writer that lacks it)."""
+    generation, ``None`` for a log written before the index (or since by a writer that lacks it);
+    ``index_crc`` is the crc32 of its committed bytes (``"index_crc32"``; see
+    :mod:`~trajstore.replay_buffer.episode_index`): an entry naming an index without it is read as one
+    without an index."""
 
     file: str
     bytes: int
     records: int
     skip: int
     index: str | None = None
+    index_crc: int | None = None
 
     @property
     def generation(self) -> int:
@@ -56,22 +60,26 @@ class LogPosition:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "bytes": self.bytes, "records": self.records, "skip": self.skip}
-        if self.index is not None:
-            out["index"] = self.index
+        if self.index is not None and self.index_crc is not None:
+            out["index"], out["index_crc32"] = self.index, self.index_crc
         return out
 
     @classmethod
     def from_json(cls, data: Any, folder: Path) -> "LogPosition":
         """Raises FormatError: not a log entry, a file name that is not ``episodes.NNNNNN.log``, bad counts,
-        an index that is not ``episodes.NNNNNN.idx`` of the same generation."""
+        an index that is not ``episodes.NNNNNN.idx`` of the same generation, a crc that is not a 32-bit
+        unsigned int."""
         try:
-            pos = cls(data["file"], data["bytes"], data["records"], data["skip"], data.get("index"))
+            crc = data.get("index_crc32")
+            pos = cls(data["file"], data["bytes"], data["records"], data["skip"],
+                      data.get("index") if crc is not None else None, crc if data.get("index") is not None else None)
         except (KeyError, TypeError, AttributeError):
             raise FormatError(f"{folder / META_FILE}: bad episode log entry {data!r:.200}") from None
         counts = (pos.bytes, pos.records, pos.skip)
         if (not isinstance(pos.file, str) or not _NAME.fullmatch(pos.file) or not all(type(v) is int for v in counts)
                 or pos.bytes < len(HEADER) or not 0 <= pos.skip <= pos.records
-                or (pos.index is not None and pos.index != index_name(pos.generation))):
+                or (pos.index is not None and pos.index != index_name(pos.generation))
+                or (crc is not None and not (type(crc) is int and 0 <= crc < 1 << 32))):
             raise FormatError(f"{folder / META_FILE}: bad episode log entry {data!r:.200}")
         return pos
 
@@ -134,19 +142,21 @@ def check_header(head: bytes, path: Path) -> None:
                           f"reads ({LOG_VERSION}); upgrade trajstore")
 
 
-def checked_index(fd: int, path: Path, index: IndexFile, position: LogPosition) -> tuple[np.ndarray, int]:
-    """The live records ``(7, E)`` of ``index``, checked against the log (see
-    :mod:`~trajstore.replay_buffer.episode_index`), and the id of the log's newest record (-1: none).
+def checked_index(fd: int, path: Path, index: IndexFile, position: LogPosition
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The live records ``(7, E)`` of ``index`` (the committed one of ``position``), checked against
+    the log and the committed crc (see :mod:`~trajstore.replay_buffer.episode_index`), and the columns
+    ``(7,)`` of the log's newest record (``None``: none). Reads every committed record (the dead ones
+    too: the crc covers them).
 
     Raises:
         IndexDamagedError: see :func:`~trajstore.replay_buffer.episode_index.check_records`; a first or last
-            live record that differs from its log line.
+            live record that differs from its log line; inconsistent columns; another crc.
     """
-    first = max(0, position.skip - 1)  # one dead record more: where the live lines start
-    recs = index.read(first, position.records - first)
-    start = len(HEADER) if first == position.skip or not recs.shape[1] else int(recs[5, 0])
-    check_records(recs, start, position.bytes, index.path)
-    live = recs[:, position.skip - first:]
+    assert position.index_crc is not None
+    recs, crc = index.read_crc(0, position.records, EMPTY_CRC)
+    check_records(recs, len(HEADER), position.bytes, index.path)
+    live = recs[:, position.skip:]
     for k in {0, live.shape[1] - 1} if live.shape[1] else ():
         line = os.pread(fd, int(live[6, k]), int(live[5, k]))
         try:
@@ -157,4 +167,25 @@ def checked_index(fd: int, path: Path, index: IndexFile, position: LogPosition) 
         if not same:
             raise IndexDamagedError(f"{index.path}: record {position.skip + k} does not match line "
                                     f"{position.skip + k + 1} of {path.name}")
-    return live, int(recs[0, -1]) if recs.shape[1] else -1
+    check_index_rows(recs, None, index.path, 0)
+    check_crc(crc, position.index_crc, index.path, 0, position.records)
+    return live, recs[:, -1].copy() if recs.shape[1] else None
+
+
+def checked_new(index: IndexFile, old: LogPosition, position: LogPosition, crc: int, last: np.ndarray | None
+                ) -> np.ndarray:
+    """A reader's records committed since ``old`` (``(7, E)``), checked as at open: their byte ranges tile
+    the new log bytes, their columns follow ``last`` (the columns of record ``old.records - 1``), and
+    the crc continued from ``crc`` (that of ``old``'s committed records, checked) is ``position``'s.
+
+    Raises:
+        IndexDamagedError: see :func:`checked_index`.
+    """
+    assert position.index_crc is not None
+    n = position.records - old.records
+    recs, got = index.read_crc(old.records, n, crc)
+    check_records(recs, old.bytes, position.bytes, index.path)
+    if n:
+        check_index_rows(recs, last, index.path, old.records)
+    check_crc(got, position.index_crc, index.path, old.records, position.records)
+    return recs
