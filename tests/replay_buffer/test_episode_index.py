@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trajstore.errors import SelectionWarning
+from trajstore.errors import FormatError, SelectionWarning
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episode_index import (HEADER as INDEX_HEADER, RECORD_BYTES, EpisodeIndexWarning,
                                                    IndexFile, index_crc, line_ranges)
@@ -361,3 +361,65 @@ def test_a_parsing_check_finds_a_damaged_middle_line_the_index_open_does_not_rea
     log_file.write_bytes(raw[:at] + b'"stop":7' + raw[at + 8:])
     with pytest.raises(FormatError, match="episodes.000000.idx does not match the lines of"):
         read_committed(folder, read_only=True, parse=True)
+
+
+# -- found by hostile tests -------------------------------------------------------------------------
+def test_no_lines_have_no_ranges():
+    from trajstore.replay_buffer.episode_index import line_ranges
+
+    starts, lengths = line_ranges(b"", 10)
+    assert starts.shape == lengths.shape == (0,)
+    starts, lengths = line_ranges(b'{"a": 1}\n{"b": 22}\n', 10)
+    assert starts.tolist() == [10, 19] and lengths.tolist() == [9, 10]
+
+
+def _child_reads(rb, queue):
+    try:
+        queue.put(([(e.id, e.start, e.stop) for e in rb.episodes], rb[0]["action"].tolist()))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        queue.put(repr(exc))
+
+
+def test_a_forked_reader_of_a_folder_without_the_index_reads_it(tmp_path):
+    # the child reopens the log and reads the records committed since: none, from a log without an index
+    import multiprocessing
+
+    folder = tmp_path / "rb"
+    want = small_folder(folder, 3)
+    strip_index(folder)
+    with ReplayBuffer.load_from(folder) as rb:
+        assert len(rb.episodes) == 3
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_child_reads, args=(rb, queue))
+        child.start()
+        got = queue.get(timeout=60)
+        child.join(60)
+    assert got == ([(i, s, e) for i, s, e, _ in want], [0.5, 0.5]), got
+
+
+def test_an_empty_slice_of_the_episodes_is_empty_while_an_episode_is_open(tmp_path):
+    folder = tmp_path / "rb"
+    with create(folder) as rb:
+        for k in range(3):
+            rb.extend(steps(2))
+            rb.end_episode()
+        rb.extend(steps(1))  # the open episode: position 3
+        eps = rb.episodes
+        n = len(eps)
+        assert n == 4 and eps[3].done is False
+        assert eps[n:] == [] and eps[n:n] == [] and eps[3:3] == [] and eps[9:2] == [] and eps[2:1] == []
+        assert [e.id for e in eps[2:]] == [2, 3] and [e.id for e in eps[3:]] == [3]
+
+
+def test_a_huge_committed_record_count_is_a_format_error_not_a_memory_error(tmp_path):
+    folder = tmp_path / "rb"
+    small_folder(folder, 3)
+    m = meta(folder)
+    m["episodes"]["log"]["records"] = 2 ** 40
+    (folder / "trajstore.json").write_text(json.dumps(m))
+    for read_only in (True, False):
+        with pytest.raises(FormatError):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", EpisodeIndexWarning)
+                ReplayBuffer.load_from(folder, read_only=read_only).close()

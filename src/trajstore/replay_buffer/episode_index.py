@@ -107,7 +107,7 @@ def index_crc(rows: np.ndarray, crc: int = EMPTY_CRC) -> int:
 def line_ranges(raw: bytes, base: int) -> tuple[np.ndarray, np.ndarray]:
     """Byte offsets (from ``base``) and lengths, int64 ``(E,)``, of the whole lines in ``raw``."""
     ends = np.flatnonzero(np.frombuffer(raw, np.uint8) == 10).astype(np.int64) + 1
-    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)[:len(ends)]  # no lines: no starts either
     return starts + base, ends - starts
 
 
@@ -213,7 +213,9 @@ class IndexFile:
 
     def _read_raw(self, first: int, count: int) -> bytes:
         want = count * RECORD_BYTES
-        raw = os.pread(self.fd, want, len(HEADER) + first * RECORD_BYTES) if count else b""
+        # the file's size first: a hostile record count in trajstore.json must not become a huge allocation
+        fits = len(HEADER) + (first + count) * RECORD_BYTES <= os.fstat(self.fd).st_size
+        raw = os.pread(self.fd, want, len(HEADER) + first * RECORD_BYTES) if count and fits else b""
         if len(raw) != want:
             held = max(0, (os.fstat(self.fd).st_size - len(HEADER)) // RECORD_BYTES)
             raise IndexDamagedError(f"{self.path} holds {held} records where the metadata commits "

@@ -200,7 +200,7 @@ class EpisodeTable:
         data = self._store.get_many(cols[0])
         out = [Episode(i, max(s, oldest) - oldest, e - oldest, s < oldest, not x, bool(x), f >= 0, d)
                for (i, s, e, f, x), d in zip(cols.T.tolist(), data)]
-        if hi > n:
+        if hi > n and lo < hi:  # the open episode is position n: only when the range holds it
             out.append(self.episode_at(n, oldest, appended))
         return out
 
