@@ -340,7 +340,7 @@ def test_the_episode_list_is_a_read_only_sequence(tmp_path):
 
 def test_a_parsing_check_finds_a_damaged_middle_line_the_index_open_does_not_read(tmp_path):
     from trajstore.errors import FormatError
-    from trajstore.replay_buffer.episode_log import read_committed
+    from trajstore.replay_buffer.committed_table import read_committed
 
     folder = tmp_path / "rb"
     want = small_folder(folder)

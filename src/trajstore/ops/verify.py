@@ -34,7 +34,7 @@ import numpy as np
 from trajstore._fs import read_json
 from trajstore.errors import FormatError
 from trajstore.replay_buffer.episodes import EpisodeTable
-from trajstore.replay_buffer.episode_log import read_committed
+from trajstore.replay_buffer.committed_table import read_committed
 from trajstore.replay_buffer.metadata import META_FILE, STORAGE_DIR, read_meta
 from trajstore.replay_buffer.ring import RingState
 from trajstore.storages._selection import Selection, select
@@ -113,7 +113,7 @@ def verify_buffer(path: str | os.PathLike, *, progress: Progress | None = None) 
         read_meta(folder)  # raises the one-line "not a trajstore buffer folder" error
     report = VerifyReport(str(folder))
     try:
-        meta, table, log = read_committed(folder, read_only=True, parse=True)  # every line parsed, the index checked against it  # the episode log too (format 3)
+        meta, table, log = read_committed(folder, read_only=True, parse=True)  # every log line parsed, the index checked against it
         if log is not None:
             log.close()
         ring = RingState.from_json(meta["ring"])

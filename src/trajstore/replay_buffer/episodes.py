@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trajstore.replay_buffer.episode import Episode
+from trajstore.replay_buffer.episode_checks import ROWS, check_columns, check_rows
 from trajstore.replay_buffer.episode_list import EpisodeList
 from trajstore.replay_buffer.episode_store import DataStore
 from trajstore.replay_buffer.samplers import AnchorIndex, anchor_index
 
-__all__ = ["Episode", "EpisodeTable", "check_rows"]
+__all__ = ["Episode", "EpisodeTable", "check_rows"]  # check_rows: re-exported
 
 if TYPE_CHECKING:
     from trajstore.replay_buffer.ring import RingState
 
-_ROWS = 5  # ids, starts, stops, final observation number (-1: none), interrupted (0/1)
 
 
 class EpisodeTable:
@@ -49,7 +49,7 @@ class EpisodeTable:
     """
 
     def __init__(self) -> None:
-        self._table = np.zeros((_ROWS, 16), np.int64)
+        self._table = np.zeros((ROWS, 16), np.int64)
         self._store = DataStore()  # the data by episode id, shared with snapshots
         self._first = 0  # episodes before this column were dropped
         self._n = 0  # columns in use
@@ -253,7 +253,7 @@ class EpisodeTable:
         n = rows.shape[1]
         if n == 0:
             return twin
-        _check_columns(rows, data, None, self._table[:, self._n - 1] if self._n else None)
+        check_columns(rows, data, None, self._table[:, self._n - 1] if self._n else None)
         twin._make_room(n)
         twin._table[:, twin._n:twin._n + n] = rows
         for i, d in zip(rows[0].tolist() if data else (), data or ()):
@@ -270,7 +270,7 @@ class EpisodeTable:
         if self._used[0] != self._n:  # another table closed episodes after this one: their ids are taken there
             self._store = self._store.fork()
         kept = self._table[:, self._first:self._n]
-        self._table = np.zeros((_ROWS, max(16, 2 * (kept.shape[1] + n))), np.int64)
+        self._table = np.zeros((ROWS, max(16, 2 * (kept.shape[1] + n))), np.int64)
         self._table[:, :kept.shape[1]] = kept
         self._first, self._n = 0, kept.shape[1]
         self._used = [self._n]
@@ -322,12 +322,12 @@ class EpisodeTable:
             ValueError: inconsistent columns (order, lengths, final numbers, data that is not a dict).
         """
         table = cls()
-        if rows.ndim != 2 or rows.shape[0] != _ROWS:
-            _check_columns(rows, data, None, None)  # raises
+        if rows.ndim != 2 or rows.shape[0] != ROWS:
+            check_columns(rows, data, None, None)  # raises
         n = rows.shape[1]
-        table._table = np.zeros((_ROWS, 16), np.int64) if n < 16 else np.empty((_ROWS, n), np.int64)
+        table._table = np.zeros((ROWS, 16), np.int64) if n < 16 else np.empty((ROWS, n), np.int64)
         table._table[:, :n] = rows  # one copy (``rows`` may be a strided view of an index read), then checked
-        _check_columns(table._table[:, :n], data, None, None)
+        check_columns(table._table[:, :n], data, None, None)
         if store is not None:
             table._store = store
         for i, d in zip(rows[0].tolist() if data else (), data or ()):
@@ -382,37 +382,3 @@ class EpisodeTable:
         columns = np.concatenate([rows, final[None], interrupted[None].astype(np.int64)])
         counters = {k: data[k] for k in ("open_start", "next_id", "final_count", "discards") if k in data}
         return cls.from_columns(columns, list(episode_data), counters)
-
-
-def check_rows(rows: np.ndarray, last: np.ndarray | None = None) -> None:
-    """The table's own consistency checks of closed-episode columns ``rows`` (int64 ``(5, E)``: ids,
-    starts, stops, final numbers, interrupted flags), after the column ``last`` (int64 ``(5,)``) when
-    given: ids and stops increasing, each start before its stop, final numbers -1 or increasing,
-    flags 0 or 1.
-
-    Raises:
-        ValueError: the first check that fails, as :meth:`EpisodeTable.from_columns` raises it.
-    """
-    _check_columns(rows, None, None, last)
-
-
-def _check_columns(rows: np.ndarray, data: list[Any] | None, final_count: int | None, last: np.ndarray | None
-                   ) -> None:
-    """Raise ValueError unless ``rows`` (int64 ``(5, E)``) are closed episodes in order (after column
-    ``last``, when given) with one JSON object (or ``None``) of data each."""
-    if rows.ndim != 2 or rows.shape[0] != _ROWS or (data is not None and rows.shape[1] != len(data)):
-        raise ValueError("inconsistent episode table: its lists differ in length")
-    ids, starts, stops, final, interrupted = rows
-    if last is not None:
-        ids, stops = np.concatenate([last[:1], ids]), np.concatenate([last[2:3], stops])
-        final = np.concatenate([last[3:4], final])
-    if np.any(rows[2] <= rows[1]) or np.any(np.diff(stops) <= 0) or np.any(np.diff(ids) <= 0):
-        raise ValueError("inconsistent episode table")
-    numbered = final[final >= 0]
-    if np.any(final < -1) or np.any(np.diff(numbered) <= 0) or (
-            final_count is not None and np.any(numbered >= final_count)):
-        raise ValueError("inconsistent episode table: bad final observation numbers")
-    if np.any((interrupted != 0) & (interrupted != 1)):
-        raise ValueError("inconsistent episode table: interrupted flags must be 0 or 1")
-    if data is not None and not all(d is None or isinstance(d, dict) for d in data):
-        raise ValueError("inconsistent episode table: episode data must be JSON objects")

@@ -34,7 +34,8 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from trajstore._damage import damaged_file
 from trajstore.errors import FormatError, RetriesExhaustedError, StaleReadError
-from trajstore.replay_buffer.episode_log import EpisodeLog, read_committed
+from trajstore.replay_buffer.committed_table import read_committed
+from trajstore.replay_buffer.episode_log import EpisodeLog
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.metadata import META_FILE, file_signature
 from trajstore.replay_buffer.ring import RingState
