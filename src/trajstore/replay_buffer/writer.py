@@ -176,7 +176,10 @@ class BufferWriter:
     def end_episode(self, final: list[np.ndarray] | None, data: dict[str, Any], interrupted: bool, *,
                     flush: bool = True) -> None:
         """Close the open episode with its checked JSON ``data`` and validated ``final`` observation, and
-        commit it with its steps.
+        commit it with its steps (durable when this returns). With ``flush=False``: O(1), no wait for the
+        background thread and no fsync; the boundary is kept in memory, the steps keep batching in the
+        staged blocks, and the next commit (``flush``, ``end_episode``, ``close``) writes, flushes and
+        commits them with the final observations; a crash before it loses exactly those episodes.
 
         All or nothing: when it raises, the episode is still open (nothing of it committed, its steps
         held), and ``end_episode`` may be called again with the same arguments.
