@@ -1,6 +1,6 @@
 """The commit: data first, then metadata. Owns what ``trajstore.json`` says (the committed view).
 
-A commit flushes the storage, appends the newly closed episodes to the episode log, writes
+A commit flushes the storage and the final observations written since the last one, appends the newly closed episodes to the episode log, writes
 ``stats.json`` when the statistics cover the view (these three are independent writes, each ending
 in an fsync, run at once by :func:`~trajstore._fs.in_parallel`), then replaces ``trajstore.json``
 atomically. A crash leaves the last committed state.
@@ -80,11 +80,20 @@ class Committer:
         if self.folder is None or self.log is None:
             if flush_storage:
                 self.storage.flush()
+            if own:
+                self.finals.flush()
             return
         committed = View(view.ring, view.episodes.snapshot())
-        log, folder = self.log, self.folder
+        log, folder, finals = self.log, self.folder, self.finals
+
+        def flush_data() -> None:
+            if flush_storage:
+                self.storage.flush()
+            if own:  # final observations written since the last commit (a ring's shrunk view names none new)
+                finals.flush()
+
         _, position, stats = in_parallel(
-            self.storage.flush if flush_storage else lambda: None,  # first: on this thread (it may fan out)
+            flush_data,  # first: on this thread (it may fan out)
             lambda: log.prepare(committed.episodes, may_compact=own),  # durable before the metadata names it
             lambda: self.stats.commit(folder, committed.ring))
         episodes = {**committed.episodes.counters_json(), "log": position.to_json()}

@@ -129,8 +129,8 @@ class FinalObservations:
         return [np.asarray(v)[None] for v in tree.flatten(self.space, checked)]
 
     def write(self, n: int, leaves: list[np.ndarray], *, layout_of: SpaceStorage, lock: WriterLock | None) -> None:
-        """Store final observation number ``n`` (validated leaves) and flush it; the storage is
-        made on first use with the routing of ``layout_of`` (the buffer's storage)."""
+        """Store final observation number ``n`` (validated leaves), not flushed (:meth:`flush`, at the
+        commit that names it); the storage is made on first use with the routing of ``layout_of``."""
         if self.storage is None:
             self._create(layout_of, lock)
         storage = self.storage
@@ -140,7 +140,13 @@ class FinalObservations:
             storage.write_leaves(span(slot, slot + 1), leaves)
         else:
             storage.extend_leaves(leaves, 1)
-        storage.flush()
+        self._unflushed = True
+
+    def flush(self) -> None:
+        """Make the final observations written since the last flush durable (nothing if none)."""
+        if getattr(self, "_unflushed", False) and self.storage is not None:
+            self.storage.flush()
+            self._unflushed = False
 
     def _create(self, layout_of: SpaceStorage, lock: WriterLock | None) -> None:
         assert self.space is not None

@@ -176,7 +176,10 @@ class BufferWriter:
     def end_episode(self, final: list[np.ndarray] | None, data: dict[str, Any], interrupted: bool, *,
                     flush: bool = True) -> None:
         """Close the open episode with its checked JSON ``data`` and validated ``final`` observation, and
-        commit it with its steps.
+        commit it with its steps (durable when this returns). With ``flush=False``: O(1), no wait for the
+        background thread and no fsync; the boundary is kept in memory, the steps keep batching in the
+        staged blocks, and the next commit (``flush``, ``end_episode``, ``close``) writes, flushes and
+        commits them with the final observations; a crash before it loses exactly those episodes.
 
         All or nothing: when it raises, the episode is still open (nothing of it committed, its steps
         held), and ``end_episode`` may be called again with the same arguments.
@@ -189,13 +192,17 @@ class BufferWriter:
             given = sorted(data) + (["final_observation"] if final is not None else [])
             raise ValueError(f"end_episode got {given} but there is no episode to end: no step was appended "
                              "since the last end_episode")
-        self.drain()  # a failed background write surfaces before the episode is closed
-        if final is not None:  # slot final_count again if a retry: nothing names it until the commit
-            self.finals.write(self.episodes.final_count, final, layout_of=self.storage, lock=self._lock)
         if not flush:
+            # O(1), no wait: the boundary is a step number in the table; the staged steps keep batching
+            # across it and are written, flushed and committed at the next commit. Only a failed
+            # background write surfaces here (written again first, as by drain).
+            self.retry_held()
+            self._write_final(final)
             self.episodes.end_episode(self.appended.appended, data=data, with_final=final is not None,
                                       interrupted=interrupted)
             return
+        self.drain()  # a failed background write surfaces before the episode is closed
+        self._write_final(final)
         before = self.episodes.snapshot()
         self.episodes.end_episode(self.appended.appended, data=data, with_final=final is not None,
                                   interrupted=interrupted)
@@ -205,6 +212,16 @@ class BufferWriter:
             self.episodes = before  # still open: a retry closes it again (the log rewrites what was not named)
             raise
 
+    def _write_final(self, final: list[np.ndarray] | None) -> None:
+        """Write (not flush: the commit does) the closing episode's final observation into slot
+        ``final_count`` (again if a retry: nothing names it until the commit). A ring first commits a
+        view without the episodes whose steps the staged ones overwrite: the slot may be one of theirs."""
+        if final is None:
+            return
+        if self.appended.capacity is not None:
+            self.committer.before_overwrite(self.appended.appended)
+        self.finals.write(self.episodes.final_count, final, layout_of=self.storage, lock=self._lock)
+
     def discard_episode(self) -> int:
         """Drop the open episode's steps (committed at once); returns how many."""
         self.drain()  # staged steps of the episode reach their slots first: nothing is written after the rewind
@@ -212,7 +229,8 @@ class BufferWriter:
         if n:
             self.appended = self.submitted = self.written = self.appended.rewind(n)
             self.stats.on_rewind(self.appended)
-            self.commit()
+            # Episodes closed with flush=False before it are committed too: their steps are flushed first.
+            self.commit(flush_storage=self.unflushed() > 0)
         return n
 
     def end_interrupted_episode(self) -> None:
