@@ -90,6 +90,7 @@ class FinalObservations:
         self.read_only = read_only
         self.multiprocessing = multiprocessing
         self.storage: SpaceStorage | None = None
+        self._unflushed = False  # written since the last flush (end_episode(flush=False) defers it to the commit)
 
     def descriptor(self) -> dict[str, Any] | None:
         """``{"type", "dir"}`` for ``trajstore.json`` once the storage exists, else ``None``."""
@@ -144,7 +145,7 @@ class FinalObservations:
 
     def flush(self) -> None:
         """Make the final observations written since the last flush durable (nothing if none)."""
-        if getattr(self, "_unflushed", False) and self.storage is not None:
+        if self._unflushed and self.storage is not None:
             self.storage.flush()
             self._unflushed = False
 
