@@ -130,7 +130,7 @@ def install(cache_dir: str | Path) -> None:
     _lerobot_compat.setup(cache_dir)
 
     import lerobot.configs
-    import lerobot.datasets
+    import lerobot.datasets  # noqa: F401 - the package, before its submodules are patched
     import lerobot.datasets.utils as lr_utils
     import lerobot.utils.import_utils as import_utils
     from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata as _Meta040

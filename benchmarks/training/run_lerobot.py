@@ -37,7 +37,7 @@ def _data_arg() -> Path:
 compat.setup(_data_arg() / "lerobot.hf-cache")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import torch  # noqa: E402,F401 - before lerobot, as LeRobot imports it
 
 import lerobot  # noqa: E402
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
