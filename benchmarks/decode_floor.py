@@ -57,9 +57,7 @@ def main() -> None:
         print(json.dumps(run(json.loads(sys.argv[2]))))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", action="append", type=hx.parse_src, metavar="LABEL=DIR",
-                    help=f"a trajstore source tree to measure (repeatable; default: this checkout's {hx.REPO_SRC})")
-    ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore")
+    hx.add_source_arguments(ap)
     ap.add_argument("--sizes", default="128x128,96x96,480x640", help="HxW,... (default 128x128,96x96,480x640)")
     ap.add_argument("--formats", default="JPEG,PNG")
     ap.add_argument("--quality", type=int, default=75)

@@ -77,9 +77,7 @@ def main() -> None:
         print(json.dumps(measure(json.loads(sys.argv[2]))))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", action="append", type=hx.parse_src, metavar="LABEL=DIR",
-                    help=f"a trajstore source tree to measure (repeatable; default: this checkout's {hx.REPO_SRC})")
-    ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore")
+    hx.add_source_arguments(ap)
     ap.add_argument("--episodes", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3, help="timed opens of each kind (default 3)")
     ap.add_argument("--no-check", action="store_true", help="skip the generator-against-API byte check")

@@ -79,9 +79,7 @@ def main() -> None:
         print(json.dumps(run(json.loads(sys.argv[2]))))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", action="append", type=hx.parse_src, metavar="LABEL=DIR",
-                    help=f"a trajstore source tree to measure (repeatable; default: this checkout's {hx.REPO_SRC})")
-    ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore")
+    hx.add_source_arguments(ap)
     ap.add_argument("--seconds", type=float, default=60.0, help="simulated seconds recorded per pacing (default 60)")
     ap.add_argument("--episode-seconds", type=float, default=20.0, help="simulated seconds per episode (default 20)")
     ap.add_argument("--modes", default=",".join(MODES), help="paced, fast (default: both)")

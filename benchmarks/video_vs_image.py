@@ -142,9 +142,7 @@ def main() -> None:
     import _harness as hx
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", action="append", type=hx.parse_src, metavar="LABEL=DIR",
-                    help="a trajstore source tree (repeatable; the first is the baseline; default: this checkout)")
-    ap.add_argument("--python", type=Path, default=Path(sys.executable))
+    hx.add_source_arguments(ap)
     ap.add_argument("--sizes", default="96x96,128x128,480x640")
     ap.add_argument("--episodes", type=int, default=16, help="episodes of 128 steps (half of it at 480x640)")
     ap.add_argument("--rounds", type=int, default=5)

@@ -66,9 +66,7 @@ def main() -> None:
         print(json.dumps(case(json.loads(sys.argv[2]))))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", action="append", type=hx.parse_src, metavar="LABEL=DIR",
-                    help=f"a trajstore source tree to measure (repeatable; default: this checkout's {hx.REPO_SRC})")
-    ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore")
+    hx.add_source_arguments(ap)
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--height", type=int, default=96)

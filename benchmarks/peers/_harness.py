@@ -98,6 +98,13 @@ def parse_src(value: str) -> tuple[str, Path]:
     return label, p
 
 
+def add_source_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--src LABEL=DIR`` (repeatable) and ``--python``: the trajstore trees a before/after benchmark runs."""
+    ap.add_argument("--src", action="append", type=parse_src, metavar="LABEL=DIR",
+                    help=f"a trajstore source tree to measure (repeatable; default: this checkout's {REPO_SRC})")
+    ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore")
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--src", action="append", type=parse_src, metavar="LABEL=DIR",
                     help="a trajstore source tree to measure (repeatable; the first is the baseline of the ratios; "

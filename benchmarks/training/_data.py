@@ -35,6 +35,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _loader_common as lc  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "peers"))
+from _workload import nest  # noqa: E402  (NumPy only, as in every peer venv)
+
 VERSION = 1  # of the generated content; a folder of another version is written again
 
 ALOHA_CAMERAS = ("cam_high", "cam_low", "cam_left_wrist", "cam_right_wrist")
@@ -127,18 +130,6 @@ def load_raw(data: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray, dict[
     keys = [*meta["cameras"], lc.STATE_KEY, lc.ACTION_KEY]
     arrays = {k: np.load(raw / lc.leaf_file(k), mmap_mode="r") for k in keys}
     return arrays, np.load(raw / "episode_ends.npy"), meta
-
-
-def nest(flat: dict[str, Any]) -> dict[str, Any]:
-    """``{"a/b": x}`` -> ``{"a": {"b": x}}``."""
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        *parents, leaf = key.split("/")
-        d = out
-        for p in parents:
-            d = d.setdefault(p, {})
-        d[leaf] = value
-    return out
 
 
 def trajstore_space(meta: dict[str, Any], frame_shape: tuple[int, ...], dim: int) -> Any:
