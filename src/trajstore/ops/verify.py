@@ -33,6 +33,7 @@ import numpy as np
 
 from trajstore._fs import read_json
 from trajstore.errors import FormatError
+from trajstore.ops.hdf5_truncation import hdf5_truncated
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.committed_table import read_committed
 from trajstore.replay_buffer.metadata import META_FILE, STORAGE_DIR, read_meta
@@ -296,7 +297,7 @@ def _check_folder(folder: Path, report: VerifyReport, plan: Callable[[SpaceStora
             report.problems.append(Problem(str(folder), "more problems not listed"))
 
     if kind == "hdf5":
-        truncated = _hdf5_truncated(folder)
+        truncated = hdf5_truncated(folder)
         if truncated:  # read no further: SWMR reads past the end retry for minutes, or return zeros
             problem(truncated)
             return
@@ -347,55 +348,6 @@ def _damaged_files(sub: SpaceStorage, report: VerifyReport, check: StorageCheck,
     if len(slots):
         failed(slots)
     return slots
-
-
-def _hdf5_truncated(folder: Path) -> str | None:
-    """Why ``data.h5`` is shorter than HDF5's own record of its end, or ``None``.
-
-    trajstore's readers open in SWMR mode, which skips HDF5's end-of-file check: a read past the end
-    then returns zeros or retries for minutes. A plain (non-SWMR) read-only open makes that check; a
-    file a writer has open (or died with open) refuses such an open, and then the stored chunks are
-    compared with the file size instead.
-    """
-    import h5py
-
-    from trajstore.storages.hdf5 import DATA_FILE
-
-    path = folder / DATA_FILE
-    if not path.is_file():
-        return None  # the storage's own open names the missing file
-    try:
-        h5py.File(path, "r", libver=("earliest", "v110"), locking=False).close()
-        return None
-    except OSError as exc:
-        if "truncated file" in str(exc):
-            return f"{DATA_FILE} is truncated: {' '.join(str(exc).split())}"
-    return _chunks_past_end(path)
-
-
-def _chunks_past_end(path: Path) -> str | None:
-    import h5py
-
-    size = path.stat().st_size
-    found: list[str] = []
-
-    def visit(name: str, obj: Any) -> None:
-        if found or not isinstance(obj, h5py.Dataset) or obj.chunks is None:
-            return
-        ds = obj.id
-        for i in range(ds.get_num_chunks()):
-            c = ds.get_chunk_info(i)
-            if c.byte_offset + c.size > size:
-                found.append(f"{path.name} is truncated ({size:,} bytes): dataset {name!r} has a chunk at byte "
-                             f"{c.byte_offset:,} past its end")
-                return
-
-    try:
-        with h5py.File(path, "r", swmr=True, libver=("v110", "v110"), locking=False) as f:
-            f.visititems(visit)
-    except OSError:
-        return None  # the storage's own open reports it
-    return found[0] if found else None
 
 
 def _open_whole(folder: Path) -> list[Problem]:

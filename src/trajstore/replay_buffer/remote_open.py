@@ -23,6 +23,23 @@ if TYPE_CHECKING:
     from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 
 
+class RemoteOrigin:
+    """What a buffer opened from a URL reads: ``self._remote``, its :class:`~trajstore._openers.RemoteFolder`
+    (``None`` for a local folder), set by :func:`load_url`."""
+
+    _remote: Any
+
+    @property
+    def published_snapshot(self) -> tuple[str, str] | None:
+        """``(url, snapshot id)`` of a buffer opened from a URL (the pushed snapshot it reads), else ``None``."""
+        return None if self._remote is None else (self._remote.url, self._remote.snapshot)
+
+    @property
+    def payload_source(self) -> Any:
+        """The payload source of a buffer opened from a URL (its request and byte counters), else ``None``."""
+        return None if self._remote is None else self._remote.payload
+
+
 def is_url(cache_path: str | os.PathLike) -> bool:
     """True for a URL of object storage, and for a local folder holding a pushed copy (a manifest, no
     ``trajstore.json``): both open through the URL opener."""

@@ -24,6 +24,7 @@ from trajstore._folder import FolderOwner, fresh_folder, lock_for
 from trajstore._urls import local_path, refuse_remote_write
 from trajstore.damage import Damage
 from trajstore.replay_buffer import remote_open
+from trajstore.replay_buffer.remote_open import RemoteOrigin
 from trajstore.replay_buffer.damage_report import damage_in
 from trajstore.replay_buffer.episode_access import EpisodeAccess
 from trajstore.replay_buffer.episode_data import episode_data, flag
@@ -43,7 +44,7 @@ from trajstore.storages._selection import select
 from trajstore.storages.base import SpaceStorage, check_capacity, validated_batch, validated_for, validated_step
 
 
-class ReplayBuffer(EpisodeAccess, TrainingAPI, FolderOwner):
+class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any order,
@@ -314,16 +315,6 @@ class ReplayBuffer(EpisodeAccess, TrainingAPI, FolderOwner):
     def total_steps(self) -> int:
         """Steps appended since creation, including those the ring has overwritten."""
         return self._now().ring.appended
-
-    @property
-    def published_snapshot(self) -> tuple[str, str] | None:
-        """``(url, snapshot id)`` of a buffer opened from a URL (the pushed snapshot it reads), else ``None``."""
-        return None if self._remote is None else (self._remote.url, self._remote.snapshot)
-
-    @property
-    def payload_source(self) -> Any:
-        """The payload source of a buffer opened from a URL (its request and byte counters), else ``None``."""
-        return None if self._remote is None else self._remote.payload
 
     @property
     def damaged(self) -> Damage:
