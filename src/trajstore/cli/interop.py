@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
+from trajstore.cli._format_options import parse_pairs
 from trajstore.errors import TrajstoreError
 
 import_app = typer.Typer(help="Make a new buffer folder from a dataset in another format.", no_args_is_help=True)
@@ -138,17 +139,6 @@ class ZarrCompressor(str, Enum):
     raw = "raw"
 
 
-def _pairs(values: Optional[List[str]], option: str) -> dict[str, str]:
-    """``["a=b", ...]`` -> ``{"a": "b"}``."""
-    out = {}
-    for value in values or []:
-        name, sep, target = value.partition("=")
-        if not sep or not name or not target:
-            raise typer.BadParameter(f"expected NAME=TARGET, got {value!r}", param_hint=option)
-        out[name] = target
-    return out
-
-
 @import_app.command("zarr")
 def import_zarr_command(
     src: Path = typer.Argument(..., help="Zarr group in Diffusion Policy's layout (data/<key>, meta/episode_ends), "
@@ -167,7 +157,7 @@ def import_zarr_command(
     from trajstore.cli._output import console, fail
     from trajstore.interop.zarr import import_zarr
 
-    key_map = _pairs(key, "--key")
+    key_map = parse_pairs(key, "--key")
     try:
         summary = import_zarr(src, out, image_keys=image_key, fps=fps, key_map=key_map, camera=camera.value,
                               check_bounds=check_bounds, progress=progress)
@@ -201,7 +191,7 @@ def export_zarr_command(
     from trajstore.cli._output import console, fail
     from trajstore.interop.zarr import export_zarr
 
-    key_map = _pairs(key, "--key")
+    key_map = parse_pairs(key, "--key")
     options = dict(compressor=None if compressor is ZarrCompressor.raw else compressor.value, lossless=lossless,
                    episodes=episode or None, key_map=key_map, exclude=exclude or (), progress=progress)
     try:
