@@ -1,0 +1,176 @@
+"""A ``tf.train.Example`` protobuf message, parsed from its wire format: no protobuf library needed.
+
+Messages (TensorFlow's ``tensorflow/core/example/{example,feature}.proto``)::
+
+    Example   { Features features = 1; }
+    Features  { map<string, Feature> feature = 1; }      // entries: { string key = 1; Feature value = 2; }
+    Feature   { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
+    BytesList { repeated bytes value = 1; }
+    FloatList { repeated float value = 1 [packed = true]; }
+    Int64List { repeated int64 value = 1 [packed = true]; }
+
+Wire format (protobuf's encoding guide): a field is a varint tag ``(number << 3) | wire type``; wire types
+0 (varint), 1 (8 bytes), 2 (varint length + bytes), 5 (4 bytes). Packed and unpacked repeated numbers are
+both read; unknown fields are skipped; groups (wire types 3, 4) are refused. The parser knows only these
+five messages, so nesting is bounded by construction (four levels); every varint is at most 10 bytes and
+every length is checked against the bytes left before anything is sliced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+from trajstore.errors import FormatError
+
+__all__ = ["Feature", "parse_example"]
+
+Values = Union[list, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature of an Example: ``kind`` ``"bytes"`` (``values`` a list of bytes), ``"float"``
+    (``(n,)`` float32) or ``"int64"`` (``(n,)`` int64); ``kind`` None for a Feature with no list set."""
+
+    kind: str | None
+    values: Values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _varint(buf: memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
+    result = shift = 0
+    for i in range(10):
+        if pos + i >= end:
+            raise FormatError(f"{where}: a varint runs past the end of its message")
+        b = buf[pos + i]
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result & 0xFFFFFFFFFFFFFFFF, pos + i + 1
+        shift += 7
+    raise FormatError(f"{where}: a varint longer than 10 bytes")
+
+
+def _fields(buf: memoryview, start: int, end: int, where: str):
+    """``(field number, wire type, value)`` of a message's fields in ``buf[start:end]``: ``value`` is an
+    int for wire type 0, a ``(start, end)`` pair for types 1, 2 and 5."""
+    pos = start
+    while pos < end:
+        tag, pos = _varint(buf, pos, end, where)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos, end, where)
+            yield number, wire, value
+            continue
+        if wire == 2:
+            n, pos = _varint(buf, pos, end, where)
+        elif wire in (1, 5):
+            n = 8 if wire == 1 else 4
+        else:
+            raise FormatError(f"{where}: wire type {wire} (field {number}) is not used by tf.train.Example")
+        if n > end - pos:
+            raise FormatError(f"{where}: field {number} declares {n} bytes, its message has {end - pos} left")
+        yield number, wire, (pos, pos + n)
+        pos += n
+
+
+def _packed_varints(data: bytes, where: str) -> np.ndarray:
+    """Packed varints as int64 (two's complement of the 64-bit value), decoded with NumPy."""
+    b = np.frombuffer(data, np.uint8)
+    if not len(b):
+        return np.zeros(0, np.int64)
+    if b[-1] >= 0x80:
+        raise FormatError(f"{where}: a packed varint runs past the end of its list")
+    ends = np.flatnonzero(b < 0x80)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    if int((ends - starts).max()) >= 10:
+        raise FormatError(f"{where}: a varint longer than 10 bytes")
+    position = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
+    parts = (b & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
+    return np.bitwise_or.reduceat(parts, starts).view(np.int64)
+
+
+def _list(buf: memoryview, start: int, end: int, kind: str, where: str) -> Values:
+    if kind == "bytes":
+        out = []
+        for number, wire, value in _fields(buf, start, end, where):
+            if number == 1:
+                if wire != 2:
+                    raise FormatError(f"{where}: a bytes_list value of wire type {wire}")
+                out.append(bytes(buf[value[0]:value[1]]))
+        return out
+    chunks: list[np.ndarray] = []
+    for number, wire, value in _fields(buf, start, end, where):
+        if number != 1:
+            continue
+        if kind == "float":
+            if wire not in (2, 5):
+                raise FormatError(f"{where}: a float_list value of wire type {wire}")
+            data = bytes(buf[value[0]:value[1]])
+            if len(data) % 4:
+                raise FormatError(f"{where}: a packed float_list of {len(data)} bytes (not a multiple of 4)")
+            chunks.append(np.frombuffer(data, "<f4"))
+        elif wire == 2:
+            chunks.append(_packed_varints(bytes(buf[value[0]:value[1]]), where))
+        elif wire == 0:
+            chunks.append(np.array([value], np.uint64).view(np.int64))
+        else:
+            raise FormatError(f"{where}: an int64_list value of wire type {wire}")
+    dtype = np.float32 if kind == "float" else np.int64
+    return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype)
+
+
+_KINDS = {1: "bytes", 2: "float", 3: "int64"}
+
+
+def _feature(buf: memoryview, start: int, end: int, where: str) -> Feature:
+    kind, values = None, []
+    for number, wire, value in _fields(buf, start, end, where):
+        if number in _KINDS:
+            if wire != 2:
+                raise FormatError(f"{where}: a {_KINDS[number]}_list of wire type {wire}")
+            kind = _KINDS[number]  # a oneof: the last one set wins, as protobuf parses it
+            values = _list(buf, value[0], value[1], kind, where)
+    return Feature(kind, values)
+
+
+def parse_example(payload: bytes, where: str) -> dict[str, Feature]:
+    """The features of a serialized ``tf.train.Example`` (``payload``), by key.
+
+    Args:
+        payload: the message bytes (one TFRecord record).
+        where: the record, for messages (``"<file>: record 3"``).
+
+    Raises:
+        FormatError: a varint or length beyond its message, a field of a wire type the message does not
+            use, a feature key that is not UTF-8 or is given twice; the message names ``where`` (and the key).
+    """
+    buf = memoryview(payload)
+    out: dict[str, Feature] = {}
+    for number, wire, span in _fields(buf, 0, len(buf), where):
+        if number != 1 or wire != 2:
+            continue
+        for n2, w2, entry in _fields(buf, span[0], span[1], f"{where}: features"):
+            if n2 != 1 or w2 != 2:
+                continue
+            key_raw, feature = b"", Feature(None, [])
+            value_span = None
+            for n3, w3, part in _fields(buf, entry[0], entry[1], f"{where}: a feature entry"):
+                if n3 == 1 and w3 == 2:
+                    key_raw = bytes(buf[part[0]:part[1]])
+                elif n3 == 2 and w3 == 2:
+                    value_span = part
+            try:
+                key = key_raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise FormatError(f"{where}: a feature key that is not UTF-8: {key_raw[:60]!r}") from None
+            if value_span is not None:
+                feature = _feature(buf, value_span[0], value_span[1], f"{where}: feature {key!r}")
+            if key in out:
+                raise FormatError(f"{where}: feature {key!r} is given twice")
+            out[key] = feature
+    return out
