@@ -110,8 +110,11 @@ def test_key_map_renames_and_keeps_boundaries(tmp_path):
     assert np.array_equal(b["observation"]["images"]["front"][3], expected_image(0, 3))
     assert b["last"].tolist() == [False] * 11 + [True]
     assert isinstance(rb.space["lang"], TextSpace) and b["lang"].tolist() == ["task 0"] * 12
-    with pytest.raises(InvalidValueError, match=r"key_map names 'steps/action'.*its step features: action, "):
-        import_rlds(BUILDER, tmp_path / "x", key_map={"steps/action": "a"})
+    with pytest.raises(InvalidValueError, match=r"key_map names 'obs', .*its step features: action, "):
+        import_rlds(BUILDER, tmp_path / "x", key_map={"obs": "a"})
+    s = import_rlds(BUILDER, tmp_path / "y", episodes=[0], key_map={"steps/action": "act"})  # record keys too
+    assert s.leaves["steps/action"] == "act"
+    assert ReplayBuffer.load_from(tmp_path / "y")[2]["act"].tolist() == [2, -2, 1, 1, 0, 0, 1]
     with pytest.raises(InvalidValueError, match="two source features go to one leaf"):
         import_rlds(BUILDER, tmp_path / "x", key_map={"action": "reward"})
     with pytest.raises(InvalidValueError, match="lies inside another leaf"):

@@ -17,6 +17,9 @@ from trajstore.spaces import TextSpace
 from tests.interop_rlds.records import SHARDS, copy_fixture, payloads, record, rewrite
 
 
+P = "tensorflow_datasets.core.features."
+
+
 def refused(builder, tmp_path, match, exc=FormatError, **kw):
     out = tmp_path / "out"
     with pytest.raises(exc, match=match):
@@ -113,7 +116,7 @@ def test_undecodable_pixels_found_while_copying(tmp_path):
 def test_wrong_list_kind_missing_feature_bad_bool(tmp_path):
     b = copy_fixture(tmp_path)
     rewrite(b, 0, 0, lambda f: f.__setitem__("steps/action", ("int64", [0] * 140)))
-    refused(b, tmp_path, r"'steps/action' is a int64_list, a tensor of float32 is stored as a float_list")
+    refused(b, tmp_path, r"'steps/action' is stored as int64_list, a tensor of float32 as float_list")
     b = copy_fixture(tmp_path / "2")
     rewrite(b, 0, 0, lambda f: f.pop("steps/reward"))
     refused(b, tmp_path / "2", r"record 0: has no feature 'steps/reward'")
@@ -243,3 +246,24 @@ def test_changing_instruction_becomes_a_text_leaf(tmp_path):
     assert rb.episode(1).data["task"] == "task 2"
     assert rb[0:20]["language_instruction"].tolist() == ["task 1"] * 5 + ["then lift it"] * 15
     assert rb[20:27]["language_instruction"].tolist() == ["task 2"] * 7
+
+
+def test_metadata_not_json_and_too_long_text(tmp_path):
+    b = copy_fixture(tmp_path)
+    _edit_json(b / "features.json", lambda d: d["featuresDict"]["features"]["episode_metadata"]["featuresDict"][
+        "features"].__setitem__("score", {"pythonClassName": P + "scalar.Scalar",
+                                          "tensor": {"dtype": "float32", "encoding": "none", "shape": {}}}))
+    for shard, number in ((0, 0), (0, 1), (1, 0)):
+        rewrite(b, shard, number, lambda f: f.__setitem__("episode_metadata/score", ("float", [float("nan")])))
+    refused(b, tmp_path, r"record 0: episode metadata: cannot be written as JSON")
+    b = copy_fixture(tmp_path / "2")
+    rewrite(b, 1, 0, lambda f: f["steps/language_instruction"][1].__setitem__(0, b"x" * 70000))
+    refused(b, tmp_path / "2", r"record 0: 'steps/language_instruction' holds a text of 70000 characters")
+
+
+def test_image_in_episode_metadata_is_unsupported(tmp_path):
+    b = copy_fixture(tmp_path)
+    _edit_json(b / "features.json", lambda d: d["featuresDict"]["features"]["episode_metadata"]["featuresDict"][
+        "features"].__setitem__("thumb", {"pythonClassName": P + "image_feature.Image", "image": {
+            "dtype": "uint8", "encodingFormat": "png", "shape": {"dimensions": ["4", "4", "3"]}}}))
+    refused(b, tmp_path, r"'episode_metadata/thumb' is an image per episode", exc=UnsupportedSpaceError)

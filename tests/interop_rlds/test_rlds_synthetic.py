@@ -97,8 +97,8 @@ def write(root, splits, template=None):
 
 
 def test_other_images_tensors_text_and_splits(tmp_path):
-    root = write(tmp_path / "syn" / "0.1.0", {"train": [[(0, 3), (1, 5)]], "val": [[(2, 4)], [(3, 2)]]},
-                 template="{DATASET}_{SPLIT}_{SHARD_INDEX}_of_{NUM_SHARDS}.{FILEFORMAT}")
+    write(tmp_path / "syn" / "0.1.0", {"train": [[(0, 3), (1, 5)]], "val": [[(2, 4)], [(3, 2)]]},
+          template="{DATASET}_{SPLIT}_{SHARD_INDEX}_of_{NUM_SHARDS}.{FILEFORMAT}")
     s = import_rlds(tmp_path / "syn", tmp_path / "rb", split="val", progress=True)
     assert (s.episodes, s.steps) == (2, 6)
     rb = ReplayBuffer.load_from(tmp_path / "rb")

@@ -28,8 +28,8 @@ def _feature(example: dict[str, Feature], spec: FeatureSpec, where: str) -> Feat
     want = {"image": "bytes", "text": "bytes"}.get(spec.kind) or (
         "float" if np.dtype(spec.dtype).kind == "f" else "int64")
     if feature.kind not in (want, None) or (feature.kind is None and len(feature)):
-        raise FormatError(f"{where}: {spec.key!r} is a {feature.kind}_list, a {spec.kind} of {spec.dtype} is "
-                          f"stored as a {want}_list")
+        raise FormatError(f"{where}: {spec.key!r} is stored as {feature.kind}_list, a {spec.kind} of {spec.dtype} "
+                          f"as {want}_list")
     return feature
 
 

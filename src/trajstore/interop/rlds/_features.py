@@ -170,6 +170,9 @@ def read_features(path: Path) -> RldsFeatures:
     for child, sub in top.items():
         if child != "steps":
             _walk(sub, child, "" if child == "episode_metadata" else child, episode, 0)
+    images = [s.key for s in episode if s.kind == "image"]
+    if images:
+        raise UnsupportedSpaceError(f"{path}: {images[0]!r} is an image per episode; episode data is JSON")
     if not any(s.name == "is_first" for s in steps):
         raise FormatError(f"{path}: no 'steps/is_first' feature (RLDS marks each episode's first step with it)")
     return RldsFeatures(tuple(steps), tuple(episode))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from trajstore._json import dumps_checked
 from trajstore.errors import FormatError, InvalidValueError
 from trajstore.interop.rlds._episode import (check_boundaries, check_image, episode_data, episode_length,
                                              step_values)
@@ -21,7 +22,7 @@ from trajstore.interop.rlds._tfrecord import RecordRef
 from trajstore.interop.source_selection import SourceEpisode, select_source_episodes
 from trajstore.spaces import DictSpace, Space
 
-__all__ = ["EpisodePlan", "ImportPlan", "LANGUAGE", "LeafPlan", "plan_import"]
+__all__ = ["EpisodePlan", "ImportPlan", "LANGUAGE", "LeafPlan", "MAX_TEXT_CHARS", "plan_import"]
 
 #: The step feature that gives an episode its ``task``.
 LANGUAGE = "language_instruction"
@@ -29,6 +30,9 @@ LANGUAGE = "language_instruction"
 RENAMED = {"is_terminal": "terminated"}
 #: Step features that are not leaves unless ``key_map`` names them: they mark the episode's boundaries.
 BOUNDARIES = ("is_first", "is_last")
+#: The longest text (characters) of a per-step Text feature: a longer one is refused (it would make every
+#: step of the leaf that wide).
+MAX_TEXT_CHARS = 1 << 16
 #: Episode data keys the import sets itself or that ``end_episode`` takes as its own parameters.
 RESERVED = ("rlds_index", "interrupted", "final_observation", "flush")
 
@@ -81,7 +85,11 @@ def _scan_episode(example: dict, source: RldsSource, scan: _Scan, where: str) ->
             for t, data in enumerate(values):
                 check_image(data, spec, f"{where}: {spec.key!r} step {t}")
         elif spec.kind == "text":
-            scan.text_length[spec.name] = max(scan.text_length.get(spec.name, 1), max(map(len, values)))
+            longest = max(map(len, values))
+            if longest > MAX_TEXT_CHARS:
+                raise FormatError(f"{where}: {spec.key!r} holds a text of {longest} characters, more than the "
+                                  f"{MAX_TEXT_CHARS} a step text leaf takes")
+            scan.text_length[spec.name] = max(scan.text_length.get(spec.name, 1), longest)
             if spec.name == LANGUAGE:
                 tasks = list(dict.fromkeys(values))
                 scan.language_varies |= len(tasks) > 1
@@ -93,6 +101,10 @@ def _scan_episode(example: dict, source: RldsSource, scan: _Scan, where: str) ->
                           f"import sets ({', '.join(reserved)})")
     if tasks:
         data["task"] = tasks[0] if len(tasks) == 1 else tasks
+    try:
+        dumps_checked(data, what=f"{where}: episode metadata")
+    except InvalidValueError as exc:
+        raise FormatError(str(exc)) from None
     return steps, data
 
 
@@ -105,6 +117,8 @@ def _path(target: str, source_key: str) -> tuple[str, ...]:
 
 def _leaves(source: RldsSource, key_map: Mapping[str, str], scan: _Scan) -> tuple[LeafPlan, ...]:
     names = [s.name for s in source.features.steps]
+    key_map = {k[len("steps/"):] if k.startswith("steps/") and k[len("steps/"):] in names else k: v
+               for k, v in key_map.items()}
     unknown = [k for k in key_map if k not in names]
     if unknown:
         raise InvalidValueError(f"key_map names {unknown[0]!r}, which {source.root} does not have; its step "
