@@ -267,3 +267,12 @@ def test_image_in_episode_metadata_is_unsupported(tmp_path):
         "features"].__setitem__("thumb", {"pythonClassName": P + "image_feature.Image", "image": {
             "dtype": "uint8", "encodingFormat": "png", "shape": {"dimensions": ["4", "4", "3"]}}}))
     refused(b, tmp_path, r"'episode_metadata/thumb' is an image per episode", exc=UnsupportedSpaceError)
+
+
+def test_features_json_symlinked_outside(tmp_path):
+    b = copy_fixture(tmp_path)
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text((b / "features.json").read_text())
+    (b / "features.json").unlink()
+    (b / "features.json").symlink_to(outside)
+    refused(b, tmp_path, r"RLDS features: the path 'features.json' leads outside .* through a symlink")

@@ -93,3 +93,12 @@ def test_varint_helper_roundtrip():
     for n in (0, 1, 300, 2**63, 2**64 - 1):
         msg = field(1, 2, field(1, 2, field(1, 2, b"k") + field(2, 2, field(3, 2, field(1, 2, varint(n))))))
         assert parse_example(msg, "m")["k"].values.view(np.uint64).tolist() == [n]
+
+
+def test_import_with_the_python_crc32c(tmp_path, monkeypatch):
+    """Without google_crc32c the table-driven CRC32C checks the same records."""
+    from trajstore.interop.formats import importer
+
+    monkeypatch.setattr(_tfrecord, "crc32c", _tfrecord._python_crc32c)
+    s = importer("rlds")(BUILDER, tmp_path / "rb", episodes=[1])
+    assert (s.episodes, s.steps) == (1, 7)

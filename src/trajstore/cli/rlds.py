@@ -29,7 +29,7 @@ def import_rlds_command(
     out: Path = typer.Argument(..., help="New buffer folder (must not exist, or be empty)."),
     split: str = typer.Option("train", "--split", help="The TFDS split to import."),
     episodes: Optional[str] = import_episodes_option(),
-    key: Optional[List[str]] = key_option(IMPORT_KEY_HELP + " Source keys are step features without 'steps/'."),
+    key: Optional[List[str]] = key_option(IMPORT_KEY_HELP + " Source keys are step features, with or without 'steps/'."),
     camera: RldsCamera = typer.Option(RldsCamera.jpeg, help="How to store RGB camera frames (png: lossless)."),
     fps: Optional[float] = typer.Option(None, "--fps", help="Camera rate in Hz (RLDS keeps none; default 10)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),

@@ -104,7 +104,7 @@ def open_source(src: str | os.PathLike, split: str) -> RldsSource:
         InvalidValueError: an unknown ``split`` (names the splits held).
     """
     root = builder_dir(src)
-    info_path = root / "dataset_info.json"
+    info_path = path_inside(root, "dataset_info.json", "TFDS dataset_info")
     check_json_size(info_path)
     info = read_json(info_path, "TFDS dataset_info")
     if not isinstance(info, dict):
@@ -141,7 +141,7 @@ def open_source(src: str | os.PathLike, split: str) -> RldsSource:
         if not shard.is_file():
             raise FormatError(f"{root}: shard {shard.name} of split {split!r} is missing ({n} shards declared)")
         shards.append(shard)
-    features = read_features(root / "features.json")
+    features = read_features(path_inside(root, "features.json", "RLDS features"))
     return RldsSource(root, name, version, split, names, features, tuple(shards), shard_lengths)
 
 
