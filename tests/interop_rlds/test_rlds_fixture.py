@@ -159,3 +159,12 @@ def test_cli(tmp_path):
     r = runner.invoke(_app(), ["import", "rlds", str(BUILDER), str(tmp_path / "x"), "--key", "action"])
     assert r.exit_code != 0 and "NAME=TARGET" in r.output
     assert "Traceback" not in r.output and not (tmp_path / "x").exists()
+
+
+def test_blocks_of_one_step_give_the_same_values(tmp_path, monkeypatch):
+    """Episodes are appended in blocks bounded by decoded bytes; a 1-step block changes nothing."""
+    from trajstore.interop.rlds import import_ as module
+
+    monkeypatch.setattr(module, "BLOCK_BYTES", 100)
+    import_rlds(BUILDER, tmp_path / "rb", camera="png", episodes=[1])
+    check_episode(ReplayBuffer.load_from(tmp_path / "rb"), 0, 2)

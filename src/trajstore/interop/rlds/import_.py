@@ -22,12 +22,15 @@ from trajstore.interop.rlds._source import open_source
 from trajstore.interop.rlds._tfrecord import read_record
 from trajstore.interop.summary import ImportSummary
 
-__all__ = ["BLOCK_STEPS", "DEFAULT_FPS", "import_rlds"]
+__all__ = ["BLOCK_BYTES", "BLOCK_STEPS", "DEFAULT_FPS", "import_rlds"]
 
 #: Camera fps (Hz) when ``fps`` is not given: RLDS keeps no rate. 10 Hz is a common OXE control rate.
 DEFAULT_FPS = 10
-#: Steps decoded and appended at a time: bounds the decoded frames held (the record itself is held whole).
+#: Steps decoded and appended at a time, at most: bounds the decoded frames held (the record itself is
+#: held whole, as it is one episode).
 BLOCK_STEPS = 64
+#: Bytes of decoded images per block, at most (a block has at least one step).
+BLOCK_BYTES = 64 << 20
 
 
 def _fps(fps: Any) -> Any:
@@ -111,14 +114,21 @@ def import_rlds(src: str | os.PathLike, out: str | os.PathLike, *, split: str = 
                          {leaf.spec.key: "/".join(leaf.path) for leaf in plan.leaves})
 
 
+def _block_steps(plan: ImportPlan) -> int:
+    frame_bytes = sum(leaf.spec.size * np.dtype(leaf.spec.dtype).itemsize for leaf in plan.leaves
+                      if leaf.spec.kind == "image")
+    return max(1, min(BLOCK_STEPS, BLOCK_BYTES // max(frame_bytes, 1)))
+
+
 def _copy(plan: ImportPlan, rb: Any, bar: Any) -> None:
+    block = _block_steps(plan)
     for episode in plan.episodes:
         where = episode.ref.where()
         example = parse_example(read_record(episode.ref), where)
         values = {leaf.path: step_values(example, leaf.spec, episode.steps, where) for leaf in plan.leaves}
         del example
-        for start in range(0, episode.steps, BLOCK_STEPS):
-            stop = min(start + BLOCK_STEPS, episode.steps)
+        for start in range(0, episode.steps, block):
+            stop = min(start + block, episode.steps)
             batch: dict[str, Any] = {}
             for leaf in plan.leaves:
                 part = values[leaf.path][start:stop]
