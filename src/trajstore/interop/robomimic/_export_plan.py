@@ -29,24 +29,28 @@ class LeafPlan:
         return self.key.startswith(OBS + "/")
 
 
-def plan_leaves(space: Space, key_map: Mapping[str, str]) -> list[LeafPlan]:
-    """The dataset of every leaf, ``key_map`` (leaf path -> key) over :func:`default_export_key`.
+def plan_leaves(space: Space, key_map: Mapping[str, str], exclude: Iterable[str] = ()) -> list[LeafPlan]:
+    """The dataset of every leaf but those of ``exclude``, ``key_map`` (leaf path -> key) over
+    :func:`default_export_key`.
 
     Raises:
-        UnknownLeafError: ``key_map`` names a leaf the buffer lacks.
-        UnsupportedSpaceError: a text leaf (robomimic's datasets hold numbers; names every such leaf).
+        UnknownLeafError: ``key_map`` or ``exclude`` names a leaf the buffer lacks.
+        UnsupportedSpaceError: a text leaf not excluded (robomimic's datasets hold numbers; names every such
+            leaf and the ``exclude`` that leaves them out).
         InvalidValueError: a bad key, two leaves on one key (or one inside the other), an observation leaf
             mapped outside ``obs/`` or another leaf into it, a key under ``next_obs/``, no observation leaf.
     """
-    leaves = tree.leaves(space)
-    names = {tree.path_name(p) for p, _ in leaves}
-    unknown = sorted(set(key_map) - names)
+    excluded = set(exclude)
+    names = {tree.path_name(p) for p, _ in tree.leaves(space)}
+    unknown = sorted((set(key_map) | excluded) - names)
     if unknown:
-        raise UnknownLeafError(f"key_map names {unknown}, not leaves of the buffer (leaves: {sorted(names)})")
+        raise UnknownLeafError(f"key_map/exclude name {unknown}, not leaves of the buffer (leaves: {sorted(names)})")
+    leaves = [(p, leaf) for p, leaf in tree.leaves(space) if tree.path_name(p) not in excluded]
     text = [tree.path_name(p) for p, leaf in leaves if not isinstance(leaf, (BoxSpace, BinarySpace))]
     if text:
         raise UnsupportedSpaceError(f"leaves {text} are not numbers or bools (text): robomimic's HDF5 datasets "
-                                    "cannot hold them; export a copy without them (trajstore copy --keys)")
+                                    f"cannot hold them; leave them out with exclude={text} (on the command line "
+                                    + " ".join(f"--exclude {t}" for t in text) + ")")
     plans, owner = [], {}
     for path, leaf in leaves:
         name = tree.path_name(path)

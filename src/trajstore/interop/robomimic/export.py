@@ -50,7 +50,7 @@ class RobomimicExport:
 def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episodes: Iterable[int] | str | None = None,
                      key_map: Mapping[str, str] | None = None, val_fraction: float | None = None, seed: int = 0,
                      masks: Mapping[str, Iterable[int] | str] | None = None, env_args: Mapping[str, Any] | None = None,
-                     progress: bool = False) -> RobomimicExport:
+                     exclude: Iterable[str] = (), progress: bool = False) -> RobomimicExport:
     """Write episodes of a buffer as a new robomimic-layout HDF5 file ``out_file``.
 
     - Episode ``k`` of the export is ``data/demo_k`` (attr ``num_samples``); each leaf a dataset ``(N, ...)``
@@ -82,10 +82,12 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
         masks: ``{name: ids or selection}``: more filter keys (limited to the exported episodes). With neither
             this nor ``val_fraction``, the filter keys an import kept (episode data ``masks``) are written.
         env_args: the ``env_args`` to write (a JSON object).
+        exclude: leaf paths not to export (a text leaf, which robomimic cannot hold).
         progress: show a progress bar (tqdm, in samples) on stderr.
 
     Raises:
-        UnsupportedSpaceError: a text leaf. UnknownLeafError: ``key_map`` names no leaf.
+        UnsupportedSpaceError: a text leaf not in ``exclude``. UnknownLeafError: ``key_map`` or ``exclude``
+            names no leaf.
         InvalidValueError: a bad key or mask name, keys that collide, no observation leaf, a bad selection.
         StorageExistsError: ``out_file`` exists. FileNotFoundError: its folder does not.
         ValueError: ``val_fraction`` not in [0, 1]; ``env_args`` not JSON.
@@ -102,7 +104,7 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
     owned = isinstance(buffer_or_path, (str, os.PathLike))
     rb = ReplayBuffer.load_from(buffer_or_path) if owned else buffer_or_path
     try:
-        plans = plan_leaves(rb.space, dict(key_map or {}))
+        plans = plan_leaves(rb.space, dict(key_map or {}), exclude)
         chosen = ended_episodes(rb, episodes)
         mask_ids = plan_masks(rb, chosen, val_fraction, seed, masks)
         args = json.dumps(_env_args(rb, env_args), indent=4, allow_nan=False)
