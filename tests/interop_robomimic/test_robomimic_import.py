@@ -159,3 +159,21 @@ def test_jpeg_camera_is_near(tmp_path):
     with ReplayBuffer.load_from(tmp_path / "j") as rb:
         got = rb[3]["observation"]["agentview_image"].astype(int)
         assert np.abs(got - obs_rule(0, 3)["agentview_image"]).mean() < 2
+
+
+@pytest.mark.parametrize("fps", [0, -5, float("nan"), True])
+def test_bad_fps_and_camera_refused_before_writing(tmp_path, fps):
+    with pytest.raises(ValueError, match="fps must be a positive number"):
+        import_robomimic(FIXTURE, tmp_path / "x", fps=fps)
+    with pytest.raises(ValueError, match="camera must be one of"):
+        import_robomimic(FIXTURE, tmp_path / "x", camera="gif")
+    assert not (tmp_path / "x").exists()
+
+
+def test_out_must_be_new(tmp_path):
+    from trajstore.errors import StorageExistsError
+
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("x")
+    with pytest.raises(StorageExistsError):
+        import_robomimic(FIXTURE, tmp_path / "full")

@@ -33,7 +33,7 @@ def import_robomimic_command(
     key: Optional[List[str]] = typer.Option(None, "--key", help=IMPORT_KEY_HELP + " Source keys are paths in the "
                                             "demo: obs/agentview_image, actions, ..."),
     camera: Camera = typer.Option(Camera.jpeg, help="How to store camera frames (png: lossless)."),
-    fps: Optional[float] = typer.Option(None, min=0.0, min_open=True, help="Step rate in Hz (default: env_args "
+    fps: Optional[float] = typer.Option(None, help="Step rate in Hz (default: env_args "
                                         "control_freq, else 20)."),
     model_file: bool = typer.Option(False, "--model-file", help="Keep each demo's model_file (MJCF XML) as "
                                                                 "episode data."),

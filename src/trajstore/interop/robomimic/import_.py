@@ -187,7 +187,7 @@ def _read(ds: Any, k: SourceKey, rows: slice | int, where: str) -> np.ndarray:
     if k.key == "dones":
         bad = (values != 0) & (values != 1)
         if np.any(bad):
-            raise FormatError(f"{where}: dones holds {values[bad][0]!r}; robomimic's dones are 0 or 1")
+            raise FormatError(f"{where}: dones holds {values[bad][0].item()!r} (sample {int(np.flatnonzero(bad)[0])}); robomimic's dones are 0 or 1")
         values = values.astype(bool)
     return values
 
