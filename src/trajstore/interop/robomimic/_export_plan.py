@@ -55,7 +55,8 @@ def plan_leaves(space: Space, key_map: Mapping[str, str], exclude: Iterable[str]
     for path, leaf in leaves:
         name = tree.path_name(path)
         key = "/".join(check_name(key_map.get(name) or default_export_key(path), f"leaf {name!r}: its key"))
-        if (path[0] == OBSERVATION) != key.startswith(OBS + "/") or key == OBS or key.startswith(NEXT_OBS):
+        if (path[0] == OBSERVATION) != key.startswith(OBS + "/") or key == OBS \
+                or key.split("/")[0] == NEXT_OBS:
             raise InvalidValueError(f"leaf {name!r} -> {key!r}: leaves under 'observation' go to obs/<name>, other "
                                     "leaves outside obs/ (next_obs/ is written from the observations)")
         for other, other_name in owner.items():

@@ -109,6 +109,7 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
         mask_ids = plan_masks(rb, chosen, val_fraction, seed, masks)
         args = json.dumps(_env_args(rb, env_args), indent=4, allow_nan=False)
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)  # left by a killed run of a process that had this pid
         try:
             with h5py.File(tmp, "x") as f:
                 _write(f, rb, plans, chosen, mask_ids, args, progress and f"export {out.name}")
