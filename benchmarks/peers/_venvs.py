@@ -76,6 +76,19 @@ PEERS: dict[str, PeerSpec] = {
         no_deps=True,
         check=("import torch, lerobot, datasets, av, pyarrow; "
                "assert torch.__version__.split('+')[0] == '%s', torch.__version__" % TORCH_VERSION)),
+    # robomimic 0.3.0 declares a long list of requirements (egl_probe, tensorboard, torchvision, ...) that its
+    # dataset reader never imports: it goes in with --no-deps, then only what robomimic.utils.dataset and
+    # robomimic.utils.obs_utils import (h5py, numpy, tqdm, termcolor) under the torch pin. Used by
+    # interop/robomimic_check.py to read trajstore's robomimic exports with robomimic's own SequenceDataset.
+    "robomimic": PeerSpec(
+        packages=("robomimic==0.3.0",),
+        torch=TORCH_VERSION,
+        more=(("h5py", "numpy", "tqdm", "termcolor"),),
+        no_deps=True,
+        check=("import torch, h5py, numpy, robomimic, robomimic.utils.obs_utils; "
+               "from robomimic.utils.dataset import SequenceDataset; "
+               "assert robomimic.__version__ == '0.3.0', robomimic.__version__; "
+               "assert torch.__version__.split('+')[0] == '%s', torch.__version__" % TORCH_VERSION)),
     # lerobot-lancedb 0.3.1 (LanceDB's converter and LanceDBDataset loader) declares lerobot>=0.6, which
     # needs Python >= 3.12 and a torch < 2.12 (CUDA builds here): it goes in with --no-deps beside
     # LeRobot 0.4.4 installed as in the ``lerobot`` venv, plus lancedb with pylance. The modules the

@@ -1,0 +1,151 @@
+"""What an export writes, decided before the file is made: each leaf's dataset (its key in the demo, dtype,
+compression), the episodes in order with their demo names, and the filter keys (``mask/<name>``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from trajstore.errors import InvalidValueError, UnknownLeafError, UnsupportedSpaceError
+from trajstore.interop.robomimic._keys import NEXT_OBS, OBS, OBSERVATION, check_name, default_export_key
+from trajstore.spaces import BinarySpace, BoxSpace, Space, tree
+
+
+@dataclass(frozen=True)
+class LeafPlan:
+    """One leaf's dataset: ``key`` its path in ``data/demo_i`` (``"obs/agentview_image"``), ``dtype`` written,
+    ``camera`` (``(H, W, 3)`` uint8 frames, gzip-compressed as ``dataset_states_to_obs.py --compress`` does)."""
+
+    path: tuple[str, ...]
+    space: Space
+    key: str
+    dtype: np.dtype
+    camera: bool
+
+    @property
+    def obs(self) -> bool:
+        return self.key.startswith(OBS + "/")
+
+
+def plan_leaves(space: Space, key_map: Mapping[str, str], exclude: Iterable[str] = ()) -> list[LeafPlan]:
+    """The dataset of every leaf but those of ``exclude``, ``key_map`` (leaf path -> key) over
+    :func:`default_export_key`.
+
+    Raises:
+        UnknownLeafError: ``key_map`` or ``exclude`` names a leaf the buffer lacks.
+        UnsupportedSpaceError: a text leaf not excluded (robomimic's datasets hold numbers; names every such
+            leaf and the ``exclude`` that leaves them out).
+        InvalidValueError: a bad key, two leaves on one key (or one inside the other), an observation leaf
+            mapped outside ``obs/`` or another leaf into it, a key under ``next_obs/``, no observation leaf.
+    """
+    excluded = set(exclude)
+    names = {tree.path_name(p) for p, _ in tree.leaves(space)}
+    unknown = sorted((set(key_map) | excluded) - names)
+    if unknown:
+        raise UnknownLeafError(f"key_map/exclude name {unknown}, not leaves of the buffer (leaves: {sorted(names)})")
+    leaves = [(p, leaf) for p, leaf in tree.leaves(space) if tree.path_name(p) not in excluded]
+    text = [tree.path_name(p) for p, leaf in leaves if not isinstance(leaf, (BoxSpace, BinarySpace))]
+    if text:
+        raise UnsupportedSpaceError(f"leaves {text} are not numbers or bools (text): robomimic's HDF5 datasets "
+                                    f"cannot hold them; leave them out with exclude={text} (on the command line "
+                                    + " ".join(f"--exclude {t}" for t in text) + ")")
+    plans, owner = [], {}
+    for path, leaf in leaves:
+        name = tree.path_name(path)
+        key = "/".join(check_name(key_map.get(name) or default_export_key(path), f"leaf {name!r}: its key"))
+        if (path[0] == OBSERVATION) != key.startswith(OBS + "/") or key == OBS \
+                or key.split("/")[0] == NEXT_OBS:
+            raise InvalidValueError(f"leaf {name!r} -> {key!r}: leaves under 'observation' go to obs/<name>, other "
+                                    "leaves outside obs/ (next_obs/ is written from the observations)")
+        for other, other_name in owner.items():
+            if key == other or key.startswith(other + "/") or other.startswith(key + "/"):
+                raise InvalidValueError(f"leaves {other_name!r} and {name!r} map to {other!r} and {key!r}, which "
+                                        "cannot both be HDF5 datasets; rename one with key_map (--key)")
+        owner[key] = name
+        dtype = np.dtype(bool) if isinstance(leaf, BinarySpace) else np.dtype(leaf.dtype)
+        if key == "dones":
+            dtype = np.dtype(np.int64)  # robomimic's dones are int64 0/1
+        camera = (leaf.metadata.get("kind") == "image" and dtype == np.uint8 and len(leaf.shape) == 3
+                  and leaf.shape[2] == 3)
+        plans.append(LeafPlan(path, leaf, key, dtype, camera))
+    if not any(p.obs for p in plans):
+        raise InvalidValueError("the buffer has no 'observation' leaf: robomimic's obs/ group would be empty")
+    return plans
+
+
+def ended_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]:
+    """The episodes to export, oldest first: every ended one (done or interrupted) by default, else those of
+    ``episodes`` (ids, or a selection text as ``trajstore copy --episodes`` takes).
+
+    Raises:
+        InvalidValueError: a bad selection, an id not held or of the episode still being recorded, nothing
+            selected.
+    """
+    held = rb.episodes
+    closed = {e.id: e for e in held if e.done or e.interrupted}
+    if episodes is None:
+        ids = sorted(closed)
+    else:
+        ids = sorted(_ids(rb, episodes))
+        open_ = [i for i in ids if i not in closed]
+        if open_:
+            raise InvalidValueError(f"{getattr(rb, 'cache_path', None) or 'buffer'}: episodes {open_[:5]} are not "
+                                    f"ended episodes (held ids: {_span(held)}; the one being recorded cannot be "
+                                    "exported)")
+    if not ids:
+        raise InvalidValueError(f"no ended episode to export (held: {len(held)}); nothing was written")
+    return [closed[i] for i in ids]
+
+
+def _span(held: Any) -> str:
+    ids = [e.id for e in held]
+    return f"{ids[0]}..{ids[-1]}" if ids else "none"
+
+
+def _ids(rb: Any, selection: Iterable[int] | str) -> set[int]:
+    from trajstore.replay_buffer.episode_query import parse_selection
+
+    if isinstance(selection, str):
+        return set(parse_selection(selection).select(rb.episodes))
+    out = set()
+    for i in selection:
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            raise InvalidValueError(f"an episode id must be an int, got {i!r:.60}")
+        out.add(int(i))
+    return out
+
+
+def plan_masks(rb: Any, chosen: list[Any], val_fraction: float | None, seed: int,
+               masks: Mapping[str, Iterable[int] | str] | None) -> dict[str, list[int]]:
+    """Filter key name -> the exported episode ids it holds, in export order.
+
+    ``val_fraction``: ``train`` / ``valid`` from ``rb.split_episodes(val_fraction, seed)`` over the exported
+    episodes. ``masks``: ``{name: ids or selection}`` (limited to the exported episodes). With neither, the
+    masks the import kept (episode data ``"masks"``).
+
+    Raises:
+        InvalidValueError: a bad mask name, a name given twice (``train``/``valid`` with ``val_fraction``).
+        ValueError: ``val_fraction`` not in [0, 1].
+    """
+    ids = [e.id for e in chosen]
+    order = {i: k for k, i in enumerate(ids)}
+    out: dict[str, list[int]] = {}
+    if val_fraction is not None:
+        train, valid = rb.split_episodes(val_fraction, seed, episodes=ids)
+        out.update(train=train, valid=valid)
+    for name, selection in (masks or {}).items():
+        check_name(name, "a mask name")
+        if "/" in name:
+            raise InvalidValueError(f"mask name {name!r}: a filter key is one name (no '/')")
+        if name in out:
+            raise InvalidValueError(f"mask {name!r} is given twice (val_fraction makes 'train' and 'valid')")
+        out[name] = sorted((i for i in _ids(rb, selection) if i in order), key=order.__getitem__)
+    if val_fraction is None and not masks:
+        for e in chosen:
+            kept = e.data.get("masks")
+            for name in kept if isinstance(kept, list) else ():
+                if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
+                    out.setdefault(name, []).append(e.id)
+    return out
