@@ -44,10 +44,10 @@ def arrays(seed: int, steps: int = T) -> dict[str, np.ndarray]:
             for name, n in (("qpos", 14), ("qvel", 14), ("effort", 14), ("action", 14), ("base_action", 2))}
 
 
-def cv2_like_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
+def cv2_like_jpeg(image: np.ndarray, quality: int = 90) -> bytes:  # 4:4:4 for a tight tolerance
     """The bytes ``cv2.imencode(".jpg", image)`` would give in kind: the array is taken as BGR."""
     buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image[..., ::-1])).save(buf, format="JPEG", quality=quality)
+    Image.fromarray(np.ascontiguousarray(image[..., ::-1])).save(buf, format="JPEG", quality=quality, subsampling=0)
     return buf.getvalue()
 
 
