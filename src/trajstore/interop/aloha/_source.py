@@ -331,7 +331,7 @@ def _json_value(value: Any, where: str) -> Any:
         return int(value)
     if isinstance(value, (float, np.floating)):
         if not math.isfinite(float(value)):
-            raise FormatError(f"{where} is {value!r}, expected a finite number")
+            raise FormatError(f"{where} is {float(value)}, expected a finite number")
         return float(value)
     if isinstance(value, np.ndarray) and value.dtype.kind in "biufSU" and value.ndim <= 2:
         if value.size > MAX_ATTR_ITEMS:
