@@ -135,11 +135,9 @@ def test_big_chunks(raw, monkeypatch):
     _refused(*raw, r"episode_0.hdf5: /observations/images/angle declares chunks \(1, 48, 64, 3\), more than 1000")
 
 
-@pytest.mark.parametrize("value", [np.array(["a", "b"], dtype=h5py.string_dtype()),
+@pytest.mark.parametrize("value", [np.array(["x"] * E.T, dtype=h5py.string_dtype()),
                                    np.zeros(E.T, dtype=[("a", "f4"), ("b", "i4")])])
 def test_non_numeric_dataset(raw, value):
-    if value.dtype.kind == "O":
-        value = np.array(["x"] * E.T, dtype=h5py.string_dtype())
     with _edit(raw[0]) as f:
         f["observations/notes"] = value
     _refused(*raw, r"episode_1.hdf5: /observations/notes has dtype .*, expected a number or bool dtype")
@@ -271,3 +269,20 @@ def test_out_exists(raw):
     with pytest.raises(StorageExistsError):
         import_aloha(*raw)
     assert (raw[1] / "keep").read_text() == "x"
+
+
+def test_attr_declared_size(raw):
+    with h5py.File(raw[0] / "episode_0.hdf5", "r") as a, \
+            h5py.File(raw[0] / "episode_1.hdf5", "w", libver="latest") as f:  # dense attribute storage
+        for key in a:
+            a.copy(key, f)
+        f.attrs["sim"] = True
+        f.attrs.create("blob", np.zeros(300_000, np.float64))  # 2.4 MB
+    _refused(*raw, r"episode_1.hdf5: root attribute 'blob' declares 2400000 bytes, more than 1048576")
+
+
+def test_too_many_objects(raw, monkeypatch):
+    from trajstore.interop.aloha import _source
+
+    monkeypatch.setattr(_source, "MAX_OBJECTS", 5)
+    _refused(*raw, r"episode_0.hdf5: more than 5 groups and datasets")

@@ -19,6 +19,7 @@ import numpy as np
 
 from trajstore._fs import path_inside
 from trajstore.errors import FormatError
+from trajstore.interop.aloha._attrs import root_attrs
 
 #: File names taken as episodes: ``episode_<N>.hdf5`` (N decimal). Other files are ignored.
 EPISODE_FILE = re.compile(r"episode_([0-9]{1,9})\.hdf5")
@@ -28,8 +29,6 @@ COMPRESS_LEN = "compress_len"
 IMAGES = "observations/images"
 #: Datasets every episode has (ACT's loaders read them).
 REQUIRED = ("observations/qpos", "observations/qvel", "action")
-#: Root attributes that would clash with what the import adds or ``end_episode``'s own parameters.
-RESERVED_ATTRS = ("file", "interrupted", "final_observation", "flush")
 
 #: Bounds on what a file may declare (checked before anything is read or allocated).
 MAX_STEPS = 10_000_000
@@ -37,10 +36,8 @@ MAX_STEP_BYTES = 64 << 20      # one step of one dataset (a 4096x4096 RGB frame 
 MAX_FRAME_PIXELS = 1 << 26     # H * W of a camera frame
 MAX_CHUNK_BYTES = 256 << 20    # one HDF5 chunk (h5py decompresses whole chunks)
 MAX_DATASETS = 256
+MAX_OBJECTS = 4096             # groups and datasets walked
 MAX_DEPTH = 8
-MAX_ATTRS = 64
-MAX_ATTR_ITEMS = 256           # elements of an array attribute
-MAX_ATTR_CHARS = 4096          # characters of a string attribute
 
 
 @dataclass(frozen=True)
@@ -151,7 +148,7 @@ def read_episode_file(index: int, path: Path) -> EpisodeFile:
         raise FormatError(f"{path}: not an HDF5 file ({exc})") from None
     with f:
         datasets = _walk(f, path, h5py)
-        attrs = _root_attrs(f, path)
+        attrs = root_attrs(f, path)
         compress = attrs.get("compress", False)
         for name in ("sim", "compress"):
             if name in attrs and not isinstance(attrs[name], bool):
@@ -205,12 +202,16 @@ def _describe(e: Entry) -> str:
 def _walk(f: Any, path: Path, h5py: Any) -> dict[str, Any]:
     """Every dataset under the root by key (``"observations/qpos"``), links refused, in name order."""
     out: dict[str, Any] = {}
+    seen = [0]
 
     def visit(group: Any, prefix: str, depth: int) -> None:
         if depth > MAX_DEPTH:
             raise FormatError(f"{path}: groups nested deeper than {MAX_DEPTH} levels at /{prefix}")
         for name in group.keys():
             key = f"{prefix}{name}"
+            seen[0] += 1
+            if seen[0] > MAX_OBJECTS:
+                raise FormatError(f"{path}: more than {MAX_OBJECTS} groups and datasets")
             link = group.get(name, getlink=True)
             if isinstance(link, h5py.ExternalLink):
                 raise FormatError(f"{path}: /{key} is an external link (to {link.filename}); not followed")
@@ -296,46 +297,3 @@ def _jpeg_frame(d: Any, key: str, path: Path) -> tuple[int, int, int]:
 
     h, w = jpeg_size(np.asarray(d[0]), f"{path}: /{key}[0]")
     return (h, w, 3)
-
-
-def _root_attrs(f: Any, path: Path) -> dict[str, Any]:
-    names = list(f.attrs.keys())
-    if len(names) > MAX_ATTRS:
-        raise FormatError(f"{path}: {len(names)} root attributes, more than {MAX_ATTRS}")
-    out: dict[str, Any] = {}
-    for name in names:
-        if name in RESERVED_ATTRS:
-            raise FormatError(f"{path}: root attribute {name!r} would clash with the episode data the import "
-                              f"adds ({', '.join(RESERVED_ATTRS)})")
-        try:
-            value = f.attrs[name]
-        except (OSError, TypeError, ValueError) as exc:
-            raise FormatError(f"{path}: root attribute {name!r} cannot be read ({exc})") from None
-        out[name] = _json_value(value, f"{path}: root attribute {name!r}")
-    return out
-
-
-def _json_value(value: Any, where: str) -> Any:
-    if isinstance(value, (bytes, np.bytes_)):
-        try:
-            value = bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise FormatError(f"{where} is bytes that are not UTF-8") from None
-    if isinstance(value, str):
-        if len(value) > MAX_ATTR_CHARS:
-            raise FormatError(f"{where} is a string of {len(value)} characters, more than {MAX_ATTR_CHARS}")
-        return value
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        if not math.isfinite(float(value)):
-            raise FormatError(f"{where} is {float(value)}, expected a finite number")
-        return float(value)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biufSU" and value.ndim <= 2:
-        if value.size > MAX_ATTR_ITEMS:
-            raise FormatError(f"{where} is an array of {value.size} items, more than {MAX_ATTR_ITEMS}")
-        return [_json_value(v, where) if not isinstance(v, np.ndarray) else _json_value(v, where) for v in value]
-    raise FormatError(f"{where} is a {type(value).__name__} ({getattr(value, 'dtype', '')}), expected a bool, "
-                      "number, string or small array")
