@@ -128,3 +128,14 @@ def test_cli_errors(src, tmp_path):
     result = _cli(folder, tmp_path / "out")
     assert result.exit_code == 2 and "episode_99.hdf5: not an HDF5 file" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_selection_over_episode_data(tmp_path):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    for n, sim in ((0, True), (1, False), (2, True)):
+        E.write_raw(folder / f"episode_{n}.hdf5", n, sim=sim)
+    import_aloha(folder, tmp_path / "out", episodes="sim == false", camera="png")
+    assert _files(tmp_path / "out") == ["episode_1.hdf5"]
+    meta = dict(ReplayBuffer.load_from(tmp_path / "out").space.metadata)["aloha"]
+    assert meta["episodes"] == [1] and meta["attrs"] == {"sim": False}

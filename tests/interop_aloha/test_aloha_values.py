@@ -76,10 +76,13 @@ def test_compressed_decodes_in_recorder_order(tmp_path):
 def test_compress_len_in_task_config_order(tmp_path):
     # static ALOHA's camera_names are not in name order: compress_len rows follow the recorder, not h5py
     cams = ("cam_high", "cam_low", "cam_left_wrist")
-    E.compressed_folder(tmp_path / "src", (0,), cams=cams, task_order=cams)
+    src = E.compressed_folder(tmp_path / "src", (0,), cams=cams, task_order=cams)
     import_aloha(tmp_path / "src", tmp_path / "out", camera="png")
     rb = ReplayBuffer.load_from(tmp_path / "out")
     assert sorted(rb.space["observation"]["images"].keys()) == sorted(cams)
+    got = rb[0:E.T]["observation"]["images"]
+    for cam in cams:
+        assert np.abs(got[cam].astype(int) - src[0]["images"][cam].astype(int)).mean() < 2
 
 
 @pytest.mark.parametrize("camera", ["jpeg", "png"])
