@@ -138,4 +138,4 @@ def test_selection_over_episode_data(tmp_path):
     import_aloha(folder, tmp_path / "out", episodes="sim == false", camera="png")
     assert _files(tmp_path / "out") == ["episode_1.hdf5"]
     meta = dict(ReplayBuffer.load_from(tmp_path / "out").space.metadata)["aloha"]
-    assert meta["episodes"] == [1] and meta["attrs"] == {"sim": False}
+    assert list(meta["episodes"]) == [1] and dict(meta["attrs"]) == {"sim": False}
