@@ -130,3 +130,9 @@ def test_blocks_cover_long_episode(tmp_path, monkeypatch):
     got = ReplayBuffer.load_from(tmp_path / "out")[0:7]
     np.testing.assert_array_equal(got["observation"]["qpos"], src[0]["qpos"])
     assert np.abs(got["observation"]["images"]["angle"].astype(int) - src[0]["images"]["angle"]).mean() < 3
+
+
+def test_registry_names_the_importer():
+    from trajstore.interop.formats import importer
+
+    assert importer("aloha") is import_aloha
