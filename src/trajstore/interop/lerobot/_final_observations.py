@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -40,9 +40,11 @@ def _as_stored(feature: Any) -> Any:
     return dataclasses.replace(feature, dtype="image") if feature.is_camera else feature
 
 
-def write_final_observations(root: Path, episodes: Sequence[tuple[int, Any]], features: Sequence[Any]) -> bool:
-    """Write :data:`FINALS_PATH` under ``root`` from ``episodes``: ``(LeRobot episode_index, final
-    observation)`` pairs (a value of the observation subspace, no batch axis), in order.
+def write_final_observations(root: Path, episodes: Sequence[tuple[int, Any]], read: Callable[[Any], Any],
+                             features: Sequence[Any]) -> bool:
+    """Write :data:`FINALS_PATH` under ``root`` for ``episodes``: ``(LeRobot episode_index, handle)`` pairs, in
+    order, where ``read(handle)`` gives the final observation (a value of the observation subspace, no batch
+    axis; read one at a time).
 
     ``features`` are the export's (:class:`~trajstore.interop.lerobot._export_features.Feature`). Writes
     nothing and returns False when there is no pair or no observation feature.
@@ -60,7 +62,8 @@ def write_final_observations(root: Path, episodes: Sequence[tuple[int, Any]], fe
     path.parent.mkdir(parents=True, exist_ok=True)
     schema = pa.schema([pa.field("episode_index", pa.int64())] + [pa.field(f.key, column_type(f)) for f in obs])
     with pq.ParquetWriter(path, schema) as writer:
-        for index, value in episodes:
+        for index, handle in episodes:
+            value = read(handle)
             arrays = [pa.array([index], pa.int64())]
             for f in obs:
                 leaf = np.asarray(get(value, f.path[1:]))
