@@ -283,3 +283,23 @@ def test_a_damaged_trajstore_entry_is_refused_before_writing(source, tmp_path, c
     with pytest.raises(FormatError, match=match):
         import_lerobot(tmp_path / "lr", tmp_path / "back", progress=False)
     assert not (tmp_path / "back").exists()
+
+
+def test_text_leaves_round_trip(tmp_path):
+    """A text leaf is a LeRobot ``string`` feature; the trajstore entry keeps its TextSpace, so it comes back
+    (in the steps and in the final observation)."""
+    from trajstore.spaces import TextSpace
+
+    space = DictSpace({"observation": DictSpace({"note": TextSpace(8), "x": BoxSpace(0, 1, (), np.float32)})})
+    rb = ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", **dict_storage_kwargs_from_space(space))
+    rb.extend({"observation": {"note": np.array(["ab", "cde", ""]), "x": np.array([0.5, 0.25, 1], np.float32)}})
+    rb.end_episode({"note": "fin", "x": np.float32(0.75)}, task="t")
+    rb.close()
+    export_lerobot(tmp_path / "rb", tmp_path / "lr", fps=10)
+    assert json.loads((tmp_path / "lr/meta/info.json").read_text())["features"]["observation.note"]["dtype"] == "string"
+    import_lerobot(tmp_path / "lr", tmp_path / "back", progress=False)
+    with ReplayBuffer.load_from(tmp_path / "back") as back:
+        assert back.space == space
+        assert back[:]["observation"]["note"].tolist() == ["ab", "cde", ""]
+        assert back.final_observation(0)["note"] == "fin" and back.final_observation(0)["x"] == np.float32(0.75)
+        assert back.episode(0).data == {"task": "t"}

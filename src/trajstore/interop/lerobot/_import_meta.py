@@ -62,13 +62,14 @@ def _with_entry(f: Any, kept: Any, info_path: Path) -> Any:
                           f"shape {list(f.shape)}")
     space = None
     if kept.space is not None:
-        if kept.space.get("shape") != list(shape):  # checked before anything is built from it
+        if kept.space.get("shape", []) != list(shape):  # checked before anything is built from it (text: none)
             raise FormatError(f"{where}: space shape {kept.space.get('shape')!r:.40} is not {list(shape)}")
         try:
             from trajstore.spaces import space_from_json
 
             space = space_from_json(kept.space)
-            dtype_ok = np.dtype(space.dtype) == np.dtype("uint8" if f.is_camera else f.dtype)
+            dtype_ok = (space.type_name == "text" if f.dtype == "string"
+                        else np.dtype(space.dtype) == np.dtype("uint8" if f.is_camera else f.dtype))
         except Exception as exc:  # UnknownTypeError, KeyError, TypeError, ValueError of a bad config
             raise FormatError(f"{where}: space cannot be read: {type(exc).__name__}: {exc}") from None
         if tuple(space.shape) != shape or not dtype_ok:

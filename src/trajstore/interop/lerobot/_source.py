@@ -150,7 +150,7 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | str | None = 
     if isinstance(info.get("video_path"), str):
         check_template(info["video_path"], ("video_key", "chunk_index", "file_index"), info_path, "video_path")
     entry = read_entry(info, info_path)
-    features = place_features(_features(info, info_path), entry, key_map, info_path)
+    features = place_features(_features(info, info_path, entry), entry, key_map, info_path)
     _check_paths_do_not_clash(list(features), info_path)
     tasks = _tasks(path_inside(root, "meta/tasks.parquet", "LeRobot tasks"))
     extra = ["tasks"] + ([c.column for c in entry.episode_data] if entry is not None else [])
@@ -167,11 +167,13 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | str | None = 
                          entry=entry, data=data if entry is not None else {}, finals=finals)
 
 
-def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
+def _features(info: dict, info_path: Path, entry: Any = None) -> tuple[Feature, ...]:
     raw = info.get("features")
     if not isinstance(raw, dict) or not raw:
         raise FormatError(f"{info_path}: features is missing or empty")
     out: list[Feature] = []
+    text_keys = {k for k, e in (entry.features.items() if entry is not None else ())
+                 if isinstance(e.space, dict) and e.space.get("type") == "text"}
     for key, spec in raw.items():
         if key in BOOKKEEPING:
             continue
@@ -193,9 +195,10 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
             raise FormatError(f"{where}: names must be JSON without NaN or infinity ({exc})") from None
         if dtype in CAMERA_DTYPES:
             shape, names = _camera_shape(shape, names, where)
-        elif not _is_numeric(dtype):
+        elif not _is_numeric(dtype) and not (dtype == "string" and key in text_keys):
             raise FormatError(f"{where}: dtype {dtype!r} is not imported (video, image, bool and numeric "
-                              "features are; the task text becomes episode data)")
+                              "features are, and string ones a trajstore export kept as text leaves; the task "
+                              "text becomes episode data)")
         out.append(Feature(key=key, path=path, dtype=dtype, shape=tuple(shape), names=names))
     return tuple(out)
 
