@@ -99,6 +99,13 @@ def main(root: str, repo_id: str, reference: str) -> None:
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     episode_of = np.repeat(np.arange(len(lengths)), lengths)
     ds = LeRobotDataset(repo_id, root=root)
+    renamed = leaf_keys(ds)
+    for old, new in renamed.items():  # an export with key_map: the reference's keys are the leaf paths
+        for table in (ref, finals):
+            if old in table:
+                table[new] = table.pop(old)
+    if renamed:
+        print(f"features renamed by the export (leaf -> key): {renamed}")
     cameras = [k for k in ds.meta.camera_keys]
     low_dim = [k for k in ref if k not in cameras]
     print(f"{root}: {ds.num_episodes} episodes, {ds.num_frames} frames, fps {ds.fps}, cameras {cameras} "
@@ -180,6 +187,14 @@ def main(root: str, repo_id: str, reference: str) -> None:
     print(f"{'PASSED' if not FAILURES else 'FAILED'}: {root}", flush=True)
     if FAILURES:
         sys.exit(1)
+
+
+def leaf_keys(ds) -> dict:
+    """``{leaf path joined by ".": LeRobot feature key}`` of the features the export renamed (``key_map``),
+    from info.json's ``trajstore`` entry."""
+    entry = ds.meta.info.get("trajstore") or {}
+    return {".".join(spec["leaf"]): key for key, spec in entry.get("features", {}).items()
+            if ".".join(spec["leaf"]) != key}
 
 
 def decode_cell(value, encoding):
