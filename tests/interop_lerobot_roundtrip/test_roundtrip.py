@@ -303,3 +303,19 @@ def test_text_leaves_round_trip(tmp_path):
         assert back[:]["observation"]["note"].tolist() == ["ab", "cde", ""]
         assert back.final_observation(0)["note"] == "fin" and back.final_observation(0)["x"] == np.float32(0.75)
         assert back.episode(0).data == {"task": "t"}
+
+
+def test_a_damaged_final_observations_file_is_refused(source, tmp_path):
+    export_lerobot(source, tmp_path / "lr", camera="image")
+    finals = pq.read_table(tmp_path / "lr" / FINALS)
+    short = pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32()))  # 2 values where the state has 3
+    pq.write_table(finals.set_column(2, "observation.state", short), tmp_path / "lr" / FINALS, row_group_size=1)
+    with pytest.raises(FormatError, match=r"final_observations\.parquet \(episode 0\).*'observation\.state' holds 2"):
+        import_lerobot(tmp_path / "lr", tmp_path / "back", progress=False)
+    pq.write_table(finals, tmp_path / "lr" / FINALS)  # both rows in one row group
+    with pytest.raises(FormatError, match="row group 0 holds 2 rows"):
+        import_lerobot(tmp_path / "lr", tmp_path / "back", progress=False)
+    (tmp_path / "lr" / FINALS).unlink()
+    with pytest.raises(FormatError, match="final_observations.parquet, which does not exist"):
+        import_lerobot(tmp_path / "lr", tmp_path / "back", progress=False)
+    assert not (tmp_path / "back").exists()

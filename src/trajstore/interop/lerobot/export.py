@@ -36,7 +36,6 @@ What the format has no place for is kept where LeRobot 0.4.4 ignores it, so that
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +48,7 @@ from trajstore.errors import UnknownLeafError, UnsupportedSpaceError
 from trajstore.interop.lerobot import _episode_data
 from trajstore.interop.lerobot._export_episode import OpenFiles, fsync_tree, write_episode
 from trajstore.interop.lerobot._export_features import common_fps, index_features, plan_features
-from trajstore.interop.lerobot._export_meta import CODEBASE_VERSION, EPISODES_PATH, MetaPlan, write_meta
+from trajstore.interop.lerobot._export_meta import CODEBASE_VERSION, EPISODES_PATH, MetaPlan, write_meta  # noqa: F401
 from trajstore.interop.lerobot._export_select import episode_tasks, select_episodes
 from trajstore.interop.lerobot._export_video import CODECS, ExportVideo, pix_fmt_for
 from trajstore.interop.lerobot._final_observations import (FINALS_PATH, observation_features,
@@ -287,7 +286,8 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
         wrote_finals = write_final_observations(tmp, finals, rb.final_observation, features)
         entry = build_entry(features, lambda path: _leaf(space, path), data_columns,
                             [i for i, e in enumerate(chosen) if e.interrupted], FINALS_PATH if wrote_finals else None)
-        plan = MetaPlan(fps, vcodec, pix_fmts, robot_type, chunks_size, data_mb, video_mb, repo_id, license, tuple(tags))
+        plan = MetaPlan(fps, vcodec, pix_fmts, robot_type, chunks_size, data_mb, video_mb, repo_id, license,
+                        tuple(tags))
         write_meta(tmp, all_features, video_keys, rows, stats, tasks, first, plan, entry,
                    _episode_data.arrays(data_columns, datas))
         written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())

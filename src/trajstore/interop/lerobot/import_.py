@@ -85,7 +85,10 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
             a symlink out of it: nothing outside is read), a declared size its files do not hold or that
             is beyond the import's bounds (checked before anything is allocated), or its content does not
             match ``info.json`` (a video frame missing near its timestamp, a column of the wrong size, an
-            undecodable image); see :func:`~trajstore.interop.lerobot._source.read_source`.
+            undecodable image); a ``trajstore`` entry with a field of the wrong type or another version, a
+            shape or space that does not fit its feature, an episode data cell of another encoding, a final
+            observations file outside ``src``, missing, or with a value of the wrong size (names the file
+            and field); see :func:`~trajstore.interop.lerobot._source.read_source`.
         StorageExistsError: ``out`` is a file or a non-empty folder.
         ValueError: an unknown ``camera``, an episode listed twice.
         InvalidValueError (a ValueError): ``key_map`` names a feature the dataset does not have (names the
