@@ -12,6 +12,8 @@ lerobot 0.4.4 itself)::
                                                are, stats/<feature>/<stat>
     out/data/chunk-000/file-000.parquet        one row per step (several episodes per file)
     out/videos/<key>/chunk-000/file-000.mp4    one per camera per file index, episodes back to back
+    out/meta/trajstore/final_observations.parquet   trajstore's final observations (LeRobot ignores it)
+    out/README.md                              the dataset card
 
 How leaves become features is in :mod:`._export_features` (cameras -> video or PNG image
 features, other leaves -> columns of their own dtype, ``observation/state`` -> ``observation.state``),
@@ -31,7 +33,8 @@ What the format has no place for is kept where LeRobot 0.4.4 ignores it, so that
 - episode data as extra columns ``episode_data/<key>`` of ``meta/episodes`` (:mod:`._episode_data`);
 - final observations in ``meta/trajstore/final_observations.parquet`` (:mod:`._final_observations`).
 
-    out/README.md                              the dataset card (the Hub's YAML header, info.json)
+The dataset card ``out/README.md`` (the Hub's YAML header and info.json) is written by
+``trajstore.interop.lerobot._dataset_card.write_dataset_card`` once info.json is (:mod:`._export_meta`).
 """
 
 from __future__ import annotations
