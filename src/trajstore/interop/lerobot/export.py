@@ -286,7 +286,7 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
             except Exception:
                 pass
             raise
-        wrote_finals = write_final_observations(tmp, finals, rb.final_observation, features)
+        wrote_finals = write_final_observations(tmp, finals, lambda k: rb.final_observation(k), features)
         entry = build_entry(features, lambda path: _leaf(space, path), data_columns,
                             [i for i, e in enumerate(chosen) if e.interrupted], FINALS_PATH if wrote_finals else None)
         plan = MetaPlan(fps, vcodec, pix_fmts, robot_type, chunks_size, data_mb, video_mb, repo_id, license,
