@@ -8,7 +8,13 @@ Checks: episode count and lengths, fps, tasks (``meta.tasks`` and each item's ``
 value of every frame exactly, ``timestamp`` / ``frame_index`` / ``episode_index``, every camera frame
 within codec loss (PSNR >= MIN_PSNR_DB, and the decoded frame is closer to its own reference than to
 any other distinct frame of its episode: the right timestamp), ``delta_timestamps`` windows (values and
-``*_is_pad`` at episode edges) and ``meta.stats``. Prints one line per check; exits 1 on a failure.
+``*_is_pad`` at episode edges) and ``meta.stats``. Then what trajstore keeps where LeRobot has no place
+(see ``trajstore.interop.lerobot._trajstore_meta``): LeRobot loads info.json with its ``trajstore`` entry
+and keeps it in ``meta.info``; a scalar leaf (entry shape ``[]``) is a LeRobot feature of shape ``(1,)``
+that LeRobot hands out as one value; the ``episode_data/<key>`` columns of ``meta/episodes`` are visible in
+``meta.episodes`` and decode to the reference's episode data, and none of them (nor a final observation)
+reaches LeRobot's frames; ``meta/trajstore/final_observations.parquet`` holds the reference's final
+observations (frames exact PNG). Prints one line per check; exits 1 on a failure.
 
 Two work-arounds for this machine (see shared/reference/lerobot-offline.md): torchvision's compiled ops
 cannot load beside the CPU torch, so placeholder op schemas are declared before importing LeRobot; and
@@ -18,6 +24,8 @@ LeRobot's PyAV path needs a torchvision API that torchvision 0.28 removed, so it
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import sys
 
@@ -85,9 +93,19 @@ def to_hwc(frame: torch.Tensor) -> np.ndarray:
 def main(root: str, repo_id: str, reference: str) -> None:
     ref = dict(np.load(reference))
     lengths, tasks, fps = ref.pop("__lengths__"), [str(t) for t in ref.pop("__tasks__")], float(ref.pop("__fps__"))
+    episode_data = json.loads(str(ref.pop("__episode_data__")))
+    final_episodes = ref.pop("__final_episodes__").tolist()
+    finals = {k[len("__final__."):]: ref.pop(k) for k in list(ref) if k.startswith("__final__.")}
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     episode_of = np.repeat(np.arange(len(lengths)), lengths)
     ds = LeRobotDataset(repo_id, root=root)
+    renamed = leaf_keys(ds)
+    for old, new in renamed.items():  # an export with key_map: the reference's keys are the leaf paths
+        for table in (ref, finals):
+            if old in table:
+                table[new] = table.pop(old)
+    if renamed:
+        print(f"features renamed by the export (leaf -> key): {renamed}")
     cameras = [k for k in ds.meta.camera_keys]
     low_dim = [k for k in ref if k not in cameras]
     print(f"{root}: {ds.num_episodes} episodes, {ds.num_frames} frames, fps {ds.fps}, cameras {cameras} "
@@ -165,9 +183,64 @@ def main(root: str, repo_id: str, reference: str) -> None:
           and np.allclose(np.asarray(stats["action"]["mean"]), action.mean(0), rtol=0, atol=1e-9)
           and np.allclose(np.asarray(stats["action"]["std"]), action.std(0), rtol=0, atol=1e-9),
           "meta.stats of action: min, max exact; mean, std within 1e-9")
+    check_trajstore_entry(ds, root, episode_data, final_episodes, finals)
     print(f"{'PASSED' if not FAILURES else 'FAILED'}: {root}", flush=True)
     if FAILURES:
         sys.exit(1)
+
+
+def leaf_keys(ds) -> dict:
+    """``{leaf path joined by ".": LeRobot feature key}`` of the features the export renamed (``key_map``),
+    from info.json's ``trajstore`` entry."""
+    entry = ds.meta.info.get("trajstore") or {}
+    return {".".join(spec["leaf"]): key for key, spec in entry.get("features", {}).items()
+            if ".".join(spec["leaf"]) != key}
+
+
+def decode_cell(value, encoding):
+    return json.loads(value) if encoding == "json" and value is not None else value
+
+
+def check_trajstore_entry(ds, root: str, episode_data: list, final_episodes: list, finals: dict) -> None:
+    """What LeRobot did with trajstore's additions (the ``trajstore`` entry, episode data columns, the final
+    observations file)."""
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    entry = ds.meta.info.get("trajstore")
+    check(isinstance(entry, dict) and entry.get("version") == 1,
+          "LeRobot loaded info.json with its 'trajstore' entry (kept in meta.info, version 1)")
+    if not isinstance(entry, dict):
+        return
+    scalars = [k for k, f in entry["features"].items() if f["shape"] == []]
+    item = ds[0]
+    check(all(tuple(ds.meta.features[k]["shape"]) == (1,) and item[k].numel() == 1 for k in scalars),
+          f"scalar leaves {scalars}: LeRobot features of shape (1,), one value per item")
+    columns = {key: spec["column"] for key, spec in entry["episode_data"].items()}
+    held = ds.meta.episodes.column_names
+    check(all(c in held for c in columns.values()),
+          f"episode data columns {sorted(columns.values())} visible in LeRobot's meta.episodes")
+    got = [{key: decode_cell(ds.meta.episodes[e][c], entry["episode_data"][key]["encoding"])
+            for key, c in columns.items() if ds.meta.episodes[e][c] is not None}
+           for e in range(ds.num_episodes)]
+    check(got == episode_data, f"meta.episodes' episode data columns hold the episodes' data ({episode_data[:2]} ...)")
+    frame_columns = set(ds.hf_dataset.column_names)
+    check(not frame_columns & (set(columns.values()) | {"final_observation"}),
+          f"LeRobot's frames hold no episode data or final observation column ({sorted(frame_columns)})")
+    path = entry.get("final_observations")
+    if not final_episodes:
+        check(path is None, "no final observation, no side file named")
+        return
+    table = pq.read_table(os.path.join(root, path))
+    check(table.column("episode_index").to_pylist() == final_episodes,
+          f"{path}: one row per episode with a final observation {final_episodes}")
+    errors = 0
+    for key, want in finals.items():
+        cells = table.column(key).to_pylist()
+        for cell, w in zip(cells, want):
+            value = np.asarray(Image.open(io.BytesIO(cell["bytes"]))) if isinstance(cell, dict) else np.asarray(cell)
+            errors += not np.array_equal(value.reshape(w.shape), w)
+    check(errors == 0, f"{path}: every final observation leaf {sorted(finals)} exact ({errors} wrong)")
 
 
 if __name__ == "__main__":

@@ -114,12 +114,14 @@ def _value_feature(path: Path, space: Space, key: str) -> Feature:
     return Feature(key, path, dtype, (length,), _names(space, name, length), scalar=not shape)
 
 
-def plan_features(space: Space, *, camera: str = "video") -> list[Feature]:
+def plan_features(space: Space, *, camera: str = "video", keys: dict[Path, str] | None = None) -> list[Feature]:
     """The LeRobot features of every leaf of ``space``, in leaf order.
 
     Args:
         space: the step space of a buffer.
         camera: ``"video"`` or ``"image"``: how camera leaves are stored.
+        keys: feature key by leaf path (:func:`~trajstore.interop.lerobot._key_maps.export_keys`); a leaf
+            not in it gets its path joined by ``"."``.
 
     Raises:
         UnsupportedSpaceError: a leaf LeRobot cannot hold (see the module docstring), two leaves with the
@@ -131,15 +133,15 @@ def plan_features(space: Space, *, camera: str = "video") -> list[Feature]:
     features: list[Feature] = []
     by_key: dict[str, Path] = {}
     for path, leaf in leaves(space):
-        key = ".".join(path)
+        key = (keys or {}).get(path) or ".".join(path)
         if not path or any(not k for k in path):
             raise UnsupportedSpaceError(f"leaf {path_name(path)!r}: LeRobot features need a named leaf of a DictSpace")
         if key in RESERVED_KEYS:
             raise UnsupportedSpaceError(f"leaf {path_name(path)!r}: {key!r} is a column LeRobot adds itself; "
-                                        "rename the leaf")
+                                        "rename the leaf or give it another key (key_map)")
         if key in by_key:
             raise UnsupportedSpaceError(f"leaves {path_name(by_key[key])!r} and {path_name(path)!r} both become "
-                                        f"LeRobot feature {key!r}; rename one")
+                                        f"LeRobot feature {key!r}; rename one or give it another key (key_map)")
         by_key[key] = path
         features.append(_camera_feature(path, leaf, key, camera) if _is_camera(leaf)
                         else _value_feature(path, leaf, key))

@@ -27,13 +27,18 @@ def array_values(table: Any, feature: Feature, where: str) -> np.ndarray:
     """The column ``feature.key`` of a pyarrow table as ``(n, *feature.shape)`` of ``feature.dtype``.
 
     Fixed-size and variable lists (nested for 2-D features) are flattened; a scalar column fits a
-    shape of ``[1]``.
+    shape of ``[1]`` or ``()``; a ``"string"`` feature gives str values.
 
     Raises:
         FormatError: the column holds another number of elements than ``n * prod(shape)``, or nulls.
     """
     column = table.column(feature.key).combine_chunks()
     n = len(column)
+    if feature.dtype == "string":  # a text leaf a trajstore export kept: one string per frame
+        cells = column.to_pylist()
+        if not all(isinstance(c, str) for c in cells):
+            raise FormatError(f"{where}: column {feature.key!r} holds a value that is not a string")
+        return np.array(cells, dtype=str).reshape((n, *feature.shape))
     values = column
     while _is_list(values.type):  # one level per axis of a nested list feature
         values = values.flatten()

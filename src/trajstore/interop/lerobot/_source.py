@@ -22,13 +22,15 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from trajstore._fs import path_inside, read_json
 from trajstore.errors import FormatError
 from trajstore.interop.lerobot._bounds import DataFileSizes, check_frame_values, check_sizes, check_template
+from trajstore.interop.lerobot._import_meta import choose_episodes, place_features
+from trajstore.interop.lerobot._trajstore_meta import read_entry
 
 #: Versions of the LeRobot format this importer reads.
 SUPPORTED_VERSIONS = ("v3.0",)
@@ -48,6 +50,8 @@ class Feature:
         dtype: LeRobot's dtype: ``"video"``, ``"image"`` or a NumPy dtype name (``"float32"``, ``"bool"``).
         shape: per-frame shape; for cameras always ``(H, W, C)`` whatever order LeRobot listed.
         names: LeRobot's ``names`` (a list, a dict or None), kept as leaf metadata.
+        space: the leaf's space kept by a trajstore export (info.json's ``trajstore`` entry), or None.
+        metadata: the leaf metadata that entry kept (when it kept no space), or None.
     """
 
     key: str
@@ -55,6 +59,8 @@ class Feature:
     dtype: str
     shape: tuple[int, ...]
     names: Any = None
+    space: Any = None
+    metadata: dict[str, Any] | None = None
 
     @property
     def is_camera(self) -> bool:
@@ -84,7 +90,11 @@ class EpisodeEntry:
 
 @dataclass(frozen=True)
 class LeRobotSource:
-    """A checked LeRobot v3.0 dataset: what :func:`read_source` returns."""
+    """A checked LeRobot v3.0 dataset: what :func:`read_source` returns.
+
+    ``entry`` is info.json's ``trajstore`` entry (None when LeRobot wrote the dataset); ``data`` the
+    episode data of each selected episode index when the entry keeps it; ``finals`` the final observation
+    file the entry names (inside ``root``), or None."""
 
     root: Path
     version: str
@@ -92,9 +102,13 @@ class LeRobotSource:
     features: tuple[Feature, ...]
     episodes: tuple[EpisodeEntry, ...]
     tasks: dict[int, str]
+    entry: Any = None
+    data: dict[int, dict[str, Any]] = field(default_factory=dict)
+    finals: Path | None = None
 
 
-def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) -> LeRobotSource:
+def read_source(root: str | os.PathLike, episodes: Iterable[int] | str | None = None,
+                key_map: Mapping[str, str] | None = None) -> LeRobotSource:
     """Check the dataset folder ``root`` and describe it.
 
     Nothing outside ``root`` is read: every path the dataset names (``data_path`` / ``video_path`` filled
@@ -103,7 +117,9 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) 
     frame, each episode's ``length`` and each numeric column against the data file's footer.
 
     Args:
-        episodes: LeRobot episode indices to import (any order; imported in that order), or None for all.
+        episodes: LeRobot episode indices to import (any order; imported in that order), a selection text
+            (:func:`~trajstore.interop.source_selection.select_source_episodes`), or None for all.
+        key_map: ``{feature key: leaf path}`` (:func:`~trajstore.interop.lerobot._import_meta.place_features`).
 
     Raises:
         FormatError: ``root`` or a file is missing (names it), ``codebase_version`` is not v3.0 (names
@@ -133,19 +149,31 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | None = None) 
     check_template(info["data_path"], ("chunk_index", "file_index"), info_path, "data_path")
     if isinstance(info.get("video_path"), str):
         check_template(info["video_path"], ("video_key", "chunk_index", "file_index"), info_path, "video_path")
-    features = _features(info, info_path)
+    entry = read_entry(info, info_path)
+    features = place_features(_features(info, info_path, entry), entry, key_map, info_path)
+    _check_paths_do_not_clash(list(features), info_path)
     tasks = _tasks(path_inside(root, "meta/tasks.parquet", "LeRobot tasks"))
-    table = _episode_table(root, features)
-    entries = _entries(root, info, info_path, features, table, episodes)
+    extra = ["tasks"] + ([c.column for c in entry.episode_data] if entry is not None else [])
+    table = _episode_table(root, features, extra)
+    order, data = choose_episodes(root, table, entry, episodes)
+    entries = _entries(root, info, info_path, features, table, order)
     check_sizes(entries, [f for f in features if not f.is_camera], DataFileSizes())
-    return LeRobotSource(root=root, version=version, fps=float(fps), features=features, episodes=entries, tasks=tasks)
+    finals = None
+    if entry is not None and entry.final_observations is not None:
+        finals = path_inside(root, entry.final_observations, f"{info_path}: entry 'trajstore' final_observations")
+        if not finals.is_file():
+            raise FormatError(f"{info_path}: entry 'trajstore' names {finals}, which does not exist")
+    return LeRobotSource(root=root, version=version, fps=float(fps), features=features, episodes=entries, tasks=tasks,
+                         entry=entry, data=data if entry is not None else {}, finals=finals)
 
 
-def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
+def _features(info: dict, info_path: Path, entry: Any = None) -> tuple[Feature, ...]:
     raw = info.get("features")
     if not isinstance(raw, dict) or not raw:
         raise FormatError(f"{info_path}: features is missing or empty")
     out: list[Feature] = []
+    text_keys = {k for k, e in (entry.features.items() if entry is not None else ())
+                 if isinstance(e.space, dict) and e.space.get("type") == "text"}
     for key, spec in raw.items():
         if key in BOOKKEEPING:
             continue
@@ -167,11 +195,11 @@ def _features(info: dict, info_path: Path) -> tuple[Feature, ...]:
             raise FormatError(f"{where}: names must be JSON without NaN or infinity ({exc})") from None
         if dtype in CAMERA_DTYPES:
             shape, names = _camera_shape(shape, names, where)
-        elif not _is_numeric(dtype):
+        elif not _is_numeric(dtype) and not (dtype == "string" and key in text_keys):
             raise FormatError(f"{where}: dtype {dtype!r} is not imported (video, image, bool and numeric "
-                              "features are; the task text becomes episode data)")
+                              "features are, and string ones a trajstore export kept as text leaves; the task "
+                              "text becomes episode data)")
         out.append(Feature(key=key, path=path, dtype=dtype, shape=tuple(shape), names=names))
-    _check_paths_do_not_clash(out, info_path)
     return tuple(out)
 
 
@@ -244,9 +272,10 @@ def _is_int(value: Any) -> bool:
 _INT_COLUMNS = ("episode_index", "length", "chunk_index", "file_index")
 
 
-def _episode_table(root: Path, features: tuple[Feature, ...]) -> dict[str, list[Any]]:
+def _episode_table(root: Path, features: tuple[Feature, ...], extra: Sequence[str] = ()) -> dict[str, list[Any]]:
     """The needed columns of every meta/episodes file, one list per column, plus ``"file"``: the file of
-    each row. Integer columns hold ints, timestamp columns finite floats.
+    each row. Integer columns hold ints, timestamp columns finite floats. The ``extra`` columns are read as
+    they are (a row of a file without one gets None), checked by whoever uses them.
 
     Raises:
         FormatError: no file, a file outside the dataset (a symlink), a column missing or with a null or
@@ -260,10 +289,12 @@ def _episode_table(root: Path, features: tuple[Feature, ...]) -> dict[str, list[
     for f in features:
         if f.dtype == "video":
             needed += [f"videos/{f.key}/{c}" for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
-    columns: dict[str, list[Any]] = {c: [] for c in [*needed, "file"]}
+    columns: dict[str, list[Any]] = {c: [] for c in [*needed, *extra, "file"]}
     for file in files:
         file = path_inside(root, file.relative_to(root), "LeRobot episodes")
         table = read_parquet(file, "LeRobot episodes")
+        for c in extra:
+            columns[c] += table.column(c).to_pylist() if c in table.column_names else [None] * table.num_rows
         missing = [c for c in needed if c not in table.column_names]
         if missing:
             raise FormatError(f"LeRobot episodes: {file} has no column {', '.join(missing)}")

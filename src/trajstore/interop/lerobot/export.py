@@ -12,6 +12,8 @@ lerobot 0.4.4 itself)::
                                                are, stats/<feature>/<stat>
     out/data/chunk-000/file-000.parquet        one row per step (several episodes per file)
     out/videos/<key>/chunk-000/file-000.mp4    one per camera per file index, episodes back to back
+    out/meta/trajstore/final_observations.parquet   trajstore's final observations (LeRobot ignores it)
+    out/README.md                              the dataset card
 
 How leaves become features is in :mod:`._export_features` (cameras -> video or PNG image
 features, other leaves -> columns of their own dtype, ``observation/state`` -> ``observation.state``),
@@ -20,35 +22,47 @@ Low-dimensional values are copied exactly; camera frames go through the video co
 (exact). The output is deterministic: the same buffer gives the same parquet and JSON files.
 
 The task of an episode is its ``end_episode(task=...)`` data; an episode without one gets
-``default_task`` (:data:`DEFAULT_TASK`, the empty string: "no task known"). Other episode data, final
-observations, the ``interrupted`` flag and leaf metadata other than ``names`` and ``fps`` have no place
-in the format and are not exported.
+``default_task`` (:data:`DEFAULT_TASK`, the empty string: "no task known").
+
+What the format has no place for is kept where LeRobot 0.4.4 ignores it, so that
+:func:`~trajstore.interop.lerobot.import_lerobot` gives the buffer back:
+
+- info.json's top-level ``"trajstore"`` entry (:mod:`._trajstore_meta`): each feature's leaf path, its
+  own shape (``()`` for a scalar, which LeRobot must call ``[1]``), metadata and space; the episode data
+  columns; the interrupted episodes; the final observations file;
+- episode data as extra columns ``episode_data/<key>`` of ``meta/episodes`` (:mod:`._episode_data`);
+- final observations in ``meta/trajstore/final_observations.parquet`` (:mod:`._final_observations`).
+
+The dataset card ``out/README.md`` (the Hub's YAML header and info.json) is written by
+``trajstore.interop.lerobot._dataset_card.write_dataset_card`` once info.json is (:mod:`._export_meta`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from trajstore._fs import check_new_folder, staged_folder
-from trajstore.errors import InvalidValueError, UnknownLeafError, UnsupportedSpaceError
-from trajstore.interop.lerobot._export_episode import (DATA_PATH, VIDEO_PATH, OpenFiles, fsync_tree,
-                                                             write_episode)
+from trajstore.errors import UnknownLeafError, UnsupportedSpaceError
+from trajstore.interop.lerobot import _episode_data
+from trajstore.interop.lerobot._export_episode import OpenFiles, fsync_tree, write_episode
 from trajstore.interop.lerobot._export_features import common_fps, index_features, plan_features
-from trajstore.interop.lerobot._export_stats import aggregate, to_json
+from trajstore.interop.lerobot._export_meta import CODEBASE_VERSION, EPISODES_PATH, MetaPlan, write_meta  # noqa: F401
+from trajstore.interop.lerobot._export_select import episode_tasks, select_episodes
 from trajstore.interop.lerobot._export_video import CODECS, ExportVideo, pix_fmt_for
+from trajstore.interop.lerobot._final_observations import (FINALS_PATH, observation_features,
+                                                           write_final_observations)
+from trajstore.interop.lerobot._key_maps import export_keys
+from trajstore.interop.lerobot._trajstore_meta import build_entry
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.replay_buffer.episodes import Episode
 from trajstore.spaces import DictSpace, Space
+from trajstore.spaces.tree import Path as LeafPath
 from trajstore.spaces.tree import leaf_paths, path_name, restrict
 
-CODEBASE_VERSION = "v3.0"
-EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
 #: Seconds of work before the progress bar appears (a quick export prints none).
 PROGRESS_DELAY_S = 1.0
 #: Task text of an episode whose data has no ``task``.
@@ -88,11 +102,12 @@ class LeRobotExport:
 
 
 def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | os.PathLike, *,
-                   episodes: Sequence[int] | None = None, repo_id: str | None = None, fps: float | None = None,
-                   camera: str = "video", vcodec: str = "h264", crf: int | None = None,
+                   episodes: Iterable[int] | str | None = None, repo_id: str | None = None,
+                   fps: float | None = None, camera: str = "video", vcodec: str = "h264", crf: int | None = None,
                    default_task: str = DEFAULT_TASK, robot_type: str | None = None, chunks_size: int = 1000,
                    data_file_size_mb: float = 100, video_file_size_mb: float = 200, exclude: Sequence[str] = (),
-                   progress: bool = False) -> LeRobotExport:
+                   key_map: Mapping[str, str] | str | None = None, license: str | None = None,
+                   tags: Sequence[str] = (), progress: bool = False) -> LeRobotExport:
     """Write episodes of a buffer as a new LeRobot v3.0 dataset folder ``out``.
 
     Args:
@@ -102,9 +117,11 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
             out (LeRobot's ``timestamp`` column is ``frame_index / fps``; it makes its ``_is_pad`` masks at
             load time).
         out: a new folder, or an empty one.
-        episodes: ``Episode.id`` values to export, in that order (as :meth:`ReplayBuffer.select_episodes`
-            gives them); default: every held episode that has ended (done or interrupted) and was not
-            overwritten by the ring, oldest first. They become ``episode_index`` 0, 1, ...
+        episodes: ``Episode.id`` values to export, in that order, or a selection text as ``trajstore copy
+            --episodes`` takes (ids ``"0,3-5"`` or an expression over the episode data, ``"success == true"``;
+            see :mod:`~trajstore.replay_buffer.episode_query`); default: every held episode that has ended
+            (done or interrupted) and was not overwritten by the ring, oldest first. They become
+            ``episode_index`` 0, 1, ...
         repo_id: the dataset's name for LeRobot (``"user/name"``); default ``"local/<out folder name>"``.
         fps: frame rate (Hz); default: the ``fps`` of the leaves' metadata (cameras carry it).
         camera: ``"video"`` (MP4, LeRobot's default) or ``"image"`` (PNG bytes in the data parquet, exact).
@@ -116,6 +133,12 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
         data_file_size_mb, video_file_size_mb: a data / video file takes no more episodes once it is this
             big (MB, LeRobot's defaults 100 and 200); an episode is never split across files.
         exclude: leaf names not to export (``"imu/orientation_covariance"``; a leaf LeRobot cannot hold).
+        key_map: LeRobot feature keys: ``{leaf path: key}`` (``{"observation/pixels": "observation.image"}``),
+            ``"policy"`` (the names LeRobot's policies read: the one low-dim observation vector ->
+            ``observation.state``, cameras -> ``observation.images.<name>``, ``action``), or a mapping with
+            the entry ``"*": "policy"`` (that preset under its explicit entries); see :mod:`._key_maps`.
+            Default: the leaf path joined by ``"."``. An import gives the leaves their paths back.
+        license, tags: the dataset card's license (``"apache-2.0"``) and tags, after LeRobot's own.
         progress: show a progress bar (tqdm, in frames, one update per episode) on stderr.
 
     Returns:
@@ -125,8 +148,9 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
         UnsupportedSpaceError: a leaf LeRobot cannot hold (names every such leaf and the ``exclude`` /
             ``--exclude`` that leaves them out; for a view, also the streams to keep), two leaves with the same
             key, leaves that disagree on fps (names the leaves).
-        UnknownLeafError: ``exclude`` names a leaf the buffer does not have.
-        InvalidValueError: an episode's ``task`` data is not a string (names the episode).
+        UnknownLeafError: ``exclude`` or ``key_map`` names a leaf the buffer does not have.
+        InvalidValueError: an episode's ``task`` data is not a string (names the episode), a ``key_map``
+            feature key LeRobot cannot take, a selection that is malformed or selects nothing.
         ValueError: no fps known, an unknown or unexported episode id, nothing to export, a bad option.
         StorageExistsError: ``out`` is a file or a non-empty folder.
         FormatError: ``buffer_or_path`` is not a buffer folder.
@@ -139,7 +163,8 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
     try:
         return _export(rb, Path(out), episodes=episodes, repo_id=repo_id, fps=fps, camera=camera, vcodec=vcodec,
                        crf=crf, default_task=default_task, robot_type=robot_type, chunks_size=chunks_size,
-                       data_mb=data_file_size_mb, video_mb=video_file_size_mb, exclude=exclude, progress=progress)
+                       data_mb=data_file_size_mb, video_mb=video_file_size_mb, exclude=exclude, key_map=key_map,
+                       license=license, tags=tags, progress=progress)
     finally:
         if opened:
             rb.close()
@@ -177,16 +202,16 @@ def _without(space: Space, exclude: Sequence[str]) -> Space:
     return restrict(space, kept)
 
 
-def _plan(rb: Any, space: Space, camera: str) -> list[Any]:
+def _plan(rb: Any, space: Space, camera: str, keys: dict[LeafPath, str]) -> list[Any]:
     """:func:`plan_features` of ``space``; a refusal of leaves LeRobot cannot hold names all of them and how
     to leave them out (``exclude``; for an aligned view, the streams to keep)."""
     try:
-        return plan_features(space, camera=camera)
+        return plan_features(space, camera=camera, keys=keys)
     except UnsupportedSpaceError as exc:
         bad = []
         for path in leaf_paths(space):
             try:
-                plan_features(restrict(space, [path]), camera=camera)
+                plan_features(restrict(space, [path]), camera=camera, keys=keys)
             except UnsupportedSpaceError:
                 bad.append(path_name(path))
         if not bad:
@@ -202,45 +227,9 @@ def _plan(rb: Any, space: Space, camera: str) -> list[Any]:
         raise UnsupportedSpaceError(hint) from None
 
 
-def _select(rb: ReplayBuffer, ids: Sequence[int] | None) -> list[Episode]:
-    held = rb.episodes
-    closed = {e.id: e for e in held if e.done or e.interrupted}
-    if ids is None:
-        chosen = [e for e in closed.values() if not e.overwritten]
-    else:
-        chosen = []
-        for i in ids:
-            e = closed.get(int(i))
-            if e is None:
-                open_ids = [o.id for o in held if o.id == int(i)]
-                why = "is still being recorded" if open_ids else f"is not held (held ids: {sorted(closed)})"
-                raise ValueError(f"episode id {i} {why}")
-            if e.overwritten:
-                raise ValueError(f"episode id {i} lost its first steps to the ring; it cannot be exported whole")
-            chosen.append(e)
-        if len({e.id for e in chosen}) != len(chosen):
-            raise ValueError(f"episodes lists an id twice: {list(ids)}")
-    if not chosen:
-        raise ValueError(f"{getattr(rb, 'cache_path', None) or 'the buffer'} has no ended episode to export")
-    return chosen
-
-
-def _tasks(chosen: list[Episode], default_task: str) -> tuple[list[str], list[int]]:
-    if not isinstance(default_task, str):
-        raise TypeError(f"default_task must be a str, got {default_task!r}")
-    texts: dict[str, int] = {}
-    of_episode = []
-    for e in chosen:
-        task = e.data.get("task", default_task)
-        task = default_task if task is None else task
-        if not isinstance(task, str):
-            raise InvalidValueError(f"episode id {e.id}: data 'task' must be a string, got {task!r}")
-        of_episode.append(texts.setdefault(task, len(texts)))
-    return list(texts), of_episode
-
-
 def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcodec, crf, default_task, robot_type,
-            chunks_size, data_mb, video_mb, exclude=(), progress=False) -> LeRobotExport:
+            chunks_size, data_mb, video_mb, exclude=(), key_map=None, license=None, tags=(),
+            progress=False) -> LeRobotExport:
     # -- every check first: nothing is written until all pass -------------------------------
     import pyarrow  # noqa: F401  (fail early when the extra is missing)
 
@@ -249,7 +238,7 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
 
     _av()
     space = _without(exported_space(rb), exclude)
-    features = _plan(rb, space, camera)
+    features = _plan(rb, space, camera, export_keys(space, key_map))
     fps = float(fps) if fps is not None else common_fps(space)
     if fps is None or not np.isfinite(fps) or fps <= 0:
         raise ValueError("no frame rate: no leaf has metadata 'fps'; pass fps= (Hz; on the command line --fps)"
@@ -259,9 +248,14 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     if not (isinstance(chunks_size, int) and chunks_size >= 1) or not data_mb > 0 or not video_mb > 0:
         raise ValueError(f"chunks_size must be an int >= 1 and file sizes > 0 MB, got {chunks_size!r}, "
                          f"{data_mb!r}, {video_mb!r}")
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise TypeError(f"tags must be a collection of strings, got {tags!r}")
     pix_fmts = {f.key: pix_fmt_for(vcodec, f.shape[0], f.shape[1], f.key) for f in features if f.dtype == "video"}
-    chosen = _select(rb, episodes)
-    tasks, task_of = _tasks(chosen, default_task)
+    chosen = select_episodes(rb, episodes)
+    tasks, task_of = episode_tasks(chosen, default_task)
+    datas = [e.data for e in chosen]
+    data_columns = _episode_data.plan_columns(datas)
+    finals = _finals_of(rb, chosen, features)
     check_new_folder(out)
     repo_id = repo_id or f"local/{out.resolve().name}"
 
@@ -292,38 +286,31 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
             except Exception:
                 pass
             raise
-        _write_meta(tmp, tables, all_features, video_keys, rows, stats, tasks, fps, vcodec, pix_fmts, first,
-                    robot_type, chunks_size, data_mb, video_mb)
+        wrote_finals = write_final_observations(tmp, finals, lambda k: rb.final_observation(k), features)
+        entry = build_entry(features, lambda path: _leaf(space, path), data_columns,
+                            [i for i, e in enumerate(chosen) if e.interrupted], FINALS_PATH if wrote_finals else None)
+        plan = MetaPlan(fps, vcodec, pix_fmts, robot_type, chunks_size, data_mb, video_mb, repo_id, license,
+                        tuple(tags))
+        write_meta(tmp, all_features, video_keys, rows, stats, tasks, first, plan, entry,
+                   _episode_data.arrays(data_columns, datas))
         written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
         fsync_tree(tmp)  # the files' bytes before the rename that publishes them
     return LeRobotExport(out, repo_id, [e.id for e in chosen], first, fps, tasks, video_keys, written)
 
 
-def _write_meta(root, tables, features, video_keys, rows, stats, tasks, fps, vcodec, pix_fmts, total, robot_type,
-                chunks_size, data_mb, video_mb) -> None:
-    import pyarrow.parquet as pq
+def _leaf(space: Space, path: LeafPath) -> Space:
+    for part in path:
+        space = space[part]
+    return space
 
-    episodes_path = root / EPISODES_PATH
-    episodes_path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(tables.episodes_table(rows, features, video_keys, stats), episodes_path)
-    pq.write_table(tables.tasks_table(tasks), root / "meta/tasks.parquet")
-    fps_value: float | int = int(fps) if float(fps).is_integer() else fps
-    info_features = {}
-    for f in features:
-        entry = f.info()
-        if f.dtype == "video":
-            entry["info"] = {"video.height": f.shape[0], "video.width": f.shape[1], "video.codec": CODECS[vcodec][1],
-                             "video.pix_fmt": pix_fmts[f.key], "video.is_depth_map": False, "video.fps": fps_value,
-                             "video.channels": 3, "has_audio": False}
-        info_features[f.key] = entry
-    info = {"codebase_version": CODEBASE_VERSION, "robot_type": robot_type, "total_episodes": len(rows),
-            "total_frames": total, "total_tasks": len(tasks), "chunks_size": chunks_size,
-            "data_files_size_in_mb": data_mb, "video_files_size_in_mb": video_mb, "fps": fps_value,
-            "splits": {"train": f"0:{len(rows)}"}, "data_path": DATA_PATH,
-            "video_path": VIDEO_PATH if video_keys else None, "features": info_features}
-    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
-    dataset_stats = {f.key: to_json(aggregate([s[f.key] for s in stats])) for f in features if f.has_stats}
-    (root / "meta/stats.json").write_text(json.dumps(dataset_stats, indent=4))
+
+def _finals_of(rb: Any, chosen: list, features: list) -> list[tuple[int, int]]:
+    """``(episode_index, position in rb.episodes)`` of the chosen episodes that have a final observation,
+    when the buffer keeps them (an aligned view has none) and some exported leaf is under ``observation``."""
+    if not isinstance(rb, ReplayBuffer) or not observation_features(features):
+        return []
+    position = {int(i): k for k, i in enumerate(rb.episodes.ids.tolist())}
+    return [(index, position[e.id]) for index, e in enumerate(chosen) if e.has_final_observation]
 
 
 __all__ = ["export_lerobot", "LeRobotExport", "DEFAULT_TASK"]

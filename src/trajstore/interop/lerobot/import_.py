@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -33,7 +33,8 @@ LeRobotImportSummary = ImportSummary
 
 
 def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: str = "jpeg",
-                   episodes: Iterable[int] | None = None, progress: bool = True) -> ImportSummary:
+                   episodes: Iterable[int] | str | None = None, key_map: Mapping[str, str] | None = None,
+                   progress: bool = True) -> ImportSummary:
     """Copy a LeRobot v3.0 dataset (a local folder) into a new unbounded trajstore buffer folder ``out``.
 
     One LeRobot frame becomes one step; one LeRobot episode one trajstore episode, in the order of
@@ -53,6 +54,13 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
       ``task_index``) is not stored: it is the step's position in its episode. The task becomes
       episode data: ``rb.episode(k).data == {"task": "...", "lerobot_episode_index": e}`` (``task`` is a
       list, in order of first use, for an episode with several tasks).
+    - A dataset written by :func:`~trajstore.interop.lerobot.export_lerobot` (info.json has a
+      ``"trajstore"`` entry, see :mod:`~trajstore.interop.lerobot._trajstore_meta`) gives the buffer
+      back: each feature goes to its original leaf path with its own shape (``()`` for a scalar that
+      LeRobot calls ``[1]``), metadata and space (bounds included); each episode gets exactly the data
+      it had (from the ``episode_data/<key>`` columns of ``meta/episodes``, no ``lerobot_episode_index``),
+      its interrupted flag, and its final observation (``rb.final_observation(k)``; frames exact PNG in the
+      side file, then stored the way ``camera`` says).
 
     Args:
         src: the dataset folder (``meta/info.json``, ``data/``, ``videos/``).
@@ -61,7 +69,11 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
         camera: ``"jpeg"`` (``ImageStorage`` JPEG, quality 90, lossy), ``"png"`` (lossless) or
             ``"video"`` (H.264 ``VideoStorage``, lossy); see
             :func:`~trajstore.recording.gymnasium.camera_routing`.
-        episodes: LeRobot episode indices to import, or None for all.
+        episodes: LeRobot episode indices to import (in that order), a selection text as ``trajstore copy
+            --episodes`` takes, over LeRobot episode indices and the data the import gives (``"0,3-5"``,
+            ``'task == "push the T"'``, ``'success == true'``), or None for all.
+        key_map: ``{LeRobot feature key: leaf path}`` (``{"observation.image": "observation/pixels"}``);
+            other features keep the trajstore entry's leaf, else their key split at its dots.
         progress: show a progress bar (tqdm, in frames) on stderr.
 
     Returns:
@@ -73,9 +85,14 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
             a symlink out of it: nothing outside is read), a declared size its files do not hold or that
             is beyond the import's bounds (checked before anything is allocated), or its content does not
             match ``info.json`` (a video frame missing near its timestamp, a column of the wrong size, an
-            undecodable image); see :func:`~trajstore.interop.lerobot._source.read_source`.
+            undecodable image); a ``trajstore`` entry with a field of the wrong type or another version, a
+            shape or space that does not fit its feature, an episode data cell of another encoding, a final
+            observations file outside ``src``, missing, or with a value of the wrong size (names the file
+            and field); see :func:`~trajstore.interop.lerobot._source.read_source`.
         StorageExistsError: ``out`` is a file or a non-empty folder.
         ValueError: an unknown ``camera``, an episode listed twice.
+        InvalidValueError (a ValueError): ``key_map`` names a feature the dataset does not have (names the
+            features held) or a bad leaf path; a malformed selection or one that selects nothing.
         ImportError: pyarrow or PyAV is not installed: ``pip install 'trajstore[lerobot]'``.
         Everything is checked that can be before anything is written; an error during the copy removes
         what was written, so ``out`` is never left half made.
@@ -86,7 +103,7 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
 
     routing = camera_routing(camera)
     out = Path(out)
-    source = read_source(src, episodes)
+    source = read_source(src, episodes, key_map)
     space = source_space(source)
     with staged_folder(out) as staging:  # `out` appears whole or not at all
         with ReplayBuffer.create(DictStorage, space, cache_path=staging,
@@ -112,7 +129,10 @@ def source_space(source: LeRobotSource) -> DictSpace:
 
 
 def _leaf_space(f: Feature, fps: float) -> Space:
+    if f.space is not None:  # kept by a trajstore export
+        return f.space
     meta: dict[str, Any] = {"names": f.names} if f.names is not None else {}
+    meta = dict(f.metadata) if f.metadata is not None else meta
     if f.is_camera:
         fps_value = int(fps) if float(fps).is_integer() else fps
         return BoxSpace(0, 255, f.shape, np.uint8, metadata={"kind": "image", "layout": "HWC", "fps": fps_value,
@@ -132,6 +152,11 @@ def _copy_episodes(source: LeRobotSource, rb: Any, progress: bool) -> int:
     columns = [f.key for f in source.features if f.dtype != "video"] + ["frame_index", "episode_index", "task_index"]
     tables = _DataFiles(columns)
     videos = VideoFrames()
+    finals = None
+    if source.finals is not None:
+        from trajstore.interop.lerobot._final_observations import FinalObservations, observation_features
+
+        finals = FinalObservations(source.finals, observation_features(source.features))
     steps = 0
     try:
         with tqdm(total=sum(e.length for e in source.episodes), unit="frame", disable=not progress,
@@ -142,7 +167,12 @@ def _copy_episodes(source: LeRobotSource, rb: Any, progress: bool) -> int:
                 for block, n in blocks:
                     rb.extend(block)
                     bar.update(n)
-                rb.end_episode(task=_task_of(source, entry, rows), lerobot_episode_index=entry.index)
+                if source.entry is None:
+                    rb.end_episode(task=_task_of(source, entry, rows), lerobot_episode_index=entry.index)
+                else:
+                    final = finals.get(entry.index, source.root) if finals is not None else None
+                    rb.end_episode(final, interrupted=entry.index in source.entry.interrupted,
+                                   **source.data[entry.index])
                 steps += entry.length
     finally:
         videos.close()
