@@ -2,18 +2,19 @@
 # make test: fresh venv, install, run the tests.
 # make bench-training: the training-loader benchmark (benchmarks/training_loader.py; BENCH_TRAINING_ARGS=--quick for a short run).
 # make interop-check: export buffers to LeRobot v3.0 and read them back with LeRobot 0.4.4 itself (its own venv).
+# make robomimic-check: import the robomimic fixture, export it and a synthetic buffer, read both with robomimic 0.3.0 (its own venv).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO := demo-out
 EPISODES ?= 10
 
-.PHONY: demo test venv clean interop-check bench-training
+.PHONY: demo test venv clean interop-check robomimic-check bench-training
 
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	# torch 2.13.0 is the CPU build; an open range would pull a multi-GB CUDA build
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[dev,sim,video,torch,lerobot,zarr,ray,remote]"
+	$(PY) -m pip install -q -e ".[dev,sim,video,torch,lerobot,zarr,ray,remote,rlds]"
 	touch $@
 
 venv: $(VENV)/.installed
@@ -52,6 +53,21 @@ interop-check: venv
 	for d in pusht-h264:pusht pusht-av1:pusht synthetic-h264:synthetic synthetic-png:synthetic; do \
 		HF_HUB_OFFLINE=1 $$py interop/lerobot_check.py $(INTEROP)/$${d%%:*} trajstore/$${d%%:*} $(INTEROP)/$${d##*:}.npz || exit 1; \
 	done
+
+# robomimic 0.3.0 lives in a venv of its own (--no-deps, under the CPU torch pin); built on first use, ~2 min.
+ROBOMIMIC_PY = $$($(PY) benchmarks/peers/_venvs.py robomimic | sed -n 's/^robomimic: \(\/.*\)/\1/p')
+RM_OUT := $(INTEROP)/robomimic
+
+robomimic-check: venv
+	rm -rf $(RM_OUT) && mkdir -p $(RM_OUT)
+	$(VENV)/bin/trajstore import robomimic tests/fixtures/robomimic_hdf5/robomimic_sim.hdf5 $(RM_OUT)/fixture --camera png --no-progress
+	$(PY) interop/robomimic_reference.py dump $(RM_OUT)/fixture $(RM_OUT)/fixture.npz
+	$(VENV)/bin/trajstore export robomimic $(RM_OUT)/fixture $(RM_OUT)/fixture.hdf5 --no-progress
+	$(PY) interop/robomimic_reference.py synthetic $(RM_OUT)/synthetic
+	$(PY) interop/robomimic_reference.py dump $(RM_OUT)/synthetic $(RM_OUT)/synthetic.npz 0.25
+	$(VENV)/bin/trajstore export robomimic $(RM_OUT)/synthetic $(RM_OUT)/synthetic.hdf5 --val-fraction 0.25 --no-progress
+	py=$(ROBOMIMIC_PY); test -n "$$py" || { echo "no robomimic venv (python benchmarks/peers/_venvs.py robomimic says why)"; exit 1; }; \
+	for d in fixture synthetic; do $$py interop/robomimic_check.py $(RM_OUT)/$$d.hdf5 $(RM_OUT)/$$d.npz || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(DEMO) $(INTEROP)
