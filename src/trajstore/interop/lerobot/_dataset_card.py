@@ -59,8 +59,9 @@ def _check_license(license: str | None) -> str:
     if license is None:
         return DEFAULT_LICENSE
     if not isinstance(license, str) or not _LICENSE.fullmatch(license):
-        raise ValueError(f"dataset card: license {license!r:.80} is not a Hub license identifier (lowercase, like "
-                         "'apache-2.0', 'mit', 'cc-by-4.0' or 'other'; see huggingface.co/docs/hub/repositories-licenses)")
+        raise ValueError(f"dataset card: license {license!r:.80} is not a Hub license identifier (lowercase, "
+                         "like 'apache-2.0', 'mit', 'cc-by-4.0' or 'other'; see "
+                         "huggingface.co/docs/hub/repositories-licenses)")
     return license
 
 
