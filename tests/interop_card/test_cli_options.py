@@ -61,8 +61,8 @@ def test_export_lerobot_defaults_and_preset_alone(tmp_path, fake_export):
     assert runner.invoke(app, ["export", "lerobot", str(tmp_path), str(tmp_path / "b"), "--no-progress",
                                "--policy-keys"]).exit_code == 0
     first, second = (kwargs for _, _, kwargs in fake_export)
-    assert first["key_map"] is None and first["episodes"] is None and first["license"] is None
-    assert first["tags"] == ()
+    assert first["episodes"] is None  # the library's defaults: no key_map, license or tags passed
+    assert not {"key_map", "license", "tags"} & set(first)
     assert second["key_map"] == "policy"
 
 
@@ -92,6 +92,8 @@ def test_import_lerobot_passes_keys_and_selection(tmp_path, fake_import):
     (_, out, kwargs), = fake_import
     assert kwargs == {"camera": "png", "episodes": "0,3-4", "key_map": {"observation.images.front":
                                                                         "observation/front"}, "progress": False}
+    runner.invoke(app, ["import", "lerobot", str(tmp_path), str(tmp_path / "rb2"), "--no-progress"])
+    assert fake_import[-1][2] == {"camera": "jpeg", "episodes": None, "progress": False}
     bad = runner.invoke(app, ["import", "lerobot", str(tmp_path), str(tmp_path / "x"), "--key", "nokey"],
                         terminal_width=300)
     assert bad.exit_code == 2 and "expected NAME=TARGET" in bad.output

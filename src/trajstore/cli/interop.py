@@ -85,8 +85,8 @@ def import_lerobot_command(
     chosen = episodes_argument(episodes, episode)
     key_map = parse_pairs(key, "--key") or None
     try:
-        summary = import_lerobot(src, out, camera=camera.value, episodes=chosen, key_map=key_map,
-                                 progress=progress)
+        summary = import_lerobot(src, out, camera=camera.value, episodes=chosen, progress=progress,
+                                 **({"key_map": key_map} if key_map else {}))
     except (TrajstoreError, ImportError, ValueError, OSError) as exc:
         raise fail(exc)
     console.print(summary.line(), soft_wrap=True, markup=False)
@@ -134,8 +134,10 @@ def export_lerobot_command(
 
     options = dict(episodes=episodes_argument(episodes, episode), repo_id=repo_id,
                    camera="image" if images else "video", vcodec=vcodec.value, crf=crf, default_task=task,
-                   robot_type=robot_type, exclude=exclude or (), key_map=lerobot_key_map(key, policy_keys),
-                   license=license, tags=tuple(tag or ()), progress=progress)
+                   robot_type=robot_type, exclude=exclude or (), progress=progress)
+    # Passed only when given, so that the defaults stay the library's.
+    card = dict(key_map=lerobot_key_map(key, policy_keys), license=license, tags=tuple(tag or ()))
+    options.update({name: value for name, value in card.items() if value not in (None, ())})
     try:
         if _stream_source(src, {"--anchor": anchor, "--streams": streams, "--how": how, "--tolerance": tolerance}):
             result = _export_streams("lerobot", src, out, fps, anchor, streams, how, tolerance, options)
