@@ -143,3 +143,28 @@ def test_formats_command_lists_the_registry():
         assert (f"trajstore[{fmt.extra}]" if fmt.extra else " - ") in row
     assert "trajstore[zarr]" in result.output and "import / export" in result.output
     assert "import only" in result.output
+
+
+def test_import_zarr_episodes_selection(tmp_path):
+    pytest.importorskip("zarr")
+    import numpy as np
+
+    from tests.integrations.zarr_helpers import make_dp_group
+    from trajstore.replay_buffer import ReplayBuffer
+
+    arrays = make_dp_group(tmp_path / "dp")  # episode ends 6, 10, 17
+    result = runner.invoke(app, ["import", "zarr", str(tmp_path / "dp"), str(tmp_path / "rb"), "--no-progress",
+                                 "--camera", "png", "--episodes", "0,2"])
+    assert result.exit_code == 0, result.output
+    assert "imported 2 episodes (13 steps, 4 leaves)" in result.output
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        assert [len(e) for e in rb.episodes] == [6, 7]
+        np.testing.assert_array_equal(rb.get_at(slice(0, 13))["state"],
+                                      np.concatenate([arrays["state"][:6], arrays["state"][10:17]]))
+    result = runner.invoke(app, ["import", "zarr", str(tmp_path / "dp"), str(tmp_path / "rb2"), "--no-progress",
+                                 "--episodes", "steps > 5"])
+    assert result.exit_code == 0, result.output
+    assert "imported 2 episodes (13 steps" in result.output
+    result = runner.invoke(app, ["import", "zarr", str(tmp_path / "dp"), str(tmp_path / "rb3"), "--no-progress",
+                                 "--episodes", "5"])
+    assert result.exit_code == 2 and result.output.startswith("error:") and not (tmp_path / "rb3").exists()

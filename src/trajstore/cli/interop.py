@@ -194,6 +194,7 @@ def import_zarr_command(
     key: Optional[List[str]] = typer.Option(None, "--key", help="ZARR_KEY=LEAF, e.g. img=observation/pixels (repeat)."),
     camera: Camera = typer.Option(Camera.jpeg, help="How the buffer stores frames."),
     check_bounds: bool = typer.Option(True, help="Refuse NaN in float leaves (--no-check-bounds keeps them)."),
+    episodes: Optional[str] = import_episodes_option(),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Import a Diffusion Policy zarr replay buffer into a new trajstore buffer folder."""
@@ -203,7 +204,7 @@ def import_zarr_command(
     key_map = parse_pairs(key, "--key")
     try:
         summary = import_zarr(src, out, image_keys=image_key, fps=fps, key_map=key_map, camera=camera.value,
-                              check_bounds=check_bounds, progress=progress)
+                              check_bounds=check_bounds, episodes=episodes, progress=progress)
     except KeyError as exc:
         raise fail(exc.args[0] if exc.args else exc)
     except (TrajstoreError, OSError, ValueError, ImportError) as exc:
