@@ -44,7 +44,8 @@ def fake_import(monkeypatch):
 
 def test_export_lerobot_passes_keys_preset_selection_license_tags(tmp_path, fake_export):
     result = runner.invoke(app, ["export", "lerobot", str(tmp_path), str(tmp_path / "out"), "--no-progress",
-                                 "--key", "observation/agent_pos=observation.state", "--key", "cam=observation.images.top",
+                                 "--key", "observation/agent_pos=observation.state",
+                                 "--key", "cam=observation.images.top",
                                  "--policy-keys", "--episodes", "success == true", "--license", "mit",
                                  "--tag", "pusht", "--tag", "sim"])
     assert result.exit_code == 0, result.output
