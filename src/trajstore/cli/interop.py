@@ -6,6 +6,7 @@ prints its summary; errors are one line (``fail`` of :mod:`trajstore.cli._output
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
@@ -13,7 +14,8 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from trajstore.cli._format_options import parse_pairs
+from trajstore.cli._format_options import (EXPORT_KEY_HELP, export_episodes_option, import_episodes_option,
+                                           key_option, parse_pairs)
 from trajstore.errors import TrajstoreError
 
 import_app = typer.Typer(help="Make a new buffer folder from a dataset in another format.", no_args_is_help=True)
@@ -30,6 +32,36 @@ TOLERANCE_HELP = ("Stream buffer only: STREAM=SECONDS, a value farther than this
                   "in is_pad (repeat; default: flagged only before a stream's first sample).")
 
 
+LEROBOT_IMPORT_KEY_HELP = ("FEATURE=LEAF: the leaf a LeRobot feature becomes, e.g. "
+                           "observation.images.front=observation/front (repeat).")
+POLICY_KEYS_HELP = ("Name features as LeRobot's policies expect: cameras observation.images.<name>, the one "
+                    "low-dimensional observation vector observation.state, action; --key entries win.")
+LICENSE_HELP = "License of the dataset card (README.md), a Hub license id (default apache-2.0, as LeRobot)."
+TAG_HELP = "Hub tag of the dataset card, after LeRobot (repeat)."
+OLD_EPISODE_HELP = "Deprecated: use --episodes."
+
+
+def episodes_argument(episodes: Optional[str], episode: Optional[List[int]]) -> "list[int] | str | None":
+    """What ``episodes=`` of the library gets: the ``--episodes`` selection text, or the ids of the older
+    ``--episode N`` (repeat; still accepted, with a note on stderr), or None. Both given: BadParameter."""
+    if episode and episodes is not None:
+        raise typer.BadParameter("give --episodes or the older --episode, not both", param_hint="--episodes")
+    if episode:
+        print(f"note: --episode is deprecated; use --episodes {','.join(str(i) for i in episode)}",
+              file=sys.stderr, flush=True)
+        return list(episode)
+    return episodes
+
+
+def lerobot_key_map(key: Optional[List[str]], policy_keys: bool) -> "dict[str, str] | str | None":
+    """``key_map=`` of ``export_lerobot``: the ``--key`` pairs, ``"policy"`` for ``--policy-keys`` alone,
+    both: the pairs over the preset (``{..., "*": "policy"}``); None when neither is given."""
+    pairs = parse_pairs(key, "--key")
+    if policy_keys:
+        return {**pairs, "*": "policy"} if pairs else "policy"
+    return pairs or None
+
+
 class Camera(str, Enum):
     jpeg = "jpeg"
     png = "png"
@@ -41,16 +73,20 @@ def import_lerobot_command(
     src: Path = typer.Argument(..., help="LeRobot v3.0 dataset folder (meta/info.json, data/, videos/)."),
     out: Path = typer.Argument(..., help="New buffer folder (must not exist, or be empty)."),
     camera: Camera = typer.Option(Camera.jpeg, help="How to store camera frames (png: lossless)."),
-    episode: Optional[List[int]] = typer.Option(None, "--episode", "-e",
-                                                help="LeRobot episode index to import (repeat it; default: all)."),
+    episodes: Optional[str] = import_episodes_option(),
+    key: Optional[List[str]] = key_option(LEROBOT_IMPORT_KEY_HELP),
+    episode: Optional[List[int]] = typer.Option(None, "--episode", "-e", hidden=True, help=OLD_EPISODE_HELP),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Import a LeRobot v3.0 dataset (video, image and numeric features; the task as episode data)."""
     from trajstore.cli._output import console, fail
     from trajstore.interop.lerobot import import_lerobot
 
+    chosen = episodes_argument(episodes, episode)
+    key_map = parse_pairs(key, "--key") or None
     try:
-        summary = import_lerobot(src, out, camera=camera.value, episodes=episode or None, progress=progress)
+        summary = import_lerobot(src, out, camera=camera.value, episodes=chosen, progress=progress,
+                                 **({"key_map": key_map} if key_map else {}))
     except (TrajstoreError, ImportError, ValueError, OSError) as exc:
         raise fail(exc)
     console.print(summary.line(), soft_wrap=True, markup=False)
@@ -72,8 +108,12 @@ def export_lerobot_command(
     crf: Optional[int] = typer.Option(None, min=0, max=63, help="Video quality, lower is better "
                                                                 "(default 20 for h264, 30 for AV1)."),
     images: bool = typer.Option(False, "--images", help="Store cameras as PNG image features (exact) instead of video."),
-    episode: Optional[List[int]] = typer.Option(None, help="Episode id to export (repeat the option); default: every "
-                                                           "ended episode."),
+    episodes: Optional[str] = export_episodes_option(),
+    episode: Optional[List[int]] = typer.Option(None, "--episode", hidden=True, help=OLD_EPISODE_HELP),
+    key: Optional[List[str]] = key_option(EXPORT_KEY_HELP),
+    policy_keys: bool = typer.Option(False, "--policy-keys", help=POLICY_KEYS_HELP),
+    license: Optional[str] = typer.Option(None, "--license", help=LICENSE_HELP),
+    tag: Optional[List[str]] = typer.Option(None, "--tag", help=TAG_HELP),
     fps: Optional[float] = typer.Option(None, help="Frame rate in Hz (default: the leaves' metadata fps; for a "
                                                    "stream buffer at --anchor, that stream's fps metadata, else its "
                                                    "measured rate)."),
@@ -92,9 +132,12 @@ def export_lerobot_command(
     from trajstore.cli._output import console, fail
     from trajstore.interop.lerobot.export import export_lerobot
 
-    options = dict(episodes=episode or None, repo_id=repo_id, camera="image" if images else "video",
-                   vcodec=vcodec.value, crf=crf, default_task=task, robot_type=robot_type, exclude=exclude or (),
-                   progress=progress)
+    options = dict(episodes=episodes_argument(episodes, episode), repo_id=repo_id,
+                   camera="image" if images else "video", vcodec=vcodec.value, crf=crf, default_task=task,
+                   robot_type=robot_type, exclude=exclude or (), progress=progress)
+    # Passed only when given, so that the defaults stay the library's.
+    card = dict(key_map=lerobot_key_map(key, policy_keys), license=license, tags=tuple(tag or ()))
+    options.update({name: value for name, value in card.items() if value not in (None, ())})
     try:
         if _stream_source(src, {"--anchor": anchor, "--streams": streams, "--how": how, "--tolerance": tolerance}):
             result = _export_streams("lerobot", src, out, fps, anchor, streams, how, tolerance, options)
@@ -151,6 +194,7 @@ def import_zarr_command(
     key: Optional[List[str]] = typer.Option(None, "--key", help="ZARR_KEY=LEAF, e.g. img=observation/pixels (repeat)."),
     camera: Camera = typer.Option(Camera.jpeg, help="How the buffer stores frames."),
     check_bounds: bool = typer.Option(True, help="Refuse NaN in float leaves (--no-check-bounds keeps them)."),
+    episodes: Optional[str] = import_episodes_option(),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Import a Diffusion Policy zarr replay buffer into a new trajstore buffer folder."""
@@ -160,7 +204,7 @@ def import_zarr_command(
     key_map = parse_pairs(key, "--key")
     try:
         summary = import_zarr(src, out, image_keys=image_key, fps=fps, key_map=key_map, camera=camera.value,
-                              check_bounds=check_bounds, progress=progress)
+                              check_bounds=check_bounds, episodes=episodes, progress=progress)
     except KeyError as exc:
         raise fail(exc.args[0] if exc.args else exc)
     except (TrajstoreError, OSError, ValueError, ImportError) as exc:
@@ -174,8 +218,8 @@ def export_zarr_command(
     out: Path = typer.Argument(..., help="New zarr folder (format 2, Diffusion Policy's layout)."),
     compressor: ZarrCompressor = typer.Option(ZarrCompressor.jpeg2k, help="Frame codec (raw: uncompressed)."),
     lossless: bool = typer.Option(False, help="Lossless frame coding (jpeg2k or jpegxl)."),
-    episode: Optional[List[int]] = typer.Option(None, "--episode", help="Episode id to export (repeat; default all "
-                                                                         "ended episodes)."),
+    episodes: Optional[str] = export_episodes_option(),
+    episode: Optional[List[int]] = typer.Option(None, "--episode", hidden=True, help=OLD_EPISODE_HELP),
     key: Optional[List[str]] = typer.Option(None, "--key", help="LEAF=ZARR_KEY, e.g. observation/pixels=img (repeat)."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Leaf not to export (repeat)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
@@ -187,13 +231,16 @@ def export_zarr_command(
     tolerance: Optional[List[str]] = typer.Option(None, "--tolerance", help=TOLERANCE_HELP),
 ) -> None:
     """Export a trajstore buffer folder as a Diffusion Policy zarr replay buffer. A stream buffer is exported
-    through its aligned view (--anchor or --fps), with its timestamp (int64 ns) and is_pad.<stream> arrays."""
+    through its aligned view (--anchor or --fps), with its timestamp (int64 ns) and is_pad.<stream> arrays.
+    Plain zarr reads it; compressed frames need imagecodecs' codec registered where trajstore is not installed
+    (the output line gives the call)."""
     from trajstore.cli._output import console, fail
     from trajstore.interop.zarr import export_zarr
 
     key_map = parse_pairs(key, "--key")
     options = dict(compressor=None if compressor is ZarrCompressor.raw else compressor.value, lossless=lossless,
-                   episodes=episode or None, key_map=key_map, exclude=exclude or (), progress=progress)
+                   episodes=episodes_argument(episodes, episode), key_map=key_map, exclude=exclude or (),
+                   progress=progress)
     try:
         if _stream_source(src, {"--fps": fps, "--anchor": anchor, "--streams": streams, "--how": how,
                                 "--tolerance": tolerance}):

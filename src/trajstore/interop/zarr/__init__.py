@@ -27,6 +27,12 @@ Episodes. ``meta/episode_ends`` gives the boundaries. The layout has no per-epis
 export keeps each episode's ``data`` and ``interrupted`` flag in the group attribute
 ``trajstore_episode_data`` and import restores them. Final observations are not carried.
 
+Reading an export without trajstore: plain ``zarr.open(out)`` reads every array; compressed frames
+(numcodecs ids ``imagecodecs_jpeg2k``/``imagecodecs_jpegxl``) are found through trajstore's numcodecs
+entry points where trajstore is installed, and elsewhere after
+``import imagecodecs.numcodecs; imagecodecs.numcodecs.register_codecs()`` (see
+:mod:`~trajstore.interop.zarr.codecs`).
+
 Both need the ``zarr`` extra (``pip install 'trajstore[zarr]'``: zarr, numcodecs, imagecodecs).
 """
 

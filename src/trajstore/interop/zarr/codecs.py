@@ -9,6 +9,16 @@ distance 0.3 and decoding speed 1. Those classes rebuild a codec from the array'
 ``squeeze``) makes the array unreadable there. The codecs here write only the keys both
 Diffusion Policy's copy and current imagecodecs accept, and read any config (unknown keys ignored:
 decoding needs none of them). The pixel work is imagecodecs' (``jpeg2k_encode``/``jpegxl_encode``).
+
+Reading in plain zarr. numcodecs has no image codec of its own, and imagecodecs (2026.3) declares no
+entry points: in a fresh interpreter ``zarr.open(...)["data/img"][0]`` fails with "codec not
+available: 'imagecodecs_jpeg2k'" until someone registers one. trajstore declares the entry points of
+:data:`NUMCODECS_ENTRY_POINTS` (group ``numcodecs.codecs``), pointing at imagecodecs' own classes, so
+where trajstore is installed numcodecs loads imagecodecs' codec on first use, with nothing to call.
+A codec registered explicitly (``register_codec``: Diffusion Policy's ``register_codecs()``, or
+:func:`register_codecs` here) takes precedence over an entry point, so Diffusion Policy keeps its own
+classes. Elsewhere ``imagecodecs.numcodecs.register_codecs()`` is the one call needed
+(:func:`reading_note` says so in an export's summary line).
 """
 
 from __future__ import annotations
@@ -16,6 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+#: numcodecs entry points (group ``numcodecs.codecs``) trajstore's package metadata declares: id -> the
+#: imagecodecs class that decodes frames of that id (``pyproject.toml``, ``[project.entry-points."numcodecs.codecs"]``).
+NUMCODECS_ENTRY_POINTS = {"imagecodecs_jpeg2k": "imagecodecs.numcodecs:Jpeg2k",
+                          "imagecodecs_jpegxl": "imagecodecs.numcodecs:Jpegxl"}
+#: The one line that lets plain zarr read frames where trajstore's entry points are not installed.
+REGISTER_LINE = "import imagecodecs.numcodecs; imagecodecs.numcodecs.register_codecs()"
 
 #: ``compressor=`` values of :func:`~trajstore.interop.zarr.export_zarr` (None: raw frames).
 FRAME_COMPRESSORS = ("jpeg2k", "jpegxl")
@@ -145,6 +162,22 @@ def register_codecs() -> None:
     import imagecodecs.numcodecs
 
     imagecodecs.numcodecs.register_codecs(force=False, verbose=False)
+
+
+def entry_point_installed(codec_id: str) -> bool:
+    """Whether an installed package declares a numcodecs entry point for ``codec_id`` (trajstore's
+    :data:`NUMCODECS_ENTRY_POINTS`, or another's): then plain zarr finds that codec by itself."""
+    from importlib.metadata import entry_points
+
+    return any(ep.name == codec_id for ep in entry_points(group="numcodecs.codecs"))
+
+
+def reading_note(codec_id: str) -> str:
+    """How to read frames of numcodecs id ``codec_id`` with plain zarr, for an export's summary line."""
+    if entry_point_installed(codec_id):
+        return (f"frames are {codec_id}: plain zarr reads them here (an installed entry point gives numcodecs "
+                f"imagecodecs' codec); where trajstore is not installed, run `{REGISTER_LINE}` first")
+    return f"frames are {codec_id}: to read them with plain zarr, run `{REGISTER_LINE}` first"
 
 
 def frame_compressor(name: str | None, *, lossless: bool = False) -> Any:

@@ -13,8 +13,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from trajstore._fs import staged_folder
-from trajstore.errors import UnknownLeafError, UnsupportedSpaceError
-from trajstore.interop.zarr.codecs import frame_compressor, register_codecs
+from trajstore.errors import InvalidValueError, UnknownLeafError, UnsupportedSpaceError
+from trajstore.interop.zarr.codecs import frame_compressor, reading_note, register_codecs
 from trajstore._text import count as _count
 from trajstore.interop.zarr.import_ import BLOCK_BYTES, _zarr
 from trajstore.interop.zarr.layout import ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE
@@ -27,17 +27,20 @@ LOWDIM_CHUNK_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class ZarrExportSummary:
-    """What :func:`export_zarr` wrote: ``out``, episodes, steps, ``{leaf name: zarr key}``, bytes on disk."""
+    """What :func:`export_zarr` wrote: ``out``, episodes, steps, ``{leaf name: zarr key}``, bytes on disk,
+    and the numcodecs id of the frame codec (``None``: no compressed frames)."""
 
     out: Path
     episodes: int
     steps: int
     keys: dict[str, str]
     nbytes: int
+    frame_codec: str | None = None
 
     def line(self) -> str:
-        return (f"exported {_count(self.episodes, 'episode')} ({_count(self.steps, 'step')}, "
+        text = (f"exported {_count(self.episodes, 'episode')} ({_count(self.steps, 'step')}, "
                 f"{_count(len(self.keys), 'array')}, {self.nbytes:,} bytes) to {self.out}")
+        return text if self.frame_codec is None else f"{text}; {reading_note(self.frame_codec)}"
 
 
 @dataclass(frozen=True)
@@ -116,23 +119,38 @@ class _ChunkAlignedWriter:
             self._write(self.pending_steps)
 
 
-def _select_episodes(rb: Any, episodes: Iterable[int] | None) -> list[Any]:
-    """The episodes to export, oldest first: the given ids, or every held episode but one still being recorded."""
+def _select_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]:
+    """The episodes to export, oldest first: the given ids or selection, or every held episode but one still
+    being recorded."""
     held = rb.episodes
     closed = [e for e in held if e.done or e.interrupted]
+    where = getattr(rb, "cache_path", None) or "buffer"
     if episodes is None:
         return closed
-    wanted = [int(i) for i in episodes]
+    if isinstance(episodes, str):
+        from trajstore.replay_buffer.episode_query import parse_selection
+
+        selection = parse_selection(episodes)
+        try:
+            wanted = selection.select(closed)
+        except InvalidValueError as exc:
+            raise InvalidValueError(f"{where}: {exc} (an episode still being recorded cannot be exported)") from None
+        if not wanted:
+            why = "; ".join(selection.missing_keys(closed))
+            raise InvalidValueError(f"{selection.quoted} selects none of the {len(closed)} ended episodes of {where}"
+                                    f"{' (' + why + ')' if why else ''}; nothing was written")
+    else:
+        wanted = [int(i) for i in episodes]
     by_id = {e.id: e for e in closed}
     missing = sorted(set(wanted) - set(by_id))
     if missing:
-        raise ValueError(f"{getattr(rb, 'cache_path', None) or 'buffer'}: episodes {missing} are not ended episodes "
+        raise ValueError(f"{where}: episodes {missing} are not ended episodes "
                          f"(held ids: {[e.id for e in held]}; an episode still being recorded cannot be exported)")
     return [by_id[i] for i in sorted(set(wanted))]
 
 
 def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str | None = "jpeg2k",
-                lossless: bool = False, episodes: Iterable[int] | None = None,
+                lossless: bool = False, episodes: Iterable[int] | str | None = None,
                 key_map: Mapping[str, str] | None = None, exclude: Iterable[str] = (),
                 progress: bool = False) -> ZarrExportSummary:
     """Write episodes of a buffer to ``out`` as a zarr group (format 2) in Diffusion Policy's layout.
@@ -140,6 +158,14 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
     ``data/<key>`` gets one array per leaf, ``(N, ...)`` over the exported steps, and
     ``meta/episode_ends`` int64 ``(E,)`` their cumulative ends; Diffusion Policy's
     ``ReplayBuffer.copy_from_path`` reads it (after its ``register_codecs()`` for frame codecs).
+
+    Reading it in plain zarr (``zarr.open(out)["data/<camera key>"][i]``): non-frame arrays use Blosc,
+    which numcodecs always has. Compressed frames are numcodecs ids ``imagecodecs_jpeg2k`` /
+    ``imagecodecs_jpegxl``, imagecodecs' own: where trajstore is installed with its codec entry points
+    (:data:`~trajstore.interop.zarr.codecs.NUMCODECS_ENTRY_POINTS`), numcodecs finds them by itself;
+    anywhere else run ``import imagecodecs.numcodecs; imagecodecs.numcodecs.register_codecs()`` once
+    before reading (Diffusion Policy's ``register_codecs()`` also does). Raw frames
+    (``compressor=None``) need nothing. The summary's :meth:`~ZarrExportSummary.line` says so.
     Camera leaves (``kind="image"``, ``(H, W, 3)`` uint8) are chunked one frame per chunk and
     compressed by ``compressor``; other leaves are chunked along steps only (about 1 MiB a chunk)
     with Blosc zstd + bit shuffle, lossless. Leaf names, spaces and episode data are kept in
@@ -158,8 +184,10 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
             or None (raw, uncompressed frames).
         lossless: lossless frame coding (JPEG 2000 reversible, JPEG XL lossless): frames read back
             exactly, at larger size.
-        episodes: ids of the episodes to export (``rb.select_episodes(...)``, ``rb.split_episodes``);
-            default every ended episode held (interrupted ones included, the open one left out).
+        episodes: ids of the episodes to export (``rb.select_episodes(...)``, ``rb.split_episodes``), or a
+            selection as ``trajstore copy --episodes`` takes (ids ``"0,3,5-9"`` or an expression over episode
+            data, ``"success == true"``); default every ended episode held (interrupted ones included, the
+            open one left out).
         key_map: ``{leaf name: zarr key}``, e.g. ``{"observation/pixels": "img", "observation/agent_pos":
             "state"}`` for Diffusion Policy's PushT keys; other leaves get the key they were imported
             from (metadata ``zarr_key``), else :func:`default_key`.
@@ -170,8 +198,9 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
         UnsupportedSpaceError: a text leaf (names every such leaf and the ``exclude`` / ``--exclude`` that
             leaves them out).
         UnknownLeafError: (a ``KeyError``) ``key_map`` or ``exclude`` names a leaf the buffer does not have.
-        ValueError: an unknown compressor, two leaves on one key, a key zarr cannot use, or
-            ``episodes`` naming ids that are not ended episodes of the buffer.
+        ValueError: an unknown compressor, two leaves on one key, a key zarr cannot use, ``episodes``
+            naming ids that are not ended episodes of the buffer, or a selection that is malformed or
+            selects nothing (InvalidValueError).
         StorageExistsError: ``out`` is a file or a non-empty folder.
         ImportError: zarr, numcodecs or imagecodecs is missing (the ``zarr`` extra).
         All of these are raised before anything is written.
@@ -194,8 +223,10 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
             rb.close()
     out = Path(out)
     nbytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    framed = codec is not None and any(p.frames for p in plans)
     return ZarrExportSummary(out, len(chosen), int(lengths.sum()),
-                             {tree.path_name(p.path): p.key for p in plans}, nbytes)
+                             {tree.path_name(p.path): p.key for p in plans}, nbytes,
+                             codec.codec_id if framed else None)
 
 
 def _write_group(zarr: Any, path: Path, rb: Any, plans: list[_LeafPlan], chosen: list[Any], lengths: np.ndarray,

@@ -13,6 +13,7 @@ import numpy as np
 
 from trajstore._fs import staged_folder
 from trajstore.errors import InvalidValueError
+from trajstore.interop.source_selection import SourceEpisode, select_source_episodes
 from trajstore.interop.summary import ImportSummary
 from trajstore.interop.zarr.codecs import register_codecs
 from trajstore.interop.zarr.layout import SourceLayout, open_group, read_array, read_layout
@@ -68,7 +69,8 @@ def _read_block(layout: SourceLayout, start: int, stop: int) -> dict[str, Any]:
 
 def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: Iterable[str] | None = None,
                 fps: float | None = None, key_map: Mapping[str, str] | None = None, camera: str = "jpeg",
-                check_bounds: bool = True, progress: bool = False) -> ImportSummary:
+                check_bounds: bool = True, episodes: Iterable[int] | str | None = None,
+                progress: bool = False) -> ImportSummary:
     """Copy a zarr group in Diffusion Policy's ``ReplayBuffer`` layout into a new buffer folder ``out``.
 
     Every ``data/<key>`` array ``(N, ...)`` becomes a leaf; ``meta/episode_ends`` cuts the steps
@@ -94,6 +96,9 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
         camera: how the buffer stores frames: ``"jpeg"`` (default, lossy), ``"png"`` (exact) or
             ``"video"`` (see ``trajstore record --camera``).
         check_bounds: passed to :meth:`ReplayBuffer.create`; ``False`` keeps NaN in float leaves.
+        episodes: source episodes to import (their position ``k`` in ``meta/episode_ends``): indices, or a
+            selection (``"0,3,5-9"``, or an expression over the episode data an export kept, ``"steps > 20"``;
+            see :func:`~trajstore.interop.source_selection.select_source_episodes`); default all, in order.
         progress: show a progress bar (tqdm, in steps) on stderr.
 
     Raises:
@@ -110,7 +115,8 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
         StorageExistsError: ``out`` is a file or a non-empty folder.
         InvalidValueError: a value the buffer refuses (NaN with ``check_bounds=True``, a value outside the
             bounds ``trajstore_space`` keeps: names the group, the steps and the leaf).
-        ValueError: an unknown ``camera``.
+        ValueError: an unknown ``camera``; ``episodes`` malformed, naming an episode the group does not
+            have, or selecting none (InvalidValueError).
         ImportError: zarr, numcodecs or imagecodecs is missing (the ``zarr`` extra).
     """
     from tqdm import tqdm
@@ -126,13 +132,19 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
     layout = read_layout(group, src, image_keys=image_keys or (), fps=fps, key_map=key_map)
     space = nested_space(layout)
     block = _block_steps(layout)
-    starts = np.concatenate([[0], layout.episode_ends[:-1]])
-    with staged_folder(out) as tmp, tqdm(total=layout.steps, unit="step", disable=not progress,
+    starts = np.concatenate([[0], layout.episode_ends[:-1]]).tolist()
+    stops = layout.episode_ends.tolist()
+    kept_data = layout.episode_data or [{"data": {}, "interrupted": False}] * len(stops)
+    chosen = select_source_episodes([SourceEpisode(k, stops[k] - starts[k], kept_data[k]["data"])
+                                     for k in range(len(stops))], episodes, source=str(src))
+    steps = sum(stops[k] - starts[k] for k in chosen)
+    with staged_folder(out) as tmp, tqdm(total=steps, unit="step", disable=not progress,
                                          desc=f"import {Path(src).name}") as bar:
         rb = ReplayBuffer.create(DictStorage, space, cache_path=tmp, check_bounds=check_bounds,
                                  **dict_storage_kwargs_from_space(space, **routing))
         with rb:
-            for k, (start, stop) in enumerate(zip(starts.tolist(), layout.episode_ends.tolist())):
+            for k in chosen:
+                start, stop = starts[k], stops[k]
                 for a in range(start, stop, block):
                     b = min(a + block, stop)
                     try:
@@ -140,9 +152,9 @@ def import_zarr(src: str | os.PathLike, out: str | os.PathLike, *, image_keys: I
                     except InvalidValueError as exc:
                         raise InvalidValueError(f"{src}: steps {a}..{b - 1}: {exc}") from None
                     bar.update(b - a)
-                kept = layout.episode_data[k] if layout.episode_data else {"data": {}, "interrupted": False}
+                kept = kept_data[k]
                 # read_layout refused data keys that are end_episode's own parameters
                 rb.end_episode(interrupted=kept["interrupted"], **kept["data"])
-    return ImportSummary(Path(out), len(layout.episode_ends), layout.steps,
+    return ImportSummary(Path(out), len(chosen), steps,
                              {a.name: "/".join(a.path) for a in layout.arrays})
 
