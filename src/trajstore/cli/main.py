@@ -15,6 +15,7 @@ from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fa
 from trajstore.cli.interop import export_app, import_app
 from trajstore.cli import remote
 from trajstore.cli.aloha import import_aloha_command
+from trajstore.cli.formats import formats_command
 from trajstore.cli.rlds import import_rlds_command
 from trajstore.cli.robomimic import export_robomimic_command, import_robomimic_command
 from trajstore.cli.rosbag import import_rosbag_command
@@ -34,6 +35,7 @@ import_app.command("rlds")(import_rlds_command)
 import_app.command("robomimic")(import_robomimic_command)
 export_app.command("robomimic")(export_robomimic_command)
 import_app.command("aloha")(import_aloha_command)
+app.command("formats")(formats_command)
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 

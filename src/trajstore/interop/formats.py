@@ -44,24 +44,32 @@ class Format:
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("lerobot", "LeRobot dataset v3.0", "trajstore.interop.lerobot:import_lerobot",
            "trajstore.interop.lerobot.export:export_lerobot", "lerobot",
-           "every numeric leaf and its shape, cameras (video: within codec loss; --images: exact), tasks, "
-           "episode data, final observations (side file), leaf metadata",
-           "nothing a LeRobot reader needs; ring capacity and interrupted flags"),
+           "low-dim values exact in their dtype, cameras (PNG with --images: exact; video within codec loss), "
+           "tasks, stats, a Hub dataset card; from trajstore's own exports also leaf paths, scalar () shapes, "
+           "spaces and leaf metadata, episode data, interrupted flags, final observations",
+           "ring capacity; metadata of non-leaf DictSpaces; from datasets LeRobot wrote: episode data other "
+           "than the task"),
     Format("zarr", "Diffusion Policy zarr replay buffer", "trajstore.interop.zarr:import_zarr",
            "trajstore.interop.zarr:export_zarr", "zarr",
-           "every leaf (frames JPEG 2000, lossless with --lossless), episode ends",
-           "episode data, final observations, leaf metadata other than fps"),
+           "every leaf (frames JPEG 2000, lossless with --lossless), episode ends, episode data and interrupted "
+           "flags (group attributes)",
+           "final observations, text leaves, leaf metadata other than fps"),
     Format("rlds", "RLDS / Open X-Embodiment (TFDS dataset directory)", "trajstore.interop.rlds:import_rlds",
            None, "rlds",
-           "steps/* leaves (nested), images, is_terminal, language instruction, episode_metadata",
-           "import only"),
+           "every steps/* feature as a leaf (nested), RGB images as cameras, is_terminal as terminated, "
+           "language_instruction as the task (a per-step text leaf when it changes), episode_metadata as "
+           "episode data, dataset name/version/split",
+           "import only; is_first/is_last (the episode boundaries); no rate in RLDS (--fps, default 10 Hz)"),
     Format("robomimic", "robomimic / LIBERO / MimicGen HDF5", "trajstore.interop.robomimic:import_robomimic",
            "trajstore.interop.robomimic:export_robomimic", "",
-           "obs, actions, rewards, dones, states, next_obs of the last step, masks, env_args",
-           "episode data other than masks; next_obs of other steps (the next step's obs)"),
+           "obs, actions, rewards, dones, states and other per-sample datasets; next_obs of the last sample as "
+           "the final observation; masks; env_args; demo attributes (model_file with --model-file)",
+           "next_obs rows other than the last (rewritten as the next obs); other episode data; interrupted "
+           "flags; leaf metadata other than camera fps; text leaves"),
     Format("aloha", "ALOHA / ACT episode_N.hdf5 folder", "trajstore.interop.aloha:import_aloha", None, "",
-           "qpos, qvel, effort, action, base_action, cameras (raw or JPEG-compressed), root attributes",
-           "import only"),
+           "qpos, qvel, effort, action, base_action (dtype kept), cameras (raw: exact with --camera png; JPEG "
+           "rows decoded in ACT's channel order), root attributes as episode data",
+           "import only; compress_len (checked, not kept); _depth cameras refused"),
     Format("rosbag", "ROS 2 bags (sqlite3 or MCAP)", "trajstore.interop.rosbag:import_rosbag", None, "ros",
            "each topic a stream at its own rate and timestamps", "import only; message types not listed"),
 )}

@@ -59,7 +59,7 @@ def export_keys(space: Space, key_map: Mapping[str, str] | str | None) -> dict[P
     if preset == POLICY:
         from trajstore.interop.lerobot._export_keys import policy_key_map  # lazy: the preset's own module
 
-        merged.update(policy_key_map(space))
+        merged.update(policy_key_map(space, explicit=explicit))  # explicit entries steer the preset
     merged.update(explicit)
     unknown = sorted(str(k) for k in merged if k not in by_name)
     if unknown:
