@@ -24,6 +24,9 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     assert namespace["final"]["pixels"].shape == (96, 96, 3) and namespace["final"]["pixels"].dtype == "uint8"
     assert namespace["windows"]["action"].shape == (64, 16, 2)
     assert namespace["result"].frames == 32 and (tmp_path / "lerobot/rb/meta/info.json").exists()
+    # the LeRobot round trip keeps episode data and scalar shapes
+    assert namespace["back_data"] == {"task": "push the T", "success": True} and namespace["back_reward"] == ()
+    assert namespace["demo"].episodes == 1 and namespace["demo"].steps == 32  # robomimic round trip, mask train
     chunks, is_pad = namespace["chunks"], namespace["is_pad"]
     assert chunks["action"].shape == (64, 16, 2) and chunks["observation"]["pixels"].shape == (64, 2, 96, 96, 3)
     assert chunks["reward"].shape == (64,) and is_pad["action"].shape == (64, 16) and is_pad["action"].dtype == bool
