@@ -302,10 +302,10 @@ def test_episode_selection_and_open_episode(tmp_path):
 def test_from_a_path_and_deterministic(buffer, tmp_path):
     rb, _ = buffer
     rb.close()
-    export_lerobot(tmp_path / "rb", tmp_path / "a")
-    export_lerobot(tmp_path / "rb", tmp_path / "b")
+    export_lerobot(tmp_path / "rb", tmp_path / "a", repo_id="me/rb")  # the card names the repo id
+    export_lerobot(tmp_path / "rb", tmp_path / "b", repo_id="me/rb")
     files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
-    assert len(files) == 7
+    assert len(files) == 8 and Path("README.md") in files  # the dataset card too
     for f in files:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
 
