@@ -49,8 +49,10 @@ interop-check: venv
 	SVT_LOG=1 $(VENV)/bin/trajstore export lerobot $(INTEROP)/pusht $(INTEROP)/pusht-av1 --repo-id trajstore/pusht-av1 --vcodec libsvtav1
 	$(VENV)/bin/trajstore export lerobot $(INTEROP)/synthetic $(INTEROP)/synthetic-h264 --repo-id trajstore/synthetic-h264
 	$(VENV)/bin/trajstore export lerobot $(INTEROP)/synthetic $(INTEROP)/synthetic-png --repo-id trajstore/synthetic-png --images
+	$(VENV)/bin/trajstore export lerobot $(INTEROP)/synthetic $(INTEROP)/synthetic-keys --repo-id trajstore/synthetic-keys \
+		--key observation/image=observation.images.top --key reward=next.reward --no-progress
 	py=$(LEROBOT_PY); test -n "$$py" || { echo "no LeRobot venv (python benchmarks/peers/_venvs.py lerobot says why)"; exit 1; }; \
-	for d in pusht-h264:pusht pusht-av1:pusht synthetic-h264:synthetic synthetic-png:synthetic; do \
+	for d in pusht-h264:pusht pusht-av1:pusht synthetic-h264:synthetic synthetic-png:synthetic synthetic-keys:synthetic; do \
 		HF_HUB_OFFLINE=1 $$py interop/lerobot_check.py $(INTEROP)/$${d%%:*} trajstore/$${d%%:*} $(INTEROP)/$${d##*:}.npz || exit 1; \
 	done
 
