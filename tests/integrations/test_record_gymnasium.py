@@ -172,8 +172,8 @@ def test_mujoco_pusher(tmp_path):
     run = subprocess.run([sys.executable, "-m", "trajstore.cli.main", "record", "--env", "gymnasium:Pusher-v5",
                           "--episodes", "2", "--max-steps", "5", "--out", str(out), "--no-progress"],
                          env=env, capture_output=True, text=True, timeout=600)
-    if run.returncode == 2 and "MuJoCo renders with MUJOCO_GL=egl" in run.stdout:  # EnvSetupError: nothing written
-        pytest.skip(f"MuJoCo cannot render here with MUJOCO_GL=egl: {run.stdout.strip()}")
+    if run.returncode == 2 and "MuJoCo renders with MUJOCO_GL=egl" in run.stderr:  # EnvSetupError: nothing written
+        pytest.skip(f"MuJoCo cannot render here with MUJOCO_GL=egl: {run.stderr.strip()}")
     assert run.returncode == 0, run.stdout + run.stderr
     info = describe(out)
     leaves = {leaf.key: (leaf.storage, leaf.shape) for leaf in info.leaves}

@@ -28,7 +28,8 @@ def test_index_list_keeps_given_order():
 
 
 @pytest.mark.parametrize("episodes, match", [([2], r"\[2\] are not in the source \(its episodes: 1..7\)"),
-                                              ([3, 3], "more than once"), ("4", "not held"),
+                                              ([3, 3], "more than once"), ("4", r"\[4\] are not in the source"),
+                                              ("0-2", r"\[0, 2\] are not in the source \(its episodes: 1..7\)"),
                                               ("success == 2", "selects none"), ([True], "must be an int")])
 def test_bad_selection_is_refused(episodes, match):
     with pytest.raises(InvalidValueError, match=match):

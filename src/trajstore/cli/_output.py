@@ -33,11 +33,13 @@ PROGRESS_DELAY_S = 1.0
 
 # Not a terminal (make, CI logs): rich would wrap at 80 columns; tables read better wider.
 console = Console(width=None if sys.stdout.isatty() else 132)
+#: Errors go to stderr, beside the warnings, so `cmd > out` still shows them.
+error_console = Console(stderr=True, width=None if sys.stderr.isatty() else 132)
 
 
 def fail(exc: BaseException | str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    """Print the error on one unwrapped line (so it can be grepped); returns the ``typer.Exit`` to raise."""
-    console.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", soft_wrap=True)
+    """Print the error on one unwrapped line on stderr (so it can be grepped); returns the ``typer.Exit`` to raise."""
+    error_console.print(f"[red]error:[/red] {escape(' '.join(str(exc).split()))}", soft_wrap=True)
     return typer.Exit(code)
 
 
