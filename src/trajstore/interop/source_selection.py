@@ -9,7 +9,6 @@ over that data (``'success == true'``, ``'steps > 20'``), or a list of indices.
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -57,8 +56,12 @@ def select_source_episodes(candidates: Sequence[SourceEpisode], episodes: Iterab
         return [c.index for c in candidates]
     if isinstance(episodes, str):
         selection = parse_selection(episodes)
-        if selection.ranges is not None:
-            _check_ranges(selection.ranges, sorted(c.index for c in candidates), source)
+        known = sorted(c.index for c in candidates)
+        missing, absent = selection.absent_ids(known)
+        if absent:
+            span = f"{known[0]}..{known[-1]}" if known else "none"
+            more = f" and {absent - len(missing)} more" if absent > len(missing) else ""
+            raise InvalidValueError(f"{source}: episodes {missing}{more} are not in the source (its episodes: {span})")
         chosen = set(selection.select(held))
         out = [c.index for c in candidates if c.index in chosen]
         what = selection.quoted
@@ -77,27 +80,6 @@ def select_source_episodes(candidates: Sequence[SourceEpisode], episodes: Iterab
         raise InvalidValueError(f"{what} selects none of the {len(candidates)} episodes of {source}; nothing "
                                 "was written")
     return out
-
-
-def _check_ranges(ranges: Iterable[tuple[int, int]], known: list[int], source: str) -> None:
-    """Refuse ids of ``ranges`` (inclusive, possibly huge) that the source does not have, naming the first few."""
-    missing: list[int] = []
-    absent = 0
-    for first, last in ranges:
-        lo, hi = bisect.bisect_left(known, first), bisect.bisect_right(known, last)
-        gap = (last - first + 1) - (hi - lo)
-        absent += gap
-        want, at = first, lo
-        while gap and want <= last and len(missing) < 5:  # walks at most hi - lo + 5 ids
-            if at < hi and known[at] == want:
-                at += 1
-            else:
-                missing.append(want)
-            want += 1
-    if absent:
-        span = f"{known[0]}..{known[-1]}" if known else "none"
-        more = f" and {absent - len(missing)} more" if absent > len(missing) else ""
-        raise InvalidValueError(f"{source}: episodes {missing}{more} are not in the source (its episodes: {span})")
 
 
 def _index(value: Any) -> int:

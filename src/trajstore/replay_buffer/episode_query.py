@@ -134,27 +134,33 @@ class EpisodeSelection:
 
     def _select_ranges(self, episodes: list[Episode]) -> list[int]:
         held = episodes.ids.tolist() if isinstance(episodes, EpisodeList) else sorted(e.id for e in episodes)
-        out: list[int] = []
-        missing: list[int] = []
-        absent = 0
-        for first, last in self.ranges or ():
-            lo, hi = bisect.bisect_left(held, first), bisect.bisect_right(held, last)
-            out.extend(held[lo:hi])
-            gap = (last - first + 1) - (hi - lo)
-            absent += gap
-            if gap and len(missing) < 5:  # the first few absent ids: at most hi - lo + 5 steps
-                want, at = first, lo
-                while want <= last and len(missing) < 5:
-                    if at < hi and held[at] == want:
-                        at += 1
-                    else:
-                        missing.append(want)
-                    want += 1
+        missing, absent = self.absent_ids(held)
         if absent:
             span = f"{held[0]}..{held[-1]}" if held else "none"
             more = f" and {absent - len(missing)} more" if absent > len(missing) else ""
             raise InvalidValueError(f"episodes {missing}{more} are not held (held ids: {span})")
+        out: list[int] = []
+        for first, last in self.ranges or ():
+            out.extend(held[bisect.bisect_left(held, first):bisect.bisect_right(held, last)])
         return out
+
+    def absent_ids(self, held: list[int], limit: int = 5) -> tuple[list[int], int]:
+        """For an id selection: the first ``limit`` of its ids not in ``held`` (sorted ids) and how many
+        are absent in all; ranges are not expanded (at most ``len(held) + limit`` steps)."""
+        missing: list[int] = []
+        absent = 0
+        for first, last in self.ranges or ():
+            lo, hi = bisect.bisect_left(held, first), bisect.bisect_right(held, last)
+            gap = (last - first + 1) - (hi - lo)
+            absent += gap
+            want, at = first, lo
+            while gap and want <= last and len(missing) < limit:
+                if at < hi and held[at] == want:
+                    at += 1
+                else:
+                    missing.append(want)
+                want += 1
+        return missing, absent
 
     def missing_keys(self, episodes: list[Episode]) -> list[str]:
         """For each data key of the expression that no one of ``episodes`` has: ``"no held episode has
