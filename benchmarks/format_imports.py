@@ -6,7 +6,8 @@ robomimic-layout file of ``--demos`` x ``--demo-steps`` samples (two 84x84 camer
 
 Rows (each a fresh process, ``format_imports_run.py``; best of ``--repeat`` where it says so):
 
-* **rlds parse**: records (episodes) framed, CRC-checked and parsed into features, no image decode.
+* **rlds parse** (best of 5 or ``--repeat``): records (episodes) framed, CRC-checked and parsed into
+  features, no image decode.
   trajstore: ``_tfrecord.iter_records`` + ``_example.parse_example`` (CRC32C from google_crc32c when the
   ``rlds`` extra is in). tfrecord 1.14.6 (its own venv, the ``tfrecord`` peer): ``example_loader`` as
   shipped, which reads the CRC words without checking them, and the same parse with both CRCs of every
@@ -19,7 +20,8 @@ Rows (each a fresh process, ``format_imports_run.py``; best of ``--repeat`` wher
   ``"low_dim"``. Reference: robomimic ``all``.
 * **robomimic read**: batches of ``--batch`` windows of 17 steps (both cameras, uint8 HWC): trajstore
   ``rb.sample_windows(B, 17)`` over each imported buffer, robomimic ``SequenceDataset.__getitem__`` through a
-  torch ``DataLoader(shuffle=True, num_workers=0)``. Reference: robomimic ``all``.
+  torch ``DataLoader(num_workers=0)`` (samples drawn uniformly with replacement, like ``sample_windows``).
+  Best of ``--repeat`` rounds of ``--batches`` after 2 warm-up batches. Reference: robomimic ``all``.
 
 Columns: items (records, steps or samples), best seconds, items/s, MB/s (source bytes / s, for parse
 rows), peak RSS of the process, and ``x ref``: the row's items/s over its case's reference row (> 1: faster
@@ -122,7 +124,7 @@ def measure(args: argparse.Namespace, work: Path) -> list[Row]:
     rows: list[Row] = []
 
     # RLDS
-    parse = {"shards": shards, "repeat": max(2, rep)}  # the first pass also pays for imports
+    parse = {"shards": shards, "repeat": max(5, rep)}  # cheap; the first pass also pays for imports
     rows.append(_run(pythons, "trajstore", "ts-rlds-parse", parse, Row("rlds parse", "trajstore (CRC)",
                                                                          nbytes=rlds_bytes), t))
     rows.append(_run(pythons, "tfrecord", "tfrecord-parse", dict(parse, crc=False),
@@ -152,7 +154,7 @@ def measure(args: argparse.Namespace, work: Path) -> list[Row]:
         rows.append(_run(pythons, "robomimic", "robomimic-load", dict(seq, cache=cache),
                          Row("robomimic load", f"robomimic 0.3.0 cache={cache}", nbytes=h5_bytes,
                              reference=cache == "all"), t))
-    read = {"batch": args.batch, "batches": args.batches, "warmup": 2}
+    read = {"batch": args.batch, "batches": args.batches, "warmup": 2, "repeat": rep}
     for camera in ("jpeg", "png"):
         rb = work / f"rm-rb-{camera}"
         if rb.exists():
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--demo-steps", type=int)
     ap.add_argument("--batch", type=int, default=32, help="windows per read batch")
     ap.add_argument("--batches", type=int, help="timed read batches")
-    ap.add_argument("--repeat", type=int, help="best of this many runs (parse rows; imports take half)")
+    ap.add_argument("--repeat", type=int, help="best of this many runs (reads; parse at least 5; imports half)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one measurement may take")
     ap.add_argument("--python", type=Path, default=Path(sys.executable), help="the python that runs trajstore")
     ap.add_argument("--src", type=lambda v: hx.parse_src(v)[1], default=hx.REPO_SRC,
