@@ -20,7 +20,7 @@ Rows (each a fresh process, ``format_imports_run.py``; best of ``--repeat`` wher
   ``"low_dim"``. Reference: robomimic ``all``.
 * **robomimic read**: batches of ``--batch`` windows of 17 steps (both cameras, uint8 HWC): trajstore
   ``rb.sample_windows(B, 17)`` over each imported buffer, robomimic ``SequenceDataset.__getitem__`` through a
-  torch ``DataLoader(num_workers=0)`` (samples drawn uniformly with replacement, like ``sample_windows``).
+  torch ``DataLoader(num_workers=0)`` (samples drawn uniformly with replacement, like ``sample_windows``; one torch thread).
   Best of ``--repeat`` rounds of ``--batches`` after 2 warm-up batches. Reference: robomimic ``all``.
 
 Columns: items (records, steps or samples), best seconds, items/s, MB/s (source bytes / s, for parse

@@ -189,6 +189,9 @@ def robomimic_read(cfg: dict) -> dict:
     from torch.utils.data import DataLoader, RandomSampler
 
     torch.manual_seed(0)
+    # one intra-op thread: with torch's default (one per core) the collate of the same cached items varied
+    # 20x between runs on a busy 2-core machine; trajstore's reads run in the calling thread too.
+    torch.set_num_threads(1)
     with contextlib.redirect_stdout(io.StringIO()):
         ds = _sequence_dataset(cfg, cfg["cache"])
     rounds = cfg["warmup"] + cfg["repeat"] * cfg["batches"]
