@@ -89,6 +89,13 @@ PEERS: dict[str, PeerSpec] = {
                "from robomimic.utils.dataset import SequenceDataset; "
                "assert robomimic.__version__ == '0.3.0', robomimic.__version__; "
                "assert torch.__version__.split('+')[0] == '%s', torch.__version__" % TORCH_VERSION)),
+    # tfrecord 1.14.6 (a pure-Python TFRecord / tf.train.Example reader over protobuf; its torch dataset classes
+    # are not imported, so no torch): the format's reader a user would take without TensorFlow. Used by
+    # benchmarks/format_imports.py against trajstore's own RLDS record reader; crc32c for its CRC checks.
+    "tfrecord": PeerSpec(
+        packages=("tfrecord==1.14.6", "protobuf", "crc32c", "numpy", "pillow"),
+        check=("import tfrecord, tfrecord.reader, crc32c, numpy, PIL, google.protobuf, importlib.metadata as m; "
+               "assert m.version('tfrecord') == '1.14.6', m.version('tfrecord')")),
     # lerobot-lancedb 0.3.1 (LanceDB's converter and LanceDBDataset loader) declares lerobot>=0.6, which
     # needs Python >= 3.12 and a torch < 2.12 (CUDA builds here): it goes in with --no-deps beside
     # LeRobot 0.4.4 installed as in the ``lerobot`` venv, plus lancedb with pylance. The modules the
