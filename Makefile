@@ -1,5 +1,6 @@
 # make demo: fresh venv, install, record PushT episodes, print the layout, read every step back.
 # make test: fresh venv, install, run the tests.
+# make bench-formats: the importers against the formats' own readers (benchmarks/format_imports.py).
 # make bench-training: the training-loader benchmark (benchmarks/training_loader.py; BENCH_TRAINING_ARGS=--quick for a short run).
 # make interop-check: export buffers to LeRobot v3.0 and read them back with LeRobot 0.4.4 itself (its own venv).
 # make robomimic-check: import the robomimic fixture, export it and a synthetic buffer, read both with robomimic 0.3.0 (its own venv).
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 DEMO := demo-out
 EPISODES ?= 10
 
-.PHONY: demo test venv clean interop-check robomimic-check bench-training
+.PHONY: demo test venv clean interop-check robomimic-check bench-training bench-formats
 
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -34,6 +35,10 @@ test: venv
 BENCH_TRAINING_ARGS ?=
 bench-training: venv
 	$(PY) benchmarks/training_loader.py $(BENCH_TRAINING_ARGS)
+
+# Importers against the formats' own readers (tfrecord 1.14.6, robomimic 0.3.0, each in its own venv).
+bench-formats: venv
+	$(PY) benchmarks/format_imports.py --markdown
 
 INTEROP := interop-out
 # LeRobot lives in a venv of its own (it pins another torch); built on first use, ~10 min.
