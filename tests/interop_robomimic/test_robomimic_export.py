@@ -82,7 +82,7 @@ def test_masks_from_split_and_selections(tmp_path):
         result = export_robomimic(rb, tmp_path / "a.hdf5", val_fraction=0.4, seed=3,
                                   masks={"good": "success == true", "first": [0, 1]})
         assert result.masks == {"train": 3, "valid": 2, "good": 4, "first": 2}
-        export_robomimic(rb, tmp_path / "b.hdf5", episodes="2-4", masks={"odd": [1, 3]})
+        export_robomimic(rb, tmp_path / "b.hdf5", episodes="2-4", masks={"odd": [3], "late": "id >= 3"})
     with h5py.File(tmp_path / "a.hdf5", "r") as f:
         assert f["mask/train"][:].tolist() == [f"demo_{i}".encode() for i in train]
         assert f["mask/valid"][:].tolist() == [f"demo_{i}".encode() for i in valid]
@@ -90,6 +90,7 @@ def test_masks_from_split_and_selections(tmp_path):
         assert f["mask/first"].dtype.kind == "S"
     with h5py.File(tmp_path / "b.hdf5", "r") as f:  # episodes 2, 3, 4 are demo_0, demo_1, demo_2
         assert sorted(f["data"]) == ["demo_0", "demo_1", "demo_2"] and f["mask/odd"][:].tolist() == [b"demo_1"]
+        assert f["mask/late"][:].tolist() == [b"demo_1", b"demo_2"]
 
 
 def test_refusals_write_nothing(tmp_path):
