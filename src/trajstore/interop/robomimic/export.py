@@ -149,7 +149,7 @@ def _env_args_text(value: dict[str, Any]) -> str:
     try:
         return json.dumps(value, indent=4, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"env_args must be a JSON object (text keys; JSON values, no NaN): {exc}") from None
+        raise ValueError(f"env_args must be a JSON object (of JSON values, no NaN or infinity): {exc}") from None
 
 
 def _check_model_file(e: Any) -> None:
