@@ -42,6 +42,9 @@ def test_a_ring_cut_episode_is_left_out_by_default(tmp_path, ring):
                                           np.stack([np.full(n, e), np.arange(n)], 1))
         assert sorted(f["mask/train"][:].tolist() + f["mask/valid"][:].tolist()) == [b"demo_0", b"demo_1"]
     assert export_robomimic(ring, tmp_path / "q.hdf5", episodes="id >= 0").episodes == [3, 4]  # an expression
+    with pytest.raises(InvalidValueError, match="'id == 2' selects no whole ended episode of the 3 held"):
+        export_robomimic(ring, tmp_path / "r.hdf5", episodes="id == 2")
+    assert _files(tmp_path) == ["o.hdf5", "q.hdf5"]
 
 
 @pytest.mark.parametrize("episodes", [[2, 3], "2-4", [2]])

@@ -98,8 +98,11 @@ def ended_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]:
     whole = {i: e for i, e in closed.items() if not e.overwritten}
     if episodes is None:
         ids = sorted(whole)
-    elif isinstance(episodes, str) and parse_selection(episodes).ranges is None:
-        ids = sorted(i for i in parse_selection(episodes).select(held) if i in whole)
+    elif isinstance(episodes, str) and (selection := parse_selection(episodes)).ranges is None:
+        ids = sorted(i for i in selection.select(held) if i in whole)
+        if not ids:
+            raise InvalidValueError(f"{where}: {selection.quoted} selects no whole ended episode of the "
+                                    f"{len(held)} held; nothing was written")
     else:
         ids = sorted(_ids(rb, episodes))
         open_ = [i for i in ids if i not in closed]
