@@ -1,5 +1,5 @@
-"""The committed fixture's value rules (tests/fixtures/robomimic_hdf5/README.md) and a writer of small
-robomimic-layout files for the hostile and ordering tests."""
+"""The committed fixture's value rules (tests/fixtures/robomimic_hdf5/README.md), a writer of small
+robomimic-layout files for the hostile and ordering tests, and a small recorded buffer for the exports."""
 
 from __future__ import annotations
 
@@ -9,11 +9,16 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from trajstore.replay_buffer import ReplayBuffer
+from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
+from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "robomimic_hdf5" / "robomimic_sim.hdf5"
 LENGTHS = (10, 16, 13)
 MASKS = {"train": ["demo_0", "demo_1"], "valid": ["demo_2"]}
 IMAGE_KEYS = ("agentview_image", "robot0_eye_in_hand_image")
 LOW_DIM_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos", "object")
+CAM = {"kind": "image", "layout": "HWC", "fps": 10}
 
 
 def obs_rule(e: int, t: int) -> dict[str, np.ndarray]:
@@ -73,3 +78,32 @@ def write_small(path: Path, lengths=(3, 2), *, names=None, next_obs=True, masks=
         for name, held in (masks or {}).items():
             f[f"mask/{name}"] = np.array(held, dtype="S")
     return path
+
+
+def recorded(path, lengths=(4, 3, 5), finals=None, text=False, capacity=None, **data):
+    """A small buffer as a recorder makes it: observation {pixels (8, 8, 3) uint8 = 10 e + i, agent_pos
+    [e, i]}, action [i / 8, -e / 8], reward i, terminated at the last step; episode e ends with a final
+    observation (step n) where ``finals[e]`` (default: all but episode 1), data ``success = e != 1`` and
+    ``data``. ``capacity``: a ring of that many steps."""
+    finals = finals if finals is not None else [e != 1 for e in range(len(lengths))]
+    leaves = {"observation": DictSpace({"pixels": BoxSpace(0, 255, (8, 8, 3), np.uint8, metadata=CAM),
+                                        "agent_pos": BoxSpace(-1e3, 1e3, (2,), np.float32)}),
+              "action": BoxSpace(-1, 1, (2,), np.float32), "reward": BoxSpace(-10, 10, (), np.float32),
+              "terminated": BinarySpace()}
+    if text:
+        leaves["note"] = TextSpace(max_length=8)
+    space = DictSpace(leaves)
+    rb = ReplayBuffer.create(DictStorage, space, cache_path=path, capacity=capacity,
+                             **dict_storage_kwargs_from_space(space, kind_kwargs={"image": {"format": "PNG"}}))
+
+    def obs(e, i):
+        return {"pixels": np.full((8, 8, 3), 10 * e + i, np.uint8), "agent_pos": np.array([e, i], np.float32)}
+    for e, (n, final) in enumerate(zip(lengths, finals)):
+        for i in range(n):
+            step = {"observation": obs(e, i), "action": np.array([i / 8, -e / 8], np.float32),
+                    "reward": np.float32(i), "terminated": i == n - 1}
+            if text:
+                step["note"] = "x"
+            rb.append(step)
+        rb.end_episode(obs(e, n) if final else None, success=e != 1, **data)
+    return rb

@@ -43,3 +43,15 @@ def test_errors_exit_2_on_one_line(tmp_path):
     res = runner.invoke(app, ["export", str(tmp_path / "nothere"), str(tmp_path / "x.hdf5"), "--no-progress"])
     assert res.exit_code == 2 and "error:" in res.output
     assert not (tmp_path / "b").exists() and not (tmp_path / "x.hdf5").exists()
+
+
+def test_a_leaf_renamed_at_import_comes_back_under_its_key(tmp_path):
+    res = runner.invoke(app, ["import", str(FIXTURE), str(tmp_path / "b"), "--episodes", "0", "--camera", "png",
+                              "--key", "obs/agentview_image=observation/images/front", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["export", str(tmp_path / "b"), str(tmp_path / "x.hdf5"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    with h5py.File(tmp_path / "x.hdf5", "r") as f, h5py.File(FIXTURE, "r") as src:
+        assert "images_front" not in f["data/demo_0/obs"]
+        for key in ("obs/agentview_image", "next_obs/agentview_image"):
+            assert (f[f"data/demo_0/{key}"][:] == src[f"data/demo_0/{key}"][:]).all(), key

@@ -14,38 +14,9 @@ from trajstore.errors import InvalidValueError, StorageExistsError, UnknownLeafE
 from trajstore.interop.robomimic import export_robomimic, import_robomimic
 from trajstore.interop.robomimic.export import MINIMAL_ENV_ARGS
 from trajstore.replay_buffer import ReplayBuffer
-from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace, tree
-from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
+from trajstore.spaces import tree
 
-from .files import FIXTURE, IMAGE_KEYS, LENGTHS, LOW_DIM_KEYS, obs_rule
-
-CAM = {"kind": "image", "layout": "HWC", "fps": 10}
-
-
-def recorded(path, lengths=(4, 3, 5), finals=(True, False, True), text=False):
-    """A small buffer as a recorder makes it: observation {pixels, agent_pos}, action, reward, terminated."""
-    leaves = {"observation": DictSpace({"pixels": BoxSpace(0, 255, (8, 8, 3), np.uint8, metadata=CAM),
-                                        "agent_pos": BoxSpace(-1e3, 1e3, (2,), np.float32)}),
-              "action": BoxSpace(-1, 1, (2,), np.float32), "reward": BoxSpace(-10, 10, (), np.float32),
-              "terminated": BinarySpace()}
-    if text:
-        leaves["note"] = TextSpace(max_length=8)
-    space = DictSpace(leaves)
-    rb = ReplayBuffer.create(DictStorage, space, cache_path=path,
-                             **dict_storage_kwargs_from_space(space, kind_kwargs={"image": {"format": "PNG"}}))
-
-    def obs(e, i):
-        return {"pixels": np.full((8, 8, 3), 10 * e + i, np.uint8), "agent_pos": np.array([e, i], np.float32)}
-    for e, (n, final) in enumerate(zip(lengths, finals)):
-        for i in range(n):
-            step = {"observation": obs(e, i), "action": np.array([i / 8, -e / 8], np.float32),
-                    "reward": np.float32(i), "terminated": i == n - 1}
-            if text:
-                step["note"] = "x"
-            rb.append(step)
-        rb.end_episode(obs(e, n) if final else None, success=e != 1)
-    return rb
-
+from .files import FIXTURE, IMAGE_KEYS, LENGTHS, LOW_DIM_KEYS, obs_rule, recorded
 
 def test_layout_values_next_obs_and_gzip(tmp_path):
     with recorded(tmp_path / "rb") as rb:
@@ -82,7 +53,7 @@ def test_masks_from_split_and_selections(tmp_path):
         result = export_robomimic(rb, tmp_path / "a.hdf5", val_fraction=0.4, seed=3,
                                   masks={"good": "success == true", "first": [0, 1]})
         assert result.masks == {"train": 3, "valid": 2, "good": 4, "first": 2}
-        export_robomimic(rb, tmp_path / "b.hdf5", episodes="2-4", masks={"odd": [1, 3]})
+        export_robomimic(rb, tmp_path / "b.hdf5", episodes="2-4", masks={"odd": [3], "late": "id >= 3"})
     with h5py.File(tmp_path / "a.hdf5", "r") as f:
         assert f["mask/train"][:].tolist() == [f"demo_{i}".encode() for i in train]
         assert f["mask/valid"][:].tolist() == [f"demo_{i}".encode() for i in valid]
@@ -90,6 +61,7 @@ def test_masks_from_split_and_selections(tmp_path):
         assert f["mask/first"].dtype.kind == "S"
     with h5py.File(tmp_path / "b.hdf5", "r") as f:  # episodes 2, 3, 4 are demo_0, demo_1, demo_2
         assert sorted(f["data"]) == ["demo_0", "demo_1", "demo_2"] and f["mask/odd"][:].tolist() == [b"demo_1"]
+        assert f["mask/late"][:].tolist() == [b"demo_1", b"demo_2"]
 
 
 def test_refusals_write_nothing(tmp_path):

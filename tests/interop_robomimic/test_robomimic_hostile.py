@@ -52,6 +52,17 @@ def test_mismatched_lengths(tmp_path):
     refused(edit(tmp_path, attr), tmp_path, r"data/demo_0/actions has shape \[3, 2\]; the demo's num_samples is 7")
 
 
+@pytest.mark.parametrize("value", [np.bool_(True), np.float64(3.0), np.array([3]), b"3"])
+def test_num_samples_and_total_must_be_integers(tmp_path, value):
+    def samples(f):
+        f["data/demo_0"].attrs["num_samples"] = value
+    refused(edit(tmp_path, samples), tmp_path, "data/demo_0: attribute num_samples is .*, not an integer")
+
+    def total(f):
+        f["data"].attrs["total"] = value
+    refused(edit(tmp_path, total), tmp_path, "data attribute total is .*, not an integer")
+
+
 def test_demos_that_differ(tmp_path):
     def drop(f):
         del f["data/demo_1/states"]

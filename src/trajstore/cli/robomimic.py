@@ -56,7 +56,8 @@ def import_robomimic_command(
 def export_robomimic_command(
     src: Path = typer.Argument(..., help="Buffer folder."),
     out: Path = typer.Argument(..., help="New .hdf5 file (must not exist)."),
-    episodes: Optional[str] = typer.Option(None, "--episodes", help=EXPORT_EPISODES_HELP),
+    episodes: Optional[str] = typer.Option(None, "--episodes", help=EXPORT_EPISODES_HELP + " Episodes the ring cut "
+                                           "(lost their first steps) are left out; naming one is an error."),
     key: Optional[List[str]] = typer.Option(None, "--key", help=EXPORT_KEY_HELP + " Keys are paths in the demo: "
                                             "observation/pixels=obs/agentview_image."),
     val_fraction: Optional[float] = typer.Option(None, min=0.0, max=1.0, help="Write mask/train and mask/valid, "
@@ -64,7 +65,8 @@ def export_robomimic_command(
     seed: int = typer.Option(0, help="Seed of the --val-fraction split."),
     mask: Optional[List[str]] = typer.Option(None, "--mask", help="NAME=SELECTION: a filter key mask/NAME of the "
                                              "episodes a selection chooses, e.g. success='success == true' "
-                                             "(repeat). Default without --val-fraction: the masks an import kept."),
+                                             "(repeat; ids must be exported episodes, a mask holding none is "
+                                             "refused). Default without --val-fraction: the masks an import kept."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Leaf not to export, e.g. a text leaf "
                                                 "(repeat)."),
     progress: bool = typer.Option(True, help=PROGRESS_HELP),

@@ -6,6 +6,10 @@ Default mapping, both ways: ``obs/<k>`` <-> ``observation/<k>``, ``actions`` <->
 ``reward``, ``dones`` <-> ``done``, ``states`` <-> ``state``; any other dataset keeps its path. On export a
 nested observation leaf ``observation/images/front`` becomes ``obs/images_front`` (robomimic's obs keys are
 flat names).
+
+A leaf that an import named otherwise than the default (``key_map``, or a nested ``obs/a/b``) keeps its
+source key in its metadata, :data:`KEY_METADATA` (``{"robomimic_key": "obs/agentview_image"}``), where an
+export finds it again when no ``key_map`` entry names that leaf.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ RENAMED = {"actions": "action", "rewards": "reward", "dones": "done", "states": 
 #: The reverse of :data:`RENAMED`.
 EXPORTED = {v: k for k, v in RENAMED.items()}
 OBS, NEXT_OBS, OBSERVATION = "obs", "next_obs", "observation"
+#: The leaf metadata key holding the source key an import read the leaf from (when not the default).
+KEY_METADATA = "robomimic_key"
 
 
 def default_leaf(key: str) -> str:

@@ -191,7 +191,7 @@ def _demo(group: Any, where: str) -> tuple[int, tuple[SourceKey, ...], bool]:
         raise FormatError(f"{where} holds no dataset")
     declared = group.attrs.get("num_samples")
     if declared is not None:
-        if np.ndim(declared) != 0 or not isinstance(np.asarray(declared).item(), int):
+        if not _is_integer(declared):
             raise FormatError(f"{where}: attribute num_samples is {declared!r}, not an integer")
         length = int(declared)
     else:
@@ -298,9 +298,15 @@ def _total(data: Any, path: Path) -> int | None:
     total = data.attrs.get("total")
     if total is None:
         return None
-    if np.ndim(total) != 0 or not isinstance(np.asarray(total).item(), int):
+    if not _is_integer(total):
         raise FormatError(f"{path}: data attribute total is {total!r}, not an integer")
     return int(total)
+
+
+def _is_integer(value: Any) -> bool:
+    """A scalar attribute of an integer dtype (a bool, though Python counts it as one, is not)."""
+    array = np.asarray(value)
+    return array.ndim == 0 and array.dtype.kind in "iu"
 
 
 def _masks(f: Any, path: Path, demos: set[str]) -> dict[str, tuple[str, ...]]:

@@ -15,12 +15,12 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from trajstore._fs import fsync_dir
 from trajstore._text import count
-from trajstore.errors import StorageExistsError
+from trajstore.errors import InvalidValueError, StorageExistsError
 from trajstore.interop.robomimic._export_plan import LeafPlan, ended_episodes, plan_leaves, plan_masks
 from trajstore.interop.robomimic._keys import NEXT_OBS, OBS
-from trajstore.interop.robomimic._source import _h5py
+from trajstore.interop.robomimic._publish import staged_file
+from trajstore.interop.robomimic._source import MAX_ATTR_VALUES, MAX_MODEL_FILE, MAX_TEXT, _h5py
 from trajstore.spaces import tree
 
 #: Bytes of buffer data read per block of steps.
@@ -58,29 +58,41 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
       ``actions``, ``reward`` -> ``rewards`` ``(N,)``, ``done`` -> ``dones`` int64 ``(N,)``, ``state`` ->
       ``states``, any other leaf at its path. Without a ``done`` leaf, ``dones`` is 1 at each demo's last
       sample (robomimic's end-of-demo convention), else 0.
+    - A leaf whose metadata holds ``robomimic_key`` (an import's source key, kept when the import renamed it)
+      is written to that key unless ``key_map`` names the leaf.
     - ``next_obs/<name>[t]`` is ``obs/<name>[t + 1]``; the last row is the episode's final observation, or, for
       an episode without one, a copy of its last observation.
     - Camera leaves (``kind="image"``, ``(H, W, 3)`` uint8) are gzip-compressed, as robomimic's
       ``dataset_states_to_obs.py --compress`` writes them; other datasets uncompressed, values exact.
     - ``data`` attrs ``total`` (samples) and ``env_args`` (``json.dumps(..., indent=4)``: ``env_args=``, else the
       buffer's root metadata ``robomimic.env_args`` an import kept, else :data:`MINIMAL_ENV_ARGS`); a demo's
-      episode data ``model_file`` and ``attrs`` (an import's) come back as its attributes.
+      episode data ``model_file`` (text of at most 16 M characters, as an import reads) and ``attrs`` (an
+      import's: ``{name: text of at most 1 M characters, a number or up to 1024 numbers}``; other values are
+      left out, as an import would leave them) come back as its attributes.
     - Filter keys ``mask/<name>`` (``np.array(demo names, dtype="S")`` as robomimic's
       ``create_hdf5_filter_key``): see ``val_fraction`` and ``masks``.
 
-    The file is written under a temporary name beside ``out_file``, fsynced and renamed: it appears whole or
-    not at all.
+    The file is written under a hidden temporary name beside ``out_file`` (``.<name>.<pid>-<token>.partial``
+    with an owner record ``.partial.owner``), fsynced and hard-linked to ``out_file``, which never replaces
+    a file: it appears whole or not at all, and a file that appeared there meanwhile (another export's, a
+    user's) is kept. Temporary files that killed exports of the same ``out_file`` left behind (their
+    process is gone) are removed first.
 
     Args:
         buffer_or_path: a :class:`~trajstore.replay_buffer.ReplayBuffer` or its folder (opened read-only).
         out_file: the new file (it must not exist; its folder must).
         episodes: ``Episode.id`` values, or a selection text as ``trajstore copy --episodes`` takes; default
-            every ended episode (done or interrupted), oldest first.
+            every ended episode (done or interrupted), oldest first, but those the ring cut
+            (``Episode.overwritten``: they lost their first steps). Named ids must be whole ended episodes;
+            a selection expression takes the whole ended episodes it selects.
         key_map: ``{leaf path: key in the demo}``, e.g. ``{"observation/pixels": "obs/agentview_image"}``.
-        val_fraction: write ``mask/train`` and ``mask/valid`` from ``rb.split_episodes(val_fraction, seed)``.
+        val_fraction: write ``mask/train`` and ``mask/valid`` from ``rb.split_episodes(val_fraction, seed)``
+            (a number in [0, 1]; either mask may be empty).
         seed: the split's seed.
-        masks: ``{name: ids or selection}``: more filter keys (limited to the exported episodes). With neither
-            this nor ``val_fraction``, the filter keys an import kept (episode data ``masks``) are written.
+        masks: ``{name: ids or selection}``: more filter keys. Ids (a list or ``"0,3-5"``) must be exported
+            episodes; an expression (``"success == true"``) takes the exported episodes it selects; a mask
+            holding none is refused. With neither this nor ``val_fraction``, the filter keys an import kept
+            (episode data ``masks``) are written.
         env_args: the ``env_args`` to write (a JSON object).
         exclude: leaf paths not to export (a text leaf, which robomimic cannot hold).
         progress: show a progress bar (tqdm, in samples) on stderr.
@@ -88,10 +100,14 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
     Raises:
         UnsupportedSpaceError: a text leaf not in ``exclude``. UnknownLeafError: ``key_map`` or ``exclude``
             names no leaf.
-        InvalidValueError: a bad key or mask name, keys that collide, no observation leaf, a bad selection.
-        StorageExistsError: ``out_file`` exists. FileNotFoundError: its folder does not.
-        ValueError: ``val_fraction`` not in [0, 1]; ``env_args`` not JSON.
-        All before anything is written.
+        InvalidValueError (a ValueError): a bad key or mask name, keys that collide, no observation leaf, a
+            bad selection, an episode named that is open or was cut by the ring ("lost its first steps to the
+            ring"), a mask id not exported or a mask holding no episode, an episode's ``model_file`` that is
+            not text or longer than an import reads.
+        StorageExistsError: ``out_file`` exists, or appeared while exporting (it is left as it was).
+            FileNotFoundError: its folder does not exist.
+        ValueError: ``val_fraction`` not a number in [0, 1]; ``env_args`` not a JSON object.
+        All but the appearing ``out_file`` before anything is written.
     """
     from trajstore.replay_buffer import ReplayBuffer
 
@@ -107,19 +123,11 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
         plans = plan_leaves(rb.space, dict(key_map or {}), exclude)
         chosen = ended_episodes(rb, episodes)
         mask_ids = plan_masks(rb, chosen, val_fraction, seed, masks)
-        args = json.dumps(_env_args(rb, env_args), indent=4, allow_nan=False)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        tmp.unlink(missing_ok=True)  # left by a killed run of a process that had this pid
-        try:
-            with h5py.File(tmp, "x") as f:
-                _write(f, rb, plans, chosen, mask_ids, args, progress and f"export {out.name}")
-            with open(tmp, "rb+") as fd:
-                os.fsync(fd.fileno())
-            os.replace(tmp, out)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        fsync_dir(out.parent)
+        args = _env_args_text(_env_args(rb, env_args))
+        for e in chosen:
+            _check_model_file(e)
+        with staged_file(out) as tmp, h5py.File(tmp, "x") as f:
+            _write(f, rb, plans, chosen, mask_ids, args, progress and f"export {out.name}")
     finally:
         if owned:
             rb.close()
@@ -129,10 +137,32 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
 
 def _env_args(rb: Any, given: Mapping[str, Any] | None) -> dict[str, Any]:
     if given is not None:
+        if not isinstance(given, Mapping):
+            raise ValueError(f"env_args must be a JSON object (a dict), got {type(given).__name__} {given!r:.60}")
         return dict(given)
     kept = rb.space.metadata.get("robomimic", {})
     value = kept.get("env_args") if hasattr(kept, "get") else None
     return value.to_json() if hasattr(value, "to_json") else dict(MINIMAL_ENV_ARGS)
+
+
+def _env_args_text(value: dict[str, Any]) -> str:
+    try:
+        return json.dumps(value, indent=4, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"env_args must be a JSON object (of JSON values, no NaN or infinity): {exc}") from None
+
+
+def _check_model_file(e: Any) -> None:
+    """Refuse an episode's ``model_file`` that an import would refuse (not text, or too long)."""
+    model = e.data.get("model_file")
+    if model is None:
+        return
+    if not isinstance(model, str):
+        raise InvalidValueError(f"episode id {e.id}: data 'model_file' is {type(model).__name__}, expected the "
+                                "MJCF XML text robomimic keeps as a demo attribute")
+    if len(model) > MAX_MODEL_FILE:
+        raise InvalidValueError(f"episode id {e.id}: data 'model_file' has {len(model)} characters; an import "
+                                f"reads at most {MAX_MODEL_FILE}")
 
 
 def _write(f: Any, rb: Any, plans: list[LeafPlan], chosen: list[Any], mask_ids: dict[str, list[int]], args: str,
@@ -195,18 +225,31 @@ def _at(value: Any, path: tuple[str, ...]) -> Any:
 
 
 def _episode_attrs(g: Any, data: Mapping[str, Any]) -> None:
-    """An import's ``model_file`` and ``attrs`` episode data back as the demo's attributes (text, numbers and
-    lists of numbers; others are left out)."""
+    """An import's ``model_file`` (checked by :func:`_check_model_file`) and ``attrs`` episode data back as
+    the demo's attributes: what an import reads back (text up to ``MAX_TEXT`` characters, numbers and lists of
+    up to ``MAX_ATTR_VALUES`` numbers, finite floats); others are left out."""
     model = data.get("model_file")
     if isinstance(model, str):
         g.attrs["model_file"] = model
     attrs = data.get("attrs")
     for name, value in (attrs.items() if isinstance(attrs, dict) else ()):
-        if not isinstance(name, str) or name in ("num_samples", "model_file"):
+        if not isinstance(name, str) or not name or name in ("num_samples", "model_file"):
             continue
         if isinstance(value, str):
-            g.attrs[name] = value
+            if len(value) <= MAX_TEXT:
+                g.attrs[name] = value
             continue
-        array = np.asarray(value) if isinstance(value, (bool, int, float, list)) else None
-        if array is not None and array.dtype.kind in "biuf":
+        array = _number_array(value)
+        if array is not None and array.size <= MAX_ATTR_VALUES and (array.dtype.kind != "f"
+                                                                    or np.isfinite(array).all()):
             g.attrs[name] = array
+
+
+def _number_array(value: Any) -> np.ndarray | None:
+    if not isinstance(value, (bool, int, float, list)):
+        return None
+    try:
+        array = np.asarray(value)
+    except (ValueError, OverflowError):  # ragged lists, ints beyond 64 bits
+        return None
+    return array if array.dtype.kind in "biuf" else None

@@ -14,7 +14,8 @@ import numpy as np
 
 from trajstore._fs import check_new_folder, staged_folder
 from trajstore.errors import FormatError, InvalidValueError
-from trajstore.interop.robomimic._keys import NEXT_OBS, OBS, OBSERVATION, import_leaves
+from trajstore.interop.robomimic._keys import (KEY_METADATA, NEXT_OBS, OBS, OBSERVATION, default_export_key,
+                                               import_leaves)
 from trajstore.interop.robomimic._source import RobomimicSource, SourceDemo, SourceKey, open_source
 from trajstore.interop.source_selection import SourceEpisode, select_source_episodes
 from trajstore.interop.summary import ImportSummary
@@ -38,16 +39,21 @@ def import_robomimic(src: str | os.PathLike, out: str | os.PathLike, *, mask: st
       ``obs/<key>``, ``actions`` ``(A,)``, ``rewards`` ``()``, ``dones`` ``()`` (bool; a value other than 0/1
       is a FormatError), ``states`` ``(S,)``; any other per-sample dataset of the demo (LIBERO's
       ``robot_states``, MimicGen's ``datagen_info/...``) becomes a leaf at its own path. Dtypes are the
-      file's (robosuite's low-dim data is float64). ``key_map`` renames.
+      file's (robosuite's low-dim data is float64). ``key_map`` renames; a leaf whose path an export would not
+      turn back into its source key (renamed, or a nested ``obs/a/b``) keeps that key in its metadata
+      (``{"robomimic_key": "obs/agentview_image"}``, beside a camera's ``kind``/``layout``/``fps``), which
+      :func:`~trajstore.interop.robomimic.export_robomimic` writes it back to.
     - **Cameras**: ``obs`` keys of ``(N, H, W, 3)`` uint8 become camera leaves ``(H, W, 3)`` uint8 with
       metadata ``{"kind": "image", "layout": "HWC", "fps": fps}``, stored as ``camera`` says. Other image-like
       keys (depth ``*_depth`` float ``(H, W, 1)``, segmentation) stay exact numeric leaves in HDF5.
     - **Final observation**: ``next_obs`` of the last sample becomes ``end_episode(final_observation=...)``;
       the other ``next_obs`` rows are not kept (robomimic writes them as the next sample's ``obs``; that is
       not checked). A file without ``next_obs`` gives episodes without final observations.
-    - **Episode data**: ``{"demo": "demo_N", "masks": [filter keys holding it]}``, plus ``"attrs"``: the demo's
-      other small attributes (text, numbers; ``num_samples`` is the episode's length), plus ``"model_file"``
-      (the demo's MJCF XML, often 50-300 kB each) only with ``model_file=True``.
+    - **Episode data**: ``{"demo": "demo_N", "masks": [filter keys holding it]}``, plus ``"attrs"`` only when
+      the demo has other small attributes (``{name: text, number or list of numbers}``; text up to 1 M
+      characters, arrays up to 1024 values, finite floats; others left out; ``num_samples`` is the episode's
+      length), plus ``"model_file"`` (the demo's MJCF XML, often 50-300 kB each, at most 16 M characters)
+      only with ``model_file=True``.
     - **Root metadata**: the step space's ``DictSpace`` metadata ``{"robomimic": {"env_args": {...},
       "total": int}}`` (those the file has), from the ``data`` attributes.
     - Demos are imported by number (``demo_10`` after ``demo_9``).
@@ -151,7 +157,10 @@ def step_space(source: RobomimicSource, leaves: Mapping[str, str], fps: float) -
         node = tree
         for part in parents:
             node = node.setdefault(part, {})
-        node[name] = _leaf_space(k, fps)
+        space = _leaf_space(k, fps)
+        if default_export_key(tuple(leaves[k.key].split("/"))) != k.key:  # renamed: an export names it as it was
+            space = space.with_metadata({KEY_METADATA: k.key})
+        node[name] = space
     kept = {"env_args": source.env_args, "total": source.total}
 
     def build(node: dict[str, Any], metadata: Any = None) -> DictSpace:
