@@ -182,9 +182,9 @@ def owner_is_gone(owner: Any) -> bool:
     return start is not None and owner.get("start") is not None and start != owner["start"]
 
 
-def _is_stale(folder: Path, pid: int, owner_file: Path) -> bool:
-    """Whether the staging folder ``folder`` of process ``pid`` was left by a run that died (see
-    :func:`staged_folder` for the rule). Unsure means no: a live run's folder is never removed."""
+def left_by_dead_run(folder: Path, pid: int, owner_file: Path) -> bool:
+    """Whether the staging folder (or temporary file) ``folder`` of process ``pid`` was left by a run that
+    died (see :func:`staged_folder` for the rule). Unsure means no: a live run's folder is never removed."""
     try:
         owner = loads_bounded(owner_file.read_bytes(), source=str(owner_file))
     except (OSError, ValueError):  # none, or cut short by the kill: vouches for nothing
@@ -211,7 +211,7 @@ def remove_stale_staging(out: str | os.PathLike) -> list[Path]:
     for pid in sorted(pids - {os.getpid()}):
         path = out.with_name(f".{out.name}.{pid}.partial")
         owner_file = path.with_name(path.name + ".owner")
-        if _is_stale(path, pid, owner_file):
+        if left_by_dead_run(path, pid, owner_file):
             shutil.rmtree(path, ignore_errors=True)
             owner_file.unlink(missing_ok=True)
             removed.append(path)

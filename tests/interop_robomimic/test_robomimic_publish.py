@@ -9,14 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 import pytest
 
 import trajstore.interop.robomimic.export as export_module
-from trajstore._fs import STALE_UNOWNED_SECONDS, owner_record
+from trajstore._fs import owner_record
 from trajstore.errors import StorageExistsError
 from trajstore.interop.robomimic import export_robomimic
 from trajstore.interop.robomimic._publish import remove_stale_temps
@@ -132,7 +131,7 @@ def _alive(pid: int) -> bool:
 def test_only_temporaries_of_dead_exports_on_this_host_are_removed(tmp_path):
     host = socket.gethostname()
     out = tmp_path / "o.hdf5"
-    dead, dead_old, dead_new, dead_owner_only = (_dead_pid() for _ in range(4))
+    dead, dead_owner_only = (_dead_pid() for _ in range(2))
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         def temp(pid, owner, token="0123abcd"):
@@ -150,21 +149,15 @@ def test_only_temporaries_of_dead_exports_on_this_host_are_removed(tmp_path):
         elsewhere = temp(dead, {"host": host + "-elsewhere", "pid": dead, "start": None}, "00000003")
         owner_only = tmp_path / f".o.hdf5.{dead_owner_only}-0123abcd.partial.owner"
         owner_only.write_text(json.dumps({"host": host, "pid": dead_owner_only, "start": None}))
-        legacy_old = tmp_path / f".o.hdf5.{dead_old}.tmp"  # an older trajstore's name, no owner record
-        legacy_old.write_bytes(b"x")
-        t = time.time() - STALE_UNOWNED_SECONDS - 60
-        os.utime(legacy_old, (t, t))
-        legacy_new = tmp_path / f".o.hdf5.{dead_new}.tmp"
-        legacy_new.write_bytes(b"x")
         other_out = tmp_path / f".p.hdf5.{dead}-0123abcd.partial"
         other_out.write_bytes(b"x")
-        if any(_alive(p) for p in (dead, dead_old, dead_new, dead_owner_only)):
+        if any(_alive(p) for p in (dead, dead_owner_only)):
             pytest.skip("a process id this test takes as dead was reused meanwhile")
         removed = remove_stale_temps(out)
-        assert sorted(removed) == sorted([reused, gone, legacy_old, tmp_path / owner_only.name[:-len(".owner")]])
-        for kept in (live, this_run, elsewhere, legacy_new, other_out):
+        assert sorted(removed) == sorted([reused, gone, tmp_path / owner_only.name[:-len(".owner")]])
+        for kept in (live, this_run, elsewhere, other_out):
             assert kept.exists(), kept.name
-        for path in (reused, gone, legacy_old, owner_only):
+        for path in (reused, gone, owner_only):
             assert not path.exists(), path.name
         assert not (tmp_path / (gone.name + ".owner")).exists() and (tmp_path / (live.name + ".owner")).exists()
     finally:

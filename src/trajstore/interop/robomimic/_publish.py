@@ -16,13 +16,12 @@ import errno
 import os
 import re
 import secrets
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from trajstore._fs import STALE_UNOWNED_SECONDS, fsync_dir, owner_is_gone, owner_record
-from trajstore._json import dumps_checked, loads_bounded
+from trajstore._fs import fsync_dir, left_by_dead_run, owner_record
+from trajstore._json import dumps_checked
 from trajstore.errors import StorageExistsError
 
 #: ``link`` errors of a file system without hard links (then ``out`` is reserved with ``O_EXCL`` instead).
@@ -77,45 +76,11 @@ def _publish(tmp: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def _stale(path: Path, pid: int, owner_file: Path | None) -> bool:
-    """Whether the temporary ``path`` (or its owner record alone) of process ``pid`` was left by a run that
-    died: its owner record names this host and ``pid``, and that process is gone or is another one (the id
-    was reused); without a readable record, ``pid`` is gone and nothing changed for
-    :data:`~trajstore._fs.STALE_UNOWNED_SECONDS`. Unsure means no."""
-    owner = None
-    if owner_file is not None:
-        try:
-            owner = loads_bounded(owner_file.read_bytes(), source=str(owner_file))
-        except (OSError, ValueError):  # none, or cut short by the kill
-            owner = None
-    if isinstance(owner, dict):
-        return owner.get("pid") == pid and owner_is_gone(owner)
-    ages = []
-    for p in (path, owner_file):
-        try:
-            if p is not None:
-                ages.append(time.time() - p.lstat().st_mtime)
-        except FileNotFoundError:
-            pass
-    return bool(ages) and not _pid_alive(pid) and min(ages) > STALE_UNOWNED_SECONDS
-
-
 def remove_stale_temps(out: Path) -> list[Path]:
     """Remove the temporary files beside ``out`` (and their owner records) that exports which died left
-    behind (see :func:`_stale`); returns those removed. A live export's, another host's (a shared file
+    behind (the rule of :func:`trajstore._fs.left_by_dead_run`); returns those removed. A live export's, another host's (a shared file
     system) and an unsure one are kept."""
     owned = re.compile(rf"^\.{re.escape(out.name)}\.(\d+)-[0-9a-f]{{8}}\.partial(?:\.owner)?$")
-    legacy = re.compile(rf"^\.{re.escape(out.name)}\.(\d+)\.tmp$")
     try:
         names = [p.name for p in out.parent.iterdir()]
     except FileNotFoundError:
@@ -129,14 +94,8 @@ def remove_stale_temps(out: Path) -> list[Path]:
     for stem, pid in sorted(stems.items()):
         path = out.with_name(stem)
         owner_file = path.with_name(stem + ".owner")
-        if _stale(path, pid, owner_file):
+        if left_by_dead_run(path, pid, owner_file):
             path.unlink(missing_ok=True)
             owner_file.unlink(missing_ok=True)
-            removed.append(path)
-    for name in sorted(names):
-        m = legacy.match(name)
-        path = out.with_name(name)
-        if m and path.is_file() and not path.is_symlink() and _stale(path, int(m.group(1)), None):
-            path.unlink(missing_ok=True)
             removed.append(path)
     return removed
