@@ -114,8 +114,9 @@ def episode_files(folder: str | os.PathLike) -> list[tuple[int, Path]]:
 
     Raises:
         FileNotFoundError / NotADirectoryError: ``folder`` is not a folder.
-        FormatError: no episode file (names the files skipped for a too long N), two files with one N (``episode_7`` and ``episode_07``), an episode
-            name that is not a file, or a symlink leading out of ``folder``.
+        FormatError: no episode file (names the files skipped for a too long N), two files with one N
+            (``episode_7`` and ``episode_07``), an episode name that is not a file, or a symlink
+            leading out of ``folder``.
     """
     root = Path(folder)
     if not root.exists():

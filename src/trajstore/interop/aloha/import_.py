@@ -106,8 +106,9 @@ def import_aloha(src_folder: str | os.PathLike, out: str | os.PathLike, *, episo
     Depth (or grey) cameras, ``(T, H, W)`` or ``(T, H, W, 1)`` unsigned or float, are plain leaves of their shape
     and dtype (exact, in HDF5; not camera storages, not in ``cameras`` below).
     ``/compress_len`` is checked, not imported. Episode data: ``{"file": "episode_N.hdf5", ...the root
-    attributes}`` (``sim`` when the file has it: a file without one gets none); the root space's metadata ``{"aloha": {"source", "fps", "cameras": {cam:
-    "raw" | "jpeg"}, "attrs": root attributes equal in every episode imported, "episodes": [N, ...]}}``.
+    attributes}`` (``sim`` when the file has it: a file without one gets none); the root space's metadata
+    ``{"aloha": {"source", "fps", "cameras": {cam: "raw" | "jpeg"}, "attrs": root attributes equal in every
+    episode imported, "episodes": [N, ...]}}``.
 
     Args:
         src_folder: the folder of ``episode_N.hdf5`` files (not searched recursively).
