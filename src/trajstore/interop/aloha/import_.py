@@ -183,8 +183,9 @@ def _block_steps(f: EpisodeFile) -> int:
 
 
 def _copy_episode(f: EpisodeFile, leaves: dict[str, str], rb: Any, bar: Any) -> None:
-    """Append ``f``'s steps in blocks of :func:`_block_steps` (reads one block of every dataset at a time; each
-    block is flushed before the next is read, so memory is bounded by a block whatever the episode's length)."""
+    """Append ``f``'s steps in blocks of :func:`_block_steps` (reads one block of every dataset at a time;
+    a block is flushed before the next is handed over, so memory is bounded by two blocks whatever the
+    episode's length)."""
     h5py = h5py_module()
     block = _block_steps(f)
     try:
@@ -207,14 +208,16 @@ def _copy_episode(f: EpisodeFile, leaves: dict[str, str], rb: Any, bar: Any) -> 
                 for p in parts[:-1]:
                     node = node.setdefault(p, {})
                 node[parts[-1]] = values
+            if start:
+                # The block before is written and committed before this one is handed over (it was written
+                # behind while this one was read): the buffer's write-behind queue is bounded in blocks of its
+                # own size, and one extend of a block here is one such block however large, so without this a
+                # long episode of big frames piles up in RAM. Two blocks at most are held.
+                rb.flush()
             try:
                 rb.extend(batch)
             except InvalidValueError as exc:
                 raise InvalidValueError(f"{f.path}: steps {start}..{stop - 1}: {exc}") from None
-            # Written and committed before the next block is read: the buffer's write-behind queue is bounded
-            # in blocks of its own size, and one extend of a whole block here is one such block however large,
-            # so without this a long episode of big frames piles up in RAM (~one block per queue slot).
-            rb.flush()
             bar.update(stop - start)
 
 
