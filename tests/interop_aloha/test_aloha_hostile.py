@@ -143,11 +143,14 @@ def test_non_numeric_dataset(raw, value):
     _refused(*raw, r"episode_1.hdf5: /observations/notes has dtype .*, expected a number or bool dtype")
 
 
-def test_camera_not_rgb(raw):
+@pytest.mark.parametrize("shape, dtype", [((E.T, E.H, E.W, 4), np.uint8), ((E.T, E.H, E.W, 3), np.float32),
+                                          ((E.T, E.H, E.W), np.int16)])
+def test_camera_not_rgb_or_depth(raw, shape, dtype):
     with _edit(raw[0]) as f:
-        f["observations/images/depth"] = np.zeros((E.T, E.H, E.W), np.uint16)
-    _refused(*raw, r"episode_1.hdf5: camera /observations/images/depth has shape \(6, 48, 64\) and dtype uint16, "
-                   r"expected \(6, H, W, 3\) uint8")
+        f["observations/images/odd"] = np.zeros(shape, dtype)
+    _refused(*raw, rf"episode_1.hdf5: camera /observations/images/odd has shape \({', '.join(map(str, shape))}\) "
+                   rf"and dtype {np.dtype(dtype)}, expected \(6, H, W, 3\) uint8 colour frames, \(6, H, W\) or "
+                   r"\(6, H, W, 1\) unsigned or float depth frames")
 
 
 def test_jpeg_rows_without_compress_attr(jpeg):

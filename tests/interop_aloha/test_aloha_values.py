@@ -118,7 +118,10 @@ def test_legacy_file_without_sim_attr(tmp_path):
     with h5py.File(tmp_path / "src" / "episode_0.hdf5", "a") as f:
         del f.attrs["sim"]
     import_aloha(tmp_path / "src", tmp_path / "out", camera="png")
-    assert ReplayBuffer.load_from(tmp_path / "out").episodes[0].data == {"file": "episode_0.hdf5", "sim": False}
+    # no sim invented: the episode data holds what the file holds
+    rb = ReplayBuffer.load_from(tmp_path / "out")
+    assert rb.episodes[0].data == {"file": "episode_0.hdf5"}
+    assert dict(rb.space.metadata)["aloha"]["attrs"] == {}
 
 
 def test_blocks_cover_long_episode(tmp_path, monkeypatch):

@@ -24,7 +24,7 @@ class AlohaCamera(str, Enum):
 
 def import_aloha_command(
     src: Path = typer.Argument(..., help="The folder of episode_N.hdf5 files (one episode each; other files "
-                                         "are ignored)."),
+                                         "are ignored, N of 10+ digits with a warning)."),
     out: Path = typer.Argument(..., help="The new buffer folder."),
     episodes: Optional[str] = import_episodes_option(),
     key: Optional[List[str]] = key_option(IMPORT_KEY_HELP),
@@ -34,7 +34,8 @@ def import_aloha_command(
     progress: bool = progress_option(),
 ) -> None:
     """Import ALOHA / ACT episodes: qpos, qvel, effort, action, base_action and the cameras (raw frames or
-    the JPEG rows of compressed files); root attributes (sim, compress) become episode data."""
+    the JPEG rows of compressed files; depth cameras as exact plain leaves); root attributes (sim, compress)
+    become episode data."""
     from trajstore.cli._output import console, fail
     from trajstore.interop.aloha import import_aloha
 

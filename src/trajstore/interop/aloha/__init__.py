@@ -4,8 +4,8 @@ The layout, as the recorders write it (h5py; read for the facts in tonyzhaozh/ac
 and ``utils.py``, MarkFzp/mobile-aloha and Interbotix/aloha ``record_episodes.py``, MarkFzp/act-plus-plus
 ``utils.py`` and ``compress_data.py``):
 
-- root attributes ``sim`` (bool; missing in old files: ACT then takes False) and, for compressed files,
-  ``compress`` (True);
+- root attributes ``sim`` (bool; missing in old files: ACT then takes False, the import leaves it out) and,
+  for compressed files, ``compress`` (True);
 - ``/observations/qpos``, ``/observations/qvel`` ``(T, 14)`` and ``/action`` ``(T, 14)``; on the real robot
   ``/observations/effort`` ``(T, 14)``; mobile ALOHA ``/base_action`` ``(T, 2)``. The recorders create them
   with ``create_dataset(name, (T, 14))`` and no dtype: h5py's default, float32 (their docstrings say
@@ -23,6 +23,7 @@ and ``utils.py``, MarkFzp/mobile-aloha and Interbotix/aloha ``record_episodes.py
 :func:`import_aloha` makes the buffer (see :mod:`~trajstore.interop.aloha.import_`).
 """
 
+from trajstore.interop.aloha._source import AlohaWarning
 from trajstore.interop.aloha.import_ import DEFAULT_FPS, default_leaf, import_aloha
 
-__all__ = ["DEFAULT_FPS", "default_leaf", "import_aloha"]
+__all__ = ["DEFAULT_FPS", "AlohaWarning", "default_leaf", "import_aloha"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from trajstore.errors import FormatError
-from trajstore.interop.aloha._source import MAX_FRAME_PIXELS
+from trajstore.interop.aloha._source import MAX_FRAME_PIXELS, MAX_STEP_BYTES
 
 
 def frame_bytes(row: np.ndarray, where: str) -> memoryview:
@@ -36,7 +36,8 @@ def frame_bytes(row: np.ndarray, where: str) -> memoryview:
 
 def jpeg_size(row: np.ndarray, where: str) -> tuple[int, int]:
     """``(H, W)`` from the header of the JPEG in ``row`` (a padded row), checked against
-    :data:`~trajstore.interop.aloha._source.MAX_FRAME_PIXELS`.
+    :data:`~trajstore.interop.aloha._source.MAX_FRAME_PIXELS` and, decoded (``H * W * 3`` bytes), against the
+    per-step bound :data:`~trajstore.interop.aloha._source.MAX_STEP_BYTES` that raw frames have.
 
     Raises:
         FormatError: not a JPEG, or a frame size beyond the bound.
@@ -48,8 +49,9 @@ def jpeg_size(row: np.ndarray, where: str) -> tuple[int, int]:
         h, w, _, _ = simplejpeg.decode_jpeg_header(data)
     except Exception as exc:  # simplejpeg raises ValueError / RuntimeError on corrupt headers
         raise FormatError(f"{where}: not a JPEG frame ({exc})") from None
-    if not (0 < h and 0 < w and h * w <= MAX_FRAME_PIXELS):
-        raise FormatError(f"{where}: a JPEG frame of {w}x{h} pixels, expected 1..{MAX_FRAME_PIXELS} pixels")
+    if not (0 < h and 0 < w and h * w <= MAX_FRAME_PIXELS and h * w * 3 <= MAX_STEP_BYTES):
+        raise FormatError(f"{where}: a JPEG frame of {w}x{h} pixels ({h * w * 3} bytes decoded), expected "
+                          f"1..{min(MAX_FRAME_PIXELS, MAX_STEP_BYTES // 3)} pixels")
     return int(h), int(w)
 
 

@@ -103,9 +103,12 @@ def import_aloha(src_folder: str | os.PathLike, out: str | os.PathLike, *, episo
     ``/observations/images/<cam>`` become ``observation/images/<cam>`` leaves ``(H, W, 3)`` uint8 with metadata
     ``{"kind": "image", "layout": "HWC", "fps": fps}``: raw frames exactly, JPEG rows (root attribute
     ``compress``) decoded in the order ACT's loader gives them (see :mod:`~trajstore.interop.aloha._frames`).
-    ``/compress_len`` is checked, not imported. Episode data: ``{"file": "episode_N.hdf5", "sim": bool, ...the
-    other root attributes}``; the root space's metadata ``{"aloha": {"source", "fps", "cameras": {cam:
-    "raw" | "jpeg"}, "attrs": root attributes equal in every episode imported, "episodes": [N, ...]}}``.
+    Depth (or grey) cameras, ``(T, H, W)`` or ``(T, H, W, 1)`` unsigned or float, are plain leaves of their shape
+    and dtype (exact, in HDF5; not camera storages, not in ``cameras`` below).
+    ``/compress_len`` is checked, not imported. Episode data: ``{"file": "episode_N.hdf5", ...the root
+    attributes}`` (``sim`` when the file has it: a file without one gets none); the root space's metadata
+    ``{"aloha": {"source", "fps", "cameras": {cam: "raw" | "jpeg"}, "attrs": root attributes equal in every
+    episode imported, "episodes": [N, ...]}}``.
 
     Args:
         src_folder: the folder of ``episode_N.hdf5`` files (not searched recursively).
@@ -117,12 +120,17 @@ def import_aloha(src_folder: str | os.PathLike, out: str | os.PathLike, *, episo
         fps: frames per second of the camera leaves (Hz); the files keep no rate. Default 50 (ALOHA's DT = 0.02 s).
         progress: show a progress bar (tqdm, in steps) on stderr.
 
+    Warns:
+        AlohaWarning: names ``episode_N.hdf5`` files left out (an N of more than 9 digits).
+
     Raises:
-        FormatError: names the file and key: a file that is not HDF5, a missing dataset, a link, virtual
+        FormatError: names the file and key: a file that is not HDF5, a dataset storing less than it declares
+            (never written), a damaged chunk, a missing dataset, a link, virtual
             dataset, declared size beyond the bounds or layout error (see
             :func:`~trajstore.interop.aloha._source.read_episode_file`), episodes whose datasets differ; a JPEG
             frame that does not decode (found while copying: ``out`` is then not made).
-        InvalidValueError: a bad selection, ``key_map`` or ``fps``; a value the buffer refuses (NaN).
+        InvalidValueError: a bad selection, ``key_map`` or ``fps``; a value the buffer refuses (NaN); ``out``
+            inside ``src_folder``.
         StorageExistsError: ``out`` is a file or a non-empty folder.
         FileNotFoundError / NotADirectoryError: ``src_folder`` is not a folder.
         ValueError: an unknown ``camera``.
@@ -134,10 +142,14 @@ def import_aloha(src_folder: str | os.PathLike, out: str | os.PathLike, *, episo
     from trajstore.replay_buffer import ReplayBuffer
     from trajstore.storages import DictStorage, dict_storage_kwargs_from_space
 
+    from trajstore.ops.copy import refuse_nested
+
     routing = camera_routing(camera)
     fps_value = _fps_value(fps)
     out = Path(out)
     check_new_folder(out)
+    if Path(src_folder).is_dir():
+        refuse_nested([src_folder], out)  # out inside the source would be read as one of its files next time
     source = str(src_folder)
     files = {n: read_episode_file(n, p) for n, p in episode_files(src_folder)}
     chosen = select_source_episodes([SourceEpisode(n, f.steps, f.data()) for n, f in files.items()], episodes,
@@ -171,7 +183,9 @@ def _block_steps(f: EpisodeFile) -> int:
 
 
 def _copy_episode(f: EpisodeFile, leaves: dict[str, str], rb: Any, bar: Any) -> None:
-    """Append ``f``'s steps in blocks of :func:`_block_steps` (reads one block of every dataset at a time)."""
+    """Append ``f``'s steps in blocks of :func:`_block_steps` (reads one block of every dataset at a time;
+    a block is flushed before the next is handed over, so memory is bounded by two blocks whatever the
+    episode's length)."""
     h5py = h5py_module()
     block = _block_steps(f)
     try:
@@ -194,6 +208,12 @@ def _copy_episode(f: EpisodeFile, leaves: dict[str, str], rb: Any, bar: Any) -> 
                 for p in parts[:-1]:
                     node = node.setdefault(p, {})
                 node[parts[-1]] = values
+            if start:
+                # The block before is written and committed before this one is handed over (it was written
+                # behind while this one was read): the buffer's write-behind queue is bounded in blocks of its
+                # own size, and one extend of a block here is one such block however large, so without this a
+                # long episode of big frames piles up in RAM. Two blocks at most are held.
+                rb.flush()
             try:
                 rb.extend(batch)
             except InvalidValueError as exc:
