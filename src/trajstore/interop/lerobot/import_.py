@@ -165,7 +165,7 @@ def _copy_episodes(source: LeRobotSource, rb: Any, progress: bool) -> int:
                 rows = tables.episode_rows(entry)
                 blocks = _episode_blocks(source, entry, rows, videos)
                 for block, n in blocks:
-                    rb.extend(block)
+                    _extend(rb, block, source, entry)
                     bar.update(n)
                 if source.entry is None:
                     rb.end_episode(task=_task_of(source, entry, rows), lerobot_episode_index=entry.index)
@@ -177,6 +177,27 @@ def _copy_episodes(source: LeRobotSource, rb: Any, progress: bool) -> int:
     finally:
         videos.close()
     return steps
+
+
+def _extend(rb: Any, block: dict[str, Any], source: LeRobotSource, entry: EpisodeEntry) -> None:
+    """``rb.extend(block)``; a value the leaf's space refuses (NaN, outside the bounds the ``trajstore``
+    entry keeps) becomes a FormatError naming the data file, the episode and the feature."""
+    from trajstore.errors import InvalidValueError
+
+    try:
+        rb.extend(block)
+    except InvalidValueError as exc:
+        space = rb.space
+        for f in source.features:  # the feature whose values are refused
+            node, leaf = block, space
+            for part in f.path:
+                node, leaf = node[part], leaf[part]
+            try:
+                leaf.validate(node, batched=True, path="/".join(f.path))
+            except InvalidValueError:
+                raise FormatError(f"LeRobot episode {entry.index} ({entry.data_file}): feature {f.key!r} "
+                                  f"(leaf {'/'.join(f.path)!r}): {exc}") from None
+        raise FormatError(f"LeRobot episode {entry.index} ({entry.data_file}): {exc}") from None
 
 
 class _DataFiles:
