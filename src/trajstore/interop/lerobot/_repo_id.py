@@ -2,8 +2,8 @@
 so that a name written in the card and the export's summary can be pushed and opened as it is.
 
 Rules (``huggingface_hub.utils.validate_repo_id``, Hub repository names): ``namespace/name``, each part of
-``A-Z a-z 0-9 . _ -`` only, not starting or ending with ``.`` or ``-``, no ``..`` or ``--``, the whole id
-at most :data:`MAX_REPO_ID` characters and not ending in ``.git``.
+``A-Z a-z 0-9 . _ -`` only (ASCII: the Hub's site refuses other letters), not starting or ending with ``.``
+or ``-``, no ``..`` or ``--``, the name at most :data:`MAX_REPO_ID` characters, not ending in ``.git``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 __all__ = ["MAX_REPO_ID", "check_repo_id", "default_repo_id"]
 
-#: Longest repo id accepted.
+#: Longest name (the part after ``/``) accepted.
 MAX_REPO_ID = 96
 _PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?")
 
@@ -30,8 +30,8 @@ def check_repo_id(repo_id: Any) -> str:
     why = None
     if len(parts) != 2:
         why = "it must be 'namespace/name' (one '/')"
-    elif len(repo_id) > MAX_REPO_ID:
-        why = f"it is longer than {MAX_REPO_ID} characters"
+    elif len(parts[1]) > MAX_REPO_ID or len(parts[0]) > MAX_REPO_ID:
+        why = f"a part is longer than {MAX_REPO_ID} characters"
     elif ".." in repo_id or "--" in repo_id:
         why = "'..' and '--' are not allowed"
     elif not all(_PART.fullmatch(p) for p in parts):
@@ -49,7 +49,7 @@ def default_repo_id(folder_name: str) -> str:
     edges trimmed, cut to fit; ``"local/dataset"`` when nothing is left."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", folder_name)
     name = re.sub(r"\.{2,}", ".", re.sub(r"-{2,}", "-", name)).strip(".-")
-    name = name[:MAX_REPO_ID - len("local/")].rstrip(".-")
+    name = name[:MAX_REPO_ID].rstrip(".-")
     if name.endswith(".git"):
         name = name[:-4].rstrip(".-")
     return check_repo_id(f"local/{name or 'dataset'}")
