@@ -28,7 +28,7 @@ def exported(source, tmp_path):  # noqa: F811
     return tmp_path / "lr"
 
 
-def set_column(path, name, values, typ=None):
+def set_column(path, name, values, typ=None, **write):
     """Replace (or add) column ``name`` of the parquet file ``path``."""
     table = pq.read_table(path)
     typ = typ or (table.schema.field(name).type if name in table.column_names else pa.string())
@@ -37,7 +37,7 @@ def set_column(path, name, values, typ=None):
         table = table.set_column(table.column_names.index(name), pa.field(name, typ), array)
     else:
         table = table.append_column(pa.field(name, typ), array)
-    pq.write_table(table, path)
+    pq.write_table(table, path, **write)
 
 
 def refused(root, tmp_path, match):
@@ -151,3 +151,14 @@ def test_the_bounds_error_still_passes_unchanged_values(exported, tmp_path):
     with ReplayBuffer.load_from(tmp_path / "back") as rb:
         assert rb.get_at(slice(5, 9))["count"].tolist() == [100, 101, 102, 103]
         assert np.isfinite(rb.get_at(slice(0, 15))["observation"]["state"]).all()
+
+
+def test_a_final_observation_the_space_refuses_names_the_file_and_episode(exported, tmp_path):
+    from .test_roundtrip import FINALS
+
+    table = pq.read_table(exported / FINALS)
+    state = table.column("observation.state").to_pylist()
+    episodes = table.column("episode_index").to_pylist()
+    state[episodes.index(2)][0] = float("nan")
+    set_column(exported / FINALS, "observation.state", state, row_group_size=1)  # one row per group, as written
+    refused(exported, tmp_path, rf"LeRobot episode 2 \({exported / FINALS}\): .*observation/state.*NaN")
