@@ -302,12 +302,13 @@ def test_episode_selection_and_open_episode(tmp_path):
 def test_from_a_path_and_deterministic(buffer, tmp_path):
     rb, _ = buffer
     rb.close()
-    export_lerobot(tmp_path / "rb", tmp_path / "a", repo_id="me/rb")  # the card names the repo id
-    export_lerobot(tmp_path / "rb", tmp_path / "b", repo_id="me/rb")
-    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    # the card names the repo id and the folder's name (LeRobotDataset(..., root="x")): same for both
+    export_lerobot(tmp_path / "rb", tmp_path / "a" / "x", repo_id="me/rb")
+    export_lerobot(tmp_path / "rb", tmp_path / "b" / "x", repo_id="me/rb")
+    files = sorted(p.relative_to(tmp_path / "a/x") for p in (tmp_path / "a/x").rglob("*") if p.is_file())
     assert len(files) == 8 and Path("README.md") in files  # the dataset card too
     for f in files:
-        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+        assert (tmp_path / "a/x" / f).read_bytes() == (tmp_path / "b/x" / f).read_bytes(), f
 
 
 # -- bad input ----------------------------------------------------------------------------------

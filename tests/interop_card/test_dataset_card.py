@@ -56,7 +56,8 @@ def test_local_repo_has_no_visualizer_link_and_license_is_kept(tmp_path):
     text = card_text(INFO, repo_id="local/out", license="cc-by-nc-4.0")
     header, body = header_and_body(text)
     assert header.splitlines()[0] == "license: cc-by-nc-4.0" and "- **License:** cc-by-nc-4.0" in body
-    assert "visualize_dataset" not in body and 'LeRobotDataset("local/out")' in body
+    assert "visualize_dataset" not in body
+    assert 'LeRobotDataset("local/out", root="out")' in body and 'LeRobotDataset("<user>/out")' in body
 
 
 @pytest.mark.parametrize("tag", ["yes", "no", "True", "null", "a: b", "- x", "#hash", "[x]", "{y}", "1.5", "über 😀",

@@ -244,15 +244,15 @@ def test_the_dataset_card_is_written_after_info_json(source, tmp_path, monkeypat
     calls = []
     card = types.ModuleType("trajstore.interop.lerobot._dataset_card")
 
-    def write_dataset_card(root, info, *, repo_id, license=None, tags=()):
-        calls.append((json.loads((root / "meta/info.json").read_text()) == info, repo_id, license, tags))
+    def write_dataset_card(root, info, *, repo_id, license=None, tags=(), folder=None):
+        calls.append((json.loads((root / "meta/info.json").read_text()) == info, repo_id, license, tags, folder))
         (root / "README.md").write_text("card")
         return root / "README.md"
 
     card.write_dataset_card = write_dataset_card
     monkeypatch.setitem(sys.modules, card.__name__, card)
     result = export_lerobot(source, tmp_path / "lr", repo_id="me/demo", license="mit", tags=["sim"], camera="image")
-    assert calls == [(True, "me/demo", "mit", ("sim",))]
+    assert calls == [(True, "me/demo", "mit", ("sim",), "lr")]
     assert (tmp_path / "lr/README.md").read_text() == "card" and "README.md" in result.files
     monkeypatch.setitem(sys.modules, card.__name__, None)  # the module absent: no card, no error
     assert "README.md" not in export_lerobot(source, tmp_path / "plain", camera="image").files

@@ -32,6 +32,8 @@ _LICENSE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 #: Plain words YAML 1.1 (PyYAML, the Hub's parser) reads as booleans or null.
 _YAML_WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
+#: The info.json entry trajstore keeps for its import (:mod:`._trajstore_meta`); not shown in the card.
+PRIVATE_ENTRY = "trajstore"
 _MAX_TAGS = 64
 _MAX_TAG_CHARS = 128
 
@@ -104,13 +106,31 @@ def _cell(value: Any) -> str:
     return " ".join(str(value).split()).replace("|", "\\|").replace("`", "'")
 
 
-def card_text(info: dict, *, repo_id: str, license: str | None = None, tags: Sequence[str] = ()) -> str:
+def _load_snippet(repo_id: str, folder: str | None) -> list[str]:
+    """Both ways to open the dataset: from its folder (``root=``) and from the Hub (the repo id alone)."""
+    rid = json.dumps(repo_id, ensure_ascii=False)
+    root = json.dumps(folder if folder else Path(repo_id).name, ensure_ascii=False)
+    hub_id = repo_id if not repo_id.startswith("local/") else "<user>/" + repo_id.split("/", 1)[1]
+    return ["Load it with LeRobot, from this folder on disk (`root`: the folder that holds this card):", "",
+            "```python", "from lerobot.datasets.lerobot_dataset import LeRobotDataset", "",
+            f"dataset = LeRobotDataset({rid}, root={root})", "```", "",
+            ("or from the Hugging Face Hub, once pushed there "
+             + (f"under `{hub_id}`" if hub_id != repo_id else "")).rstrip() + ":", "",
+            "```python", f"dataset = LeRobotDataset({json.dumps(hub_id, ensure_ascii=False)})", "```", ""]
+
+
+def card_text(info: dict, *, repo_id: str, license: str | None = None, tags: Sequence[str] = (),
+              folder: str | None = None) -> str:
     """The text of the card :func:`write_dataset_card` writes (arguments as there)."""
+    from trajstore.interop.lerobot._repo_id import check_repo_id
+
     license = _check_license(license)
     all_tags = _check_tags(tags)
-    repo_id = _check_text(repo_id, "repo_id", 256)
+    repo_id = check_repo_id(repo_id)
     if not isinstance(info, dict):
         raise ValueError(f"dataset card: info must be the dict of meta/info.json, got {type(info).__name__}")
+    shown = {k: v for k, v in info.items() if k != PRIVATE_ENTRY}
+    kept_out = PRIVATE_ENTRY in info
     summary = []
     for label, key in (("episodes", "total_episodes"), ("frames", "total_frames"), ("tasks", "total_tasks"),
                        ("frames per second", "fps"), ("robot type", "robot_type"),
@@ -127,24 +147,29 @@ def card_text(info: dict, *, repo_id: str, license: str | None = None, tags: Seq
                  f"(https://huggingface.co/spaces/lerobot/visualize_dataset?path={_cell(repo_id)}).", ""]
     body += ["## Dataset Description", "", *summary, f"- **License:** {license}", "",
              *_features_table(info),
-             "Load it with LeRobot:", "", "```python",
-             "from lerobot.datasets.lerobot_dataset import LeRobotDataset", "",
-             f"dataset = LeRobotDataset({json.dumps(repo_id, ensure_ascii=False)})", "```", "",
+             *_load_snippet(repo_id, folder),
              "## Dataset Structure", "",
-             "[meta/info.json](meta/info.json):", "```json", json.dumps(info, indent=4), "```", ""]
+             "[meta/info.json](meta/info.json):", "```json", json.dumps(shown, indent=4), "```", ""]
+    if kept_out:
+        body += [f"meta/info.json also holds a `{PRIVATE_ENTRY}` entry, left out here: what trajstore needs to "
+                 "import the buffer back (leaf paths, spaces, episode data columns); LeRobot ignores it.", ""]
     return _header(license, all_tags) + "\n".join(body)
 
 
 def write_dataset_card(root: Path, info: dict, *, repo_id: str, license: str | None = None,
-                       tags: Sequence[str] = ()) -> Path:
+                       tags: Sequence[str] = (), folder: str | None = None) -> Path:
     """Write ``root/README.md``, the Hub dataset card of the LeRobot dataset at ``root``.
 
     Args:
         root: the dataset folder (``meta/info.json`` is written there already; during an export, the
             hidden staged folder).
-        info: the content of ``meta/info.json`` (JSON values), shown in the card's "Dataset Structure".
-        repo_id: the dataset's Hub name (``user/name``; ``local/...`` for a local one, then the card has no
-            visualizer link).
+        info: the content of ``meta/info.json`` (JSON values), shown in the card's "Dataset Structure"
+            without its ``"trajstore"`` entry (the card says it is kept in meta/info.json).
+        repo_id: the dataset's Hub name (``user/name``, checked by
+            :func:`~trajstore.interop.lerobot._repo_id.check_repo_id`; ``local/...`` for a local one, then
+            the card has no visualizer link).
+        folder: the dataset folder as the user named it, for the card's
+            ``LeRobotDataset(repo_id, root=folder)`` (default: the repo id's name).
         license: a Hub license identifier (default ``apache-2.0``, as LeRobot).
         tags: Hub tags after ``LeRobot`` (duplicates dropped, order kept).
 
@@ -152,12 +177,13 @@ def write_dataset_card(root: Path, info: dict, *, repo_id: str, license: str | N
         the path of the card.
 
     Raises:
-        ValueError: a license that is not a Hub identifier, a tag or repo_id that is empty, too long
-            (tags: 128 characters, at most 64 tags) or holds control characters, or ``info`` not a dict;
+        ValueError: a license that is not a Hub identifier, a repo_id that is not a Hub dataset name, a
+            tag that is empty, too long (128 characters, at most 64 tags) or holds control characters, or
+            ``info`` not a dict;
             raised before the file is written.
         OSError: the file cannot be written.
     """
-    text = card_text(info, repo_id=repo_id, license=license, tags=tags)
+    text = card_text(info, repo_id=repo_id, license=license, tags=tags, folder=folder)
     path = Path(root) / CARD_NAME
     path.write_text(text, encoding="utf-8")
     return path

@@ -89,11 +89,20 @@ def decode(columns: Sequence[DataColumn], table: Mapping[str, list[Any]], rows: 
            where: str) -> list[dict[str, Any]]:
     """The data of episodes ``rows`` (row numbers of ``table``, ``{column: cells}``) as dicts.
 
+    ``table`` may have a ``"file"`` list (the file of each row), then errors name the row's file.
+
     Raises:
-        FormatError: a column is missing, or a cell is not of its encoding (not valid JSON text, a float
-            where an int64 is declared...): names ``where``, the column and the row.
+        FormatError: a column is missing, or a cell is not of its encoding (not valid JSON text, nested
+            deeper or with longer numbers than :func:`trajstore._json.loads_bounded` reads, a float
+            where an int64 is declared...), or a value the buffer cannot keep as episode data (nested
+            deeper than :data:`trajstore._json.MAX_STORED_DEPTH`, an integer over 128 bits): names
+            ``where`` (or the row's file), the column and the row.
     """
+    from trajstore._json import check_storable
+    from trajstore.errors import InvalidValueError
+
     out: list[dict[str, Any]] = [{} for _ in rows]
+    files = table.get("file")
     for c in columns:
         cells = table.get(c.column)
         if cells is None:
@@ -102,23 +111,42 @@ def decode(columns: Sequence[DataColumn], table: Mapping[str, list[Any]], rows: 
             value = cells[r]
             if value is None:
                 continue
-            d[c.key] = _decoded(value, c, where, r)
+            at = f"{files[r]}" if files is not None else where
+            value = _decoded(value, c, at, r)
+            try:
+                d[c.key] = check_storable(value, c.key)
+            except InvalidValueError as exc:
+                raise FormatError(f"{at}: column {c.column!r} row {r}: not episode data the buffer can keep "
+                                  f"({exc})") from None
     return out
 
 
 def _decoded(value: Any, c: DataColumn, where: str, row: int) -> Any:
     if c.encoding == "json":
-        if isinstance(value, str):
-            try:
-                return json.loads(value, parse_constant=_no_constant)
-            except ValueError:
-                pass
-        raise FormatError(f"{where}: column {c.column!r} row {row} is not JSON text")
+        from trajstore._json import loads_bounded
+
+        if not isinstance(value, str):
+            raise FormatError(f"{where}: column {c.column!r} row {row} is not JSON text")
+        decoded = loads_bounded(value, source=f"{where}: column {c.column!r} row {row}")
+        if _has_constant(decoded):
+            raise FormatError(f"{where}: column {c.column!r} row {row} is not JSON text (NaN or Infinity)")
+        return decoded
     want = {"bool": bool, "int64": int, "float64": float, "string": str}[c.encoding]
     if type(value) is not want or (want is float and not math.isfinite(value)):
         raise FormatError(f"{where}: column {c.column!r} row {row} holds {value!r:.60}, not a {c.encoding} value")
     return value
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def _has_constant(value: Any) -> bool:
+    """NaN or infinity anywhere in a decoded value (``json.loads`` reads ``NaN``, ``Infinity``, ``1e999``);
+    iterative, the value being at most :data:`trajstore._json.MAX_DEPTH` deep."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return True
+        if isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            todo.extend(v.values())
+    return False

@@ -35,6 +35,7 @@ class MetaPlan:
     repo_id: str
     license: str | None = None
     tags: tuple[str, ...] = ()
+    folder: str = ""  # the export folder's name: the card's LeRobotDataset(..., root=folder)
 
 
 def write_meta(root: Path, features: Sequence[Any], video_keys: Sequence[str], rows: Sequence[dict[str, Any]],
@@ -84,4 +85,5 @@ def write_card(root: Path, info: dict[str, Any], plan: MetaPlan) -> None:
         if exc.name != CARD_MODULE:
             raise
         return
-    card.write_dataset_card(root, info, repo_id=plan.repo_id, license=plan.license, tags=tuple(plan.tags))
+    card.write_dataset_card(root, info, repo_id=plan.repo_id, license=plan.license, tags=tuple(plan.tags),
+                            folder=plan.folder or None)

@@ -153,8 +153,10 @@ def read_source(root: str | os.PathLike, episodes: Iterable[int] | str | None = 
     features = place_features(_features(info, info_path, entry), entry, key_map, info_path)
     _check_paths_do_not_clash(list(features), info_path)
     tasks = _tasks(path_inside(root, "meta/tasks.parquet", "LeRobot tasks"))
-    extra = ["tasks"] + ([c.column for c in entry.episode_data] if entry is not None else [])
-    table = _episode_table(root, features, extra)
+    data_columns = [c.column for c in entry.episode_data] if entry is not None else []
+    table = _episode_table(root, features, ["tasks", *data_columns], required=data_columns)
+    if entry is not None:
+        _check_entry_matches(entry, info, info_path, table)
     order, data = choose_episodes(root, table, entry, episodes)
     entries = _entries(root, info, info_path, features, table, order)
     check_sizes(entries, [f for f in features if not f.is_camera], DataFileSizes())
@@ -272,14 +274,34 @@ def _is_int(value: Any) -> bool:
 _INT_COLUMNS = ("episode_index", "length", "chunk_index", "file_index")
 
 
-def _episode_table(root: Path, features: tuple[Feature, ...], extra: Sequence[str] = ()) -> dict[str, list[Any]]:
-    """The needed columns of every meta/episodes file, one list per column, plus ``"file"``: the file of
-    each row. Integer columns hold ints, timestamp columns finite floats. The ``extra`` columns are read as
-    they are (a row of a file without one gets None), checked by whoever uses them.
+def _check_entry_matches(entry: Any, info: dict, info_path: Path, table: dict[str, list[Any]]) -> None:
+    """The ``trajstore`` entry speaks of this dataset only: its features are features of info.json, its
+    interrupted episodes episodes of meta/episodes.
 
     Raises:
-        FormatError: no file, a file outside the dataset (a symlink), a column missing or with a null or
-            a value of the wrong type (names the file and column).
+        FormatError: naming info.json, the field and the keys or indices that are not the dataset's.
+    """
+    known = info.get("features") or {}
+    unknown = [k for k in entry.features if k not in known or k in BOOKKEEPING]
+    if unknown:
+        raise FormatError(f"{info_path}: entry 'trajstore' features name {unknown!r:.200}, which are not "
+                          f"features of info.json (it has {sorted(k for k in known if k not in BOOKKEEPING)!r:.200})")
+    stray = sorted(set(entry.interrupted) - set(table["episode_index"]))
+    if stray:
+        raise FormatError(f"{info_path}: entry 'trajstore' interrupted lists {stray!r:.200}, which are not "
+                          "episodes of meta/episodes")
+
+
+def _episode_table(root: Path, features: tuple[Feature, ...], extra: Sequence[str] = (),
+                   required: Sequence[str] = ()) -> dict[str, list[Any]]:
+    """The needed columns of every meta/episodes file, one list per column, plus ``"file"``: the file of
+    each row. Integer columns hold ints, timestamp columns finite floats. The ``extra`` columns are read as
+    they are (a row of a file without one gets None, unless the column is one of ``required``), checked
+    by whoever uses them.
+
+    Raises:
+        FormatError: no file, a file outside the dataset (a symlink), a column missing (a needed or
+            ``required`` one) or with a null or a value of the wrong type (names the file and column).
     """
     folder = root / "meta" / "episodes"
     files = sorted(folder.glob("chunk-*/file-*.parquet"))
@@ -294,6 +316,9 @@ def _episode_table(root: Path, features: tuple[Feature, ...], extra: Sequence[st
         file = path_inside(root, file.relative_to(root), "LeRobot episodes")
         table = read_parquet(file, "LeRobot episodes")
         for c in extra:
+            if c not in table.column_names and c in required:
+                raise FormatError(f"LeRobot episodes: {file} has no column {c!r}, which info.json's 'trajstore' "
+                                  "entry names as episode data")
             columns[c] += table.column(c).to_pylist() if c in table.column_names else [None] * table.num_rows
         missing = [c for c in needed if c not in table.column_names]
         if missing:

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trajstore.errors import FormatError
-from trajstore.interop.lerobot._episode_data import ENCODINGS, DataColumn
+from trajstore.interop.lerobot._episode_data import ENCODINGS, PREFIX, DataColumn
+from trajstore.storages._names import check_key
 
 #: The info.json key.
 ENTRY = "trajstore"
@@ -78,6 +79,19 @@ def _fail(info_path: Path, what: str) -> FormatError:
     return FormatError(f"{info_path}: entry {ENTRY!r}: {what}")
 
 
+def _leaf_part_ok(part: Any) -> bool:
+    """A name one level of a leaf path may have: what a ``DictSpace`` key nested at ``/`` and a storage
+    key part may be (:func:`trajstore.storages._names.check_key`): non-empty, no ``/``, not ``.``/``..``
+    (nor ``*``, which names every leaf not listed)."""
+    if not isinstance(part, str) or "/" in part or part == "*":
+        return False
+    try:
+        check_key(part, "/")
+    except ValueError:
+        return False
+    return True
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -87,7 +101,10 @@ def read_entry(info: dict, info_path: Path) -> TrajstoreEntry | None:
 
     Raises:
         FormatError: a field of the wrong type, a version other than :data:`VERSION`, an unknown encoding,
-            a reserved data key (names info.json and the field).
+            a reserved or empty data key, a data column not named ``episode_data/...`` or named twice, a
+            leaf name that is empty, has a ``/`` or is ``.``/``..``, a negative interrupted index (names
+            info.json and the field). Indices and keys that must match the dataset are checked by
+            :func:`~trajstore.interop.lerobot._source.read_source`.
     """
     raw = info.get(ENTRY)
     if raw is None:
@@ -105,8 +122,9 @@ def read_entry(info: dict, info_path: Path) -> TrajstoreEntry | None:
         if not isinstance(spec, dict):
             raise _fail(info_path, f"{where} must be an object")
         path, shape, meta, space = spec.get("leaf"), spec.get("shape"), spec.get("metadata", {}), spec.get("space")
-        if not (isinstance(path, list) and path and all(isinstance(p, str) and p and p != "*" for p in path)):
-            raise _fail(info_path, f"{where}.leaf must be a list of non-empty names, got {path!r:.80}")
+        if not (isinstance(path, list) and path and all(_leaf_part_ok(p) for p in path)):
+            raise _fail(info_path, f"{where}.leaf must be a list of leaf names (non-empty, no '/', not '.', '..' "
+                                   f"or '*'), got {path!r:.80}")
         if not (isinstance(shape, list) and all(_is_int(s) and s >= 0 for s in shape)):
             raise _fail(info_path, f"{where}.shape must be a list of sizes, got {shape!r:.80}")
         if not isinstance(meta, dict) or (space is not None and not isinstance(space, dict)):
@@ -120,16 +138,27 @@ def read_entry(info: dict, info_path: Path) -> TrajstoreEntry | None:
     data = raw.get("episode_data", {})
     if not isinstance(data, dict):
         raise _fail(info_path, "episode_data must be an object")
+    column_of: dict[str, str] = {}
     for key, spec in data.items():
+        if not key:
+            raise _fail(info_path, "episode_data has an empty key; data keys are non-empty names")
         if key in RESERVED_DATA_KEYS:
             raise _fail(info_path, f"episode_data key {key!r} is a parameter of end_episode, not data")
         if not (isinstance(spec, dict) and isinstance(spec.get("column"), str) and spec.get("encoding") in ENCODINGS):
             raise _fail(info_path, f"episode_data[{key!r}] must be {{'column': str, 'encoding': one of "
                                    f"{list(ENCODINGS)}}}, got {spec!r:.80}")
-        columns.append(DataColumn(key, spec["column"], spec["encoding"]))
+        column = spec["column"]
+        if not column.startswith(PREFIX) or column == PREFIX:
+            raise _fail(info_path, f"episode_data[{key!r}].column {column!r:.80} is not an {PREFIX!r} column "
+                                   "(the other columns of meta/episodes are LeRobot's)")
+        if column in column_of:
+            raise _fail(info_path, f"episode_data[{key!r}] and episode_data[{column_of[column]!r}] both name "
+                                   f"column {column!r:.80}")
+        column_of[column] = key
+        columns.append(DataColumn(key, column, spec["encoding"]))
     interrupted = raw.get("interrupted", [])
-    if not (isinstance(interrupted, list) and all(_is_int(i) for i in interrupted)):
-        raise _fail(info_path, "interrupted must be a list of episode indices")
+    if not (isinstance(interrupted, list) and all(_is_int(i) and i >= 0 for i in interrupted)):
+        raise _fail(info_path, f"interrupted must be a list of episode indices (integers >= 0), got {interrupted!r:.80}")
     finals = raw.get("final_observations")
     if finals is not None and not isinstance(finals, str):
         raise _fail(info_path, f"final_observations must be a path or null, got {finals!r:.80}")

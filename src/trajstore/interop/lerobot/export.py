@@ -122,7 +122,9 @@ def export_lerobot(buffer_or_path: ReplayBuffer | str | os.PathLike, out: str | 
             see :mod:`~trajstore.replay_buffer.episode_query`); default: every held episode that has ended
             (done or interrupted) and was not overwritten by the ring, oldest first. They become
             ``episode_index`` 0, 1, ...
-        repo_id: the dataset's name for LeRobot (``"user/name"``); default ``"local/<out folder name>"``.
+        repo_id: the dataset's name for LeRobot, a Hub dataset name ``"user/name"``
+            (:func:`~trajstore.interop.lerobot._repo_id.check_repo_id`); default ``"local/<out folder name>"``
+            (characters a Hub name cannot hold become ``_``).
         fps: frame rate (Hz); default: the ``fps`` of the leaves' metadata (cameras carry it).
         camera: ``"video"`` (MP4, LeRobot's default) or ``"image"`` (PNG bytes in the data parquet, exact).
         vcodec: ``"h264"`` (default) or ``"libsvtav1"``; see :mod:`._export_video`.
@@ -256,8 +258,10 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
     datas = [e.data for e in chosen]
     data_columns = _episode_data.plan_columns(datas)
     finals = _finals_of(rb, chosen, features)
+    from trajstore.interop.lerobot._repo_id import check_repo_id, default_repo_id
+
+    repo_id = default_repo_id(out.resolve().name) if repo_id is None else check_repo_id(repo_id)
     check_new_folder(out)
-    repo_id = repo_id or f"local/{out.resolve().name}"
 
     # -- build in a hidden sibling, renamed into place at the end (_fs.staged_folder) ------------
     all_features = features + index_features()
@@ -290,7 +294,7 @@ def _export(rb: ReplayBuffer, out: Path, *, episodes, repo_id, fps, camera, vcod
         entry = build_entry(features, lambda path: _leaf(space, path), data_columns,
                             [i for i, e in enumerate(chosen) if e.interrupted], FINALS_PATH if wrote_finals else None)
         plan = MetaPlan(fps, vcodec, pix_fmts, robot_type, chunks_size, data_mb, video_mb, repo_id, license,
-                        tuple(tags))
+                        tuple(tags), folder=out.name)
         write_meta(tmp, all_features, video_keys, rows, stats, tasks, first, plan, entry,
                    _episode_data.arrays(data_columns, datas))
         written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 
 from trajstore._fs import staged_folder
-from trajstore.errors import FormatError
+from trajstore.errors import FormatError, InvalidValueError
 from trajstore.interop.lerobot._frames import VideoFrames, array_values, decode_image
 from trajstore.interop.summary import ImportSummary
 from trajstore.interop.lerobot._source import (BOOKKEEPING, EpisodeEntry, Feature, LeRobotSource,
@@ -86,9 +86,14 @@ def import_lerobot(src: str | os.PathLike, out: str | os.PathLike, *, camera: st
             is beyond the import's bounds (checked before anything is allocated), or its content does not
             match ``info.json`` (a video frame missing near its timestamp, a column of the wrong size, an
             undecodable image); a ``trajstore`` entry with a field of the wrong type or another version, a
-            shape or space that does not fit its feature, an episode data cell of another encoding, a final
-            observations file outside ``src``, missing, or with a value of the wrong size (names the file
-            and field); see :func:`~trajstore.interop.lerobot._source.read_source`.
+            shape or space that does not fit its feature, a leaf name that is empty, has a ``/`` or is
+            ``.``/``..``, an episode data column not named ``episode_data/...`` or missing from
+            meta/episodes, interrupted indices or feature keys that are not the dataset's, an episode data
+            cell of another encoding or that the buffer cannot keep (JSON nested too deep, NaN: names the
+            file, column and row), a final observations file outside ``src``, missing, or with a value of
+            the wrong size (names the file and field); a value the leaf's space refuses (NaN, outside the
+            entry's bounds: names the data file, episode and feature); see
+            :func:`~trajstore.interop.lerobot._source.read_source`.
         StorageExistsError: ``out`` is a file or a non-empty folder.
         ValueError: an unknown ``camera``, an episode listed twice.
         InvalidValueError (a ValueError): ``key_map`` names a feature the dataset does not have (names the
@@ -165,18 +170,41 @@ def _copy_episodes(source: LeRobotSource, rb: Any, progress: bool) -> int:
                 rows = tables.episode_rows(entry)
                 blocks = _episode_blocks(source, entry, rows, videos)
                 for block, n in blocks:
-                    rb.extend(block)
+                    _extend(rb, block, source, entry)
                     bar.update(n)
                 if source.entry is None:
                     rb.end_episode(task=_task_of(source, entry, rows), lerobot_episode_index=entry.index)
                 else:
                     final = finals.get(entry.index, source.root) if finals is not None else None
-                    rb.end_episode(final, interrupted=entry.index in source.entry.interrupted,
-                                   **source.data[entry.index])
+                    try:
+                        rb.end_episode(final, interrupted=entry.index in source.entry.interrupted,
+                                       **source.data[entry.index])
+                    except InvalidValueError as exc:  # a final observation outside its space (NaN, bounds)
+                        where = source.finals if final is not None else entry.listed_in
+                        raise FormatError(f"LeRobot episode {entry.index} ({where}): {exc}") from None
                 steps += entry.length
     finally:
         videos.close()
     return steps
+
+
+def _extend(rb: Any, block: dict[str, Any], source: LeRobotSource, entry: EpisodeEntry) -> None:
+    """``rb.extend(block)``; a value the leaf's space refuses (NaN, outside the bounds the ``trajstore``
+    entry keeps) becomes a FormatError naming the data file, the episode and the feature."""
+    try:
+        rb.extend(block)
+    except InvalidValueError as exc:
+        space = rb.space
+        for f in source.features:  # the feature whose values are refused
+            node, leaf = block, space
+            for part in f.path:
+                node, leaf = node[part], leaf[part]
+            try:
+                leaf.validate(node, batched=True, path="/".join(f.path))
+            except InvalidValueError:
+                raise FormatError(f"LeRobot episode {entry.index} ({entry.data_file}): feature {f.key!r} "
+                                  f"(leaf {'/'.join(f.path)!r}): {exc}") from None
+        raise FormatError(f"LeRobot episode {entry.index} ({entry.data_file}): {exc}") from None
 
 
 class _DataFiles:

@@ -121,12 +121,13 @@ class _ChunkAlignedWriter:
 
 def _select_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]:
     """The episodes to export, oldest first: the given ids or selection, or every held episode but one still
-    being recorded."""
+    being recorded and one the ring took the first steps of (``Episode.overwritten``, as the LeRobot
+    export does: an id named explicitly is a ValueError, an expression leaves it out)."""
     held = rb.episodes
     closed = [e for e in held if e.done or e.interrupted]
     where = getattr(rb, "cache_path", None) or "buffer"
     if episodes is None:
-        return closed
+        return [e for e in closed if not e.overwritten]
     if isinstance(episodes, str):
         from trajstore.replay_buffer.episode_query import parse_selection
 
@@ -135,6 +136,9 @@ def _select_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]
             wanted = selection.select(closed)
         except InvalidValueError as exc:
             raise InvalidValueError(f"{where}: {exc} (an episode still being recorded cannot be exported)") from None
+        if selection.ranges is None:  # an expression: the whole episodes it selects
+            lost = {e.id for e in closed if e.overwritten}
+            wanted = [i for i in wanted if i not in lost]
         if not wanted:
             why = "; ".join(selection.missing_keys(closed))
             raise InvalidValueError(f"{selection.quoted} selects none of the {len(closed)} ended episodes of {where}"
@@ -146,6 +150,10 @@ def _select_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]
     if missing:
         raise ValueError(f"{where}: episodes {missing} are not ended episodes "
                          f"(held ids: {[e.id for e in held]}; an episode still being recorded cannot be exported)")
+    lost = sorted(i for i in set(wanted) if by_id[i].overwritten)
+    if lost:
+        raise ValueError(f"{where}: episode id {lost[0] if len(lost) == 1 else lost} lost its first steps to the "
+                         "ring; it cannot be exported whole")
     return [by_id[i] for i in sorted(set(wanted))]
 
 
@@ -187,7 +195,7 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
         episodes: ids of the episodes to export (``rb.select_episodes(...)``, ``rb.split_episodes``), or a
             selection as ``trajstore copy --episodes`` takes (ids ``"0,3,5-9"`` or an expression over episode
             data, ``"success == true"``); default every ended episode held (interrupted ones included, the
-            open one left out).
+            open one and one whose first steps the ring overwrote, ``Episode.overwritten``, left out).
         key_map: ``{leaf name: zarr key}``, e.g. ``{"observation/pixels": "img", "observation/agent_pos":
             "state"}`` for Diffusion Policy's PushT keys; other leaves get the key they were imported
             from (metadata ``zarr_key``), else :func:`default_key`.
@@ -199,7 +207,7 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
             leaves them out).
         UnknownLeafError: (a ``KeyError``) ``key_map`` or ``exclude`` names a leaf the buffer does not have.
         ValueError: an unknown compressor, two leaves on one key, a key zarr cannot use, ``episodes``
-            naming ids that are not ended episodes of the buffer, or a selection that is malformed or
+            naming ids that are not ended episodes of the buffer or that lost their first steps to the ring, or a selection that is malformed or
             selects nothing (InvalidValueError).
         StorageExistsError: ``out`` is a file or a non-empty folder.
         ImportError: zarr, numcodecs or imagecodecs is missing (the ``zarr`` extra).
