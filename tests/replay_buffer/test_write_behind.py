@@ -176,3 +176,35 @@ def test_staging_is_bounded_append_waits_for_room(tmp_path, monkeypatch):
     assert numbers(rb[:]) == [0, 1, 2]
     assert rb.write_stats.blocked_seconds > 0 and rb.write_stats.steps_written == 3
     rb.close()
+
+
+def test_a_job_of_many_blocks_counts_as_many_in_the_pending_limit():
+    """An extend of many steps is one job holding many blocks: the writer's limit counts its blocks, so a
+    second heavy job waits for room (one job per batch let GBs pile up behind a slow write)."""
+    writer = staging.BackgroundWriter(4, staging.WriteStats())
+    release, queued, ran = threading.Event(), threading.Event(), []
+
+    def slow() -> int:
+        release.wait(30)
+        ran.append("slow")
+        return 1
+
+    def heavy_second() -> None:
+        writer.submit(lambda: ran.append("second") or 1, weight=3)
+        queued.set()
+
+    try:
+        writer.submit(slow, weight=3)
+        second = threading.Thread(target=heavy_second)
+        second.start()
+        assert not queued.wait(0.5)  # 3 + 3 blocks > 4: the second job waits while the first is pending
+        release.set()
+        second.join(30)
+        assert queued.is_set()
+        writer.drain()
+        assert ran == ["slow", "second"]
+        writer.submit(lambda: 1, weight=10)  # heavier than the limit: runs alone, does not wait forever
+        writer.drain()
+    finally:
+        release.set()
+        writer.close()

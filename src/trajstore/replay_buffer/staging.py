@@ -118,31 +118,48 @@ class StagingArea:
 
 
 class BackgroundWriter:
-    """Runs jobs in submission order on one daemon thread; keeps the first error."""
+    """Runs jobs in submission order on one daemon thread; keeps the first error.
+
+    At most ``max_pending`` blocks wait: a job weighs the blocks it holds (an ``extend`` of many steps is one
+    job of many blocks), and :meth:`submit` waits while the queued weight would pass the limit (a job heavier
+    than the limit waits for an empty queue), so pending bytes stay near ``MAX_PENDING_BYTES``."""
 
     def __init__(self, max_pending: int, stats: WriteStats):
-        self._queue: queue.Queue = queue.Queue(maxsize=max(1, max_pending))
+        self._queue: queue.Queue = queue.Queue()
+        self._max_pending = max(1, max_pending)
+        self._pending = 0  # blocks queued or running
+        self._room = threading.Condition()
         self._stats = stats
         self._running = threading.Lock()  # held while a job runs (and across a fork)
         self.failure: BaseException | None = None
         self.failed_tag: object = None  # what the failed job was submitted with
-        self._held: list[tuple[Callable[[], int], object]] = []  # the failed job and the later ones, in order
+        self._held: list[tuple[Callable[[], int], object, int]] = []  # the failed job and later ones, in order
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
 
-    def submit(self, job: Callable[[], int], tag: object = None) -> None:
-        """Queue ``job`` (it returns the steps it wrote); waits while the queue is full."""
+    def submit(self, job: Callable[[], int], tag: object = None, weight: int = 1) -> None:
+        """Queue ``job`` (it returns the steps it wrote) of ``weight`` blocks; waits while the queue is full."""
         if self._thread is None:
             self._thread = threading.Thread(target=_run, args=(self._queue, weakref.ref(self)),
                                             name="trajstore-writer", daemon=True)
             self._thread.start()
             _LIVE.add(self)
-        try:
-            self._queue.put_nowait((job, tag))
-        except queue.Full:
-            start = time.perf_counter()
-            self._queue.put((job, tag))
-            self._stats.blocked_seconds += time.perf_counter() - start
+        weight = max(1, int(weight))
+        with self._room:
+            if not self._fits(weight):
+                start = time.perf_counter()
+                self._room.wait_for(lambda: self._fits(weight))
+                self._stats.blocked_seconds += time.perf_counter() - start
+            self._pending += weight
+        self._queue.put((job, tag, weight))
+
+    def _fits(self, weight: int) -> bool:
+        return self._pending == 0 or self._pending + weight <= self._max_pending
+
+    def _release(self, weight: int) -> None:
+        with self._room:
+            self._pending -= weight
+            self._room.notify_all()
 
     def drain(self) -> None:
         """Wait until every queued job has run (or been skipped after a failure)."""
@@ -162,8 +179,8 @@ class BackgroundWriter:
         failure is kept as the first was."""
         held, self._held = self._held, []
         self.failure, self.failed_tag = None, None
-        for job, tag in held:
-            self.submit(job, tag)
+        for job, tag, weight in held:
+            self.submit(job, tag, weight)
 
     def close(self) -> None:
         """Finish queued jobs and stop the thread. Idempotent."""
@@ -173,16 +190,22 @@ class BackgroundWriter:
         self._thread = None
         _LIVE.discard(self)
 
-    def _execute(self, job: Callable[[], int], tag: object) -> None:
+    def _execute(self, job: Callable[[], int], tag: object, weight: int) -> None:
+        try:
+            self._run_job(job, tag, weight)
+        finally:
+            self._release(weight)
+
+    def _run_job(self, job: Callable[[], int], tag: object, weight: int) -> None:
         if self.failure is not None:
-            self._held.append((job, tag))  # after a failure nothing later is written before it is
+            self._held.append((job, tag, weight))  # after a failure nothing later is written before it is
             return
         with self._running:
             try:
                 steps = job()
             except BaseException as exc:  # kept for the caller's next call
                 self.failure, self.failed_tag = exc, tag
-                self._held.append((job, tag))
+                self._held.append((job, tag, weight))
                 return
         self._stats.blocks_written += 1
         self._stats.steps_written += steps
@@ -191,7 +214,8 @@ class BackgroundWriter:
         """In a forked child: the thread does not exist here; drop everything queued."""
         self._thread = None
         self._held = []
-        self._queue = queue.Queue(maxsize=self._queue.maxsize)
+        self._queue = queue.Queue()
+        self._pending, self._room = 0, threading.Condition()
         self._pid = os.getpid()
         _LIVE.discard(self)
 

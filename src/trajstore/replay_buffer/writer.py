@@ -117,7 +117,7 @@ class BufferWriter:
             return n
 
         assert self._thread is not None  # started with the staging area
-        self._thread.submit(job, tag=(before, n))
+        self._thread.submit(job, tag=(before, n), weight=-(-n // self._staging.block_steps))  # blocks it holds
 
     def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> None:
         """On the background thread: one storage write per leaf (two for a ring that wraps)."""
