@@ -196,7 +196,7 @@ def decode_image(data: bytes, spec: FeatureSpec, where: str) -> np.ndarray:
     img = _open(data, spec, where)
     try:
         if spec.dtype == "uint16":
-            if img.mode not in ("I;16", "I;16B", "I;16L", "I", "L"):
+            if img.mode not in ("I;16", "I;16B", "I;16L", "I"):
                 raise FormatError(f"{where}: a {img.mode} image, a 16-bit grey image expected")
             arr = np.asarray(img)
             if arr.ndim != 2 or arr.min(initial=0) < 0 or arr.max(initial=0) > 65535:

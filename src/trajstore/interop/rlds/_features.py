@@ -149,6 +149,8 @@ def _leaf(node: dict, cls: str, key: str, name: str) -> FeatureSpec:
                                                                                                      "jpeg"):
             raise UnsupportedSpaceError(f"{where}: an Image of dtype {dtype}, shape {shape}, {encoding}; "
                                         "trajstore imports uint8/uint16 (H, W, 1|3|4) PNG or JPEG images")
+        if dtype == "uint16" and encoding != "png":
+            raise UnsupportedSpaceError(f"{where}: a uint16 Image encoded as {encoding}; 16-bit images are PNG")
         frame = math.prod(shape) * np.dtype(dtype).itemsize
         if frame > MAX_FRAME_BYTES:
             raise FormatError(f"{where}: an Image of shape {shape} ({dtype}) is {frame} bytes decoded, more than "
