@@ -53,7 +53,8 @@ def _numbers(feature: Feature, spec: FeatureSpec, count: int, where: str) -> np.
     dtype = np.dtype(spec.dtype)
     values = np.asarray(feature.values)
     if dtype.kind == "f":
-        out = values.astype(dtype)
+        with np.errstate(over="ignore"):
+            out = values.astype(dtype)
         if dtype.itemsize < values.dtype.itemsize:
             overflow = np.flatnonzero(np.isinf(out) & np.isfinite(values))
             if len(overflow):

@@ -81,7 +81,7 @@ def _fields(buf: memoryview, start: int, end: int, where: str, spans: bool = Fal
 
 
 #: Bytes of packed varints decoded at a time (bounds the decoder's temporary arrays).
-_VARINT_CHUNK = 1 << 22
+_VARINT_CHUNK = 1 << 14
 
 
 def _decode_varints(b: np.ndarray) -> np.ndarray:
