@@ -82,15 +82,27 @@ def import_rlds(src: str | os.PathLike, out: str | os.PathLike, *, split: str = 
         fps: the cameras' rate in Hz (RLDS keeps none); default :data:`DEFAULT_FPS` (10).
         progress: show a progress bar (steps) on stderr.
 
+    Limits (hostile files are refused before anything is allocated for them): a declared image of more than
+    :data:`~trajstore.interop.rlds._features.MAX_FRAME_BYTES` (64 MiB) decoded per frame, each image's
+    header size checked against ``features.json`` before its pixels are decoded; at most 100 000 shards per
+    split; a per-step text of at most :data:`~trajstore.interop.rlds._plan.MAX_TEXT_CHARS` (4096)
+    characters, the text leaf as wide as the longest text of the imported episodes.
+
     Raises:
         FileNotFoundError: ``src`` does not exist.
-        FormatError: not a TFDS dataset directory (or several versions), a shard missing or its path leading
+        FormatError: not a TFDS dataset directory (or several versions), a JSON file or shard that is not a
+            regular file (a folder, a FIFO), a JSON value of the wrong type (``shardLengths`` not a list of
+            integers, a dimension that is not an integer, ``tensor``/``image`` not an object; names the file
+            and key), a split listed twice, more than 100 000 shards, two shards naming one file, a split of
+            no episode, a declared image beyond the frame bound, a shard missing or its path leading
             outside ``src``, a record cut short or longer than the file, a CRC32C mismatch (names the file and
             record number), a malformed protobuf (varint or length beyond its message), a feature missing, of
             the wrong list kind or count (not T x its size, T = the length of ``steps/is_first``), ``is_first``
             or ``is_last`` true elsewhere than the first / last step, a shard holding another number of records
-            than ``dataset_info.json``, an image that is not PNG/JPEG of the declared size, episode metadata
-            named like a key the import sets. All found before ``out`` is made, except undecodable image pixels
+            than ``dataset_info.json``, an image that is not PNG/JPEG of the declared size (or that Pillow
+            refuses, a decompression bomb), ``is_first``/``is_last``/bools other than 0/1, a float that
+            overflows its declared dtype (float16), a NaN step value, a per-step text longer than 4096
+            characters, episode metadata named like a key the import sets. All found before ``out`` is made, except undecodable image pixels
             (found while copying; ``out`` is then not made).
         UnsupportedSpaceError: a feature trajstore cannot hold (dynamic shape, ClassLabel, ...).
         InvalidValueError: an unknown ``split`` (names those held), a bad ``episodes`` selection, a ``key_map``
