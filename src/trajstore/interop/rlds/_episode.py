@@ -111,7 +111,9 @@ def check_boundaries(example: dict[str, Feature], steps: int, where: str) -> Non
         feature = example.get(key)
         if feature is None:
             continue
-        values = np.asarray(feature.values)
+        if feature.kind not in ("int64", None):
+            raise FormatError(f"{where}: {key!r} is stored as {feature.kind}_list, a bool as int64_list")
+        values = np.asarray(feature.values, np.int64)
         if len(values) != steps:
             raise FormatError(f"{where}: {key!r} holds {len(values)} values, {steps} steps expected")
         bad = np.flatnonzero((values != 0) & (values != 1))

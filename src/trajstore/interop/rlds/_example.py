@@ -18,21 +18,46 @@ every length is checked against the bytes left before anything is sliced.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
-from typing import Union
+from typing import Iterator, Sequence, Union
 
 import numpy as np
 
 from trajstore.errors import FormatError
 
-__all__ = ["Feature", "parse_example"]
+__all__ = ["ByteList", "Feature", "parse_example"]
 
-Values = Union[list, np.ndarray]
+
+
+class ByteList(Sequence):
+    """The values of a BytesList, read lazily: the message and a ``(start, end)`` pair per value (8 bytes a
+    value, not a ``bytes`` object each). ``values[i]`` is ``bytes``, a slice a list of ``bytes``."""
+
+    def __init__(self, buf: memoryview, spans: np.ndarray):
+        self._buf, self._spans = buf, spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [bytes(self._buf[s:e]) for s, e in self._spans[i].tolist()]
+        s, e = self._spans[i]
+        return bytes(self._buf[int(s):int(e)])
+
+    def __iter__(self) -> Iterator[bytes]:
+        for k in range(0, len(self._spans), 4096):
+            for s, e in self._spans[k:k + 4096].tolist():
+                yield bytes(self._buf[s:e])
+
+
+Values = Union[list, np.ndarray, ByteList]
 
 
 @dataclass(frozen=True)
 class Feature:
-    """One feature of an Example: ``kind`` ``"bytes"`` (``values`` a list of bytes), ``"float"``
+    """One feature of an Example: ``kind`` ``"bytes"`` (``values`` a :class:`ByteList`), ``"float"``
     (``(n,)`` float32) or ``"int64"`` (``(n,)`` int64); ``kind`` None for a Feature with no list set."""
 
     kind: str | None
@@ -125,13 +150,13 @@ def _list(buf: memoryview, start: int, end: int, kind: str, where: str) -> Value
     """One BytesList / FloatList / Int64List. Numbers (packed or not) are gathered as raw bytes (4 per
     float, the varint bytes of each integer), then decoded at once: no object per value."""
     if kind == "bytes":
-        out = []
+        spans = array("I" if len(buf) < 1 << 32 and array("I").itemsize == 4 else "q")
         for number, wire, value in _fields(buf, start, end, where):
             if number == 1:
                 if wire != 2:
                     raise FormatError(f"{where}: a bytes_list value of wire type {wire}")
-                out.append(bytes(buf[value[0]:value[1]]))
-        return out
+                spans.extend(value)
+        return ByteList(buf, np.frombuffer(spans, np.uint32 if spans.typecode == "I" else np.int64).reshape(-1, 2))
     raw = bytearray()
     for number, wire, value in _fields(buf, start, end, where, spans=True):
         if number != 1:

@@ -3,8 +3,9 @@ anything is written: the episodes chosen, each leaf's source feature and path, t
 
 Mapping (see :func:`~trajstore.interop.rlds.import_rlds`): ``steps/<a>/<b>`` -> leaf ``a/b``;
 ``is_terminal`` -> ``terminated``; a made leaf ``truncated`` = ``is_last and not is_terminal``;
-``is_first``/``is_last`` mark the boundaries and are not leaves (unless ``key_map`` names them); ``language_instruction`` -> episode data ``task``, and a leaf only when it changes
-within an episode (or ``key_map`` names it); the episode-level features -> episode data.
+``is_first``/``is_last`` mark the boundaries and are not leaves (unless ``key_map`` names them);
+``language_instruction`` -> episode data ``task``, and a leaf only when it changes within an imported
+episode (or ``key_map`` names it); the episode-level features -> episode data.
 """
 
 from __future__ import annotations
