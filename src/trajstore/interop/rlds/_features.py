@@ -23,7 +23,8 @@ from trajstore._fs import read_json
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, Space, TextSpace
 
-__all__ = ["FeatureSpec", "RldsFeatures", "leaf_space", "read_features"]
+__all__ = ["FeatureSpec", "MAX_FRAME_BYTES", "RldsFeatures", "check_regular_file", "json_int", "leaf_space",
+           "read_features"]
 
 #: The largest ``features.json`` / ``dataset_info.json`` read (bytes).
 MAX_JSON_BYTES = 16 << 20
@@ -91,7 +92,7 @@ def _get(node: Any, where: str, *keys: str) -> Any:
     return node
 
 
-def _int(value: Any, where: str, what: str) -> int:
+def json_int(value: Any, where: str, what: str) -> int:
     """A JSON integer or an integer written as a string (TFDS writes dimensions and counts as strings)."""
     if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,19}", value):
         return int(value)
@@ -123,7 +124,7 @@ def _shape(entry: dict, where: str) -> tuple[int, ...]:
         raise FormatError(f"{where}: a shape of {len(dims)} axes, more than the 8 an import takes")
     out = []
     for d in dims:
-        n = _int(d, where, "a dimension")
+        n = json_int(d, where, "a dimension")
         if n < 0:
             raise UnsupportedSpaceError(f"{where}: has a dynamic shape {dims}; trajstore leaves have fixed shapes")
         if n > MAX_DIM:

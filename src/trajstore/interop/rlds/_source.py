@@ -17,7 +17,8 @@ from typing import Iterator
 from trajstore._fs import path_inside, read_json
 from trajstore.errors import FormatError, InvalidValueError
 from trajstore.interop.rlds._example import Feature, parse_example
-from trajstore.interop.rlds._features import RldsFeatures, _int, check_json_size, check_regular_file, read_features
+from trajstore.interop.rlds._features import (RldsFeatures, check_json_size, check_regular_file, json_int,
+                                              read_features)
 from trajstore.interop.rlds._tfrecord import RecordRef, iter_records
 
 __all__ = ["DEFAULT_TEMPLATE", "RldsSource", "builder_dir", "iter_episodes", "open_source"]
@@ -102,7 +103,7 @@ def _shard_lengths(lengths: object, where: str) -> tuple[int, ...]:
         raise FormatError(f"{where}: shardLengths {lengths!r:.80} is not a list of integers")
     if not lengths or len(lengths) > MAX_SHARDS:
         raise FormatError(f"{where}: shardLengths lists {len(lengths)} shards (1 to {MAX_SHARDS} expected)")
-    out = tuple(_int(n, where, "a shardLengths entry") for n in lengths)
+    out = tuple(json_int(n, where, "a shardLengths entry") for n in lengths)
     bad = [n for n in out if not 0 <= n <= MAX_SHARD_LENGTH]
     if bad:
         raise FormatError(f"{where}: a shardLengths entry {bad[0]} outside 0..{MAX_SHARD_LENGTH}")

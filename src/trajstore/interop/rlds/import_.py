@@ -102,8 +102,8 @@ def import_rlds(src: str | os.PathLike, out: str | os.PathLike, *, split: str = 
             than ``dataset_info.json``, an image that is not PNG/JPEG of the declared size (or that Pillow
             refuses, a decompression bomb), ``is_first``/``is_last``/bools other than 0/1, a float that
             overflows its declared dtype (float16), a NaN step value, a per-step text longer than 4096
-            characters, episode metadata named like a key the import sets. All found before ``out`` is made, except undecodable image pixels
-            (found while copying; ``out`` is then not made).
+            characters, episode metadata named like a key the import sets. All found before ``out`` is made,
+            except undecodable image pixels (found while copying; ``out`` is then not made).
         UnsupportedSpaceError: a feature trajstore cannot hold (dynamic shape, ClassLabel, ...).
         InvalidValueError: an unknown ``split`` (names those held), a bad ``episodes`` selection, a ``key_map``
             naming an unknown feature (names those held) or giving a bad or clashing leaf path.
