@@ -34,6 +34,7 @@ def check_episode(rb, k, e, *, exact_images=True):
         assert b["reward"][t] == np.float32(t / 10)
         assert b["discount"][t] == 1.0
         assert bool(b["terminated"][t]) is (t == T - 1 and e != 1)
+        assert bool(b["truncated"][t]) is (t == T - 1 and e == 1)  # episode 1 ends on a time limit
         img = b["observation"]["image"][t]
         if exact_images:
             assert np.array_equal(img, expected_image(e, t))
@@ -53,15 +54,23 @@ def test_png_import_every_value(tmp_path):
     assert len(rb) == 39
     sp = rb.space
     assert dict(sp.metadata) == {"rlds": {"name": "rlds_sim", "version": "1.0.0", "split": "train"}}
-    assert set(sp.spaces) == {"action", "discount", "terminated", "observation", "reward"}
+    assert set(sp.spaces) == {"action", "discount", "terminated", "truncated", "observation", "reward"}
     img = sp["observation"]["image"]
     assert isinstance(img, BoxSpace) and img.shape == (64, 64, 3) and img.dtype == np.uint8
     assert dict(img.metadata) == {"kind": "image", "layout": "HWC", "fps": 10}
     assert sp["observation"]["state"].shape == (8,) and sp["observation"]["state"].dtype == np.float32
     assert sp["action"].shape == (7,) and sp["reward"].shape == () and sp["discount"].shape == ()
     assert isinstance(sp["terminated"], BinarySpace) and sp["terminated"].shape == ()
+    assert isinstance(sp["truncated"], BinarySpace) and sp["truncated"].shape == ()
     for k, e in enumerate(ORDER):
         check_episode(rb, k, e)
+
+
+def test_sample_transitions_on_an_import(tmp_path):
+    import_rlds(BUILDER, tmp_path / "rb", camera="png")
+    rb = ReplayBuffer.load_from(tmp_path / "rb")
+    batch = rb.sample_transitions(16, rng=np.random.default_rng(0))
+    assert batch["terminated"].shape == (16,) and batch["truncated"].shape == (16,)
 
 
 def test_default_jpeg_parent_folder_and_fps(tmp_path):

@@ -257,8 +257,9 @@ def test_metadata_not_json_and_too_long_text(tmp_path):
         rewrite(b, shard, number, lambda f: f.__setitem__("episode_metadata/score", ("float", [float("nan")])))
     refused(b, tmp_path, r"record 0: episode metadata: cannot be written as JSON")
     b = copy_fixture(tmp_path / "2")
-    rewrite(b, 1, 0, lambda f: f["steps/language_instruction"][1].__setitem__(0, b"x" * 70000))
-    refused(b, tmp_path / "2", r"record 0: 'steps/language_instruction' holds a text of 70000 characters")
+    rewrite(b, 1, 0, lambda f: f["steps/language_instruction"][1].__setitem__(3, b"x" * 4097))
+    refused(b, tmp_path / "2", r"record 0: 'steps/language_instruction' step 3 holds a text of 4097 characters, "
+                               r"more than the 4096 a per-step text leaf takes")
 
 
 def test_image_in_episode_metadata_is_unsupported(tmp_path):

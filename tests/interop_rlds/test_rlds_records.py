@@ -40,7 +40,8 @@ def test_packed_and_unpacked_lists_parse_alike():
         assert out["i"].kind == "int64" and out["i"].values.tolist() == ints
         assert out["f"].kind == "float" and out["f"].values.dtype == np.float32
         assert out["f"].values.tolist() == [0.5, -2.0, np.float32(1e30)]
-        assert out["b"].kind == "bytes" and out["b"].values == [b"", b"xy"]
+        assert out["b"].kind == "bytes" and list(out["b"].values) == [b"", b"xy"]
+        assert out["b"].values[1] == b"xy" and out["b"].values[0:2] == [b"", b"xy"]
 
 
 def test_unknown_fields_are_skipped_and_empty_feature_has_no_kind():

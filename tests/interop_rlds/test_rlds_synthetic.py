@@ -122,6 +122,8 @@ def test_other_images_tensors_text_and_splits(tmp_path):
             assert b["observation"]["joints"][t].ravel().tolist() == [(-1) ** t * (e * 100 + t * 6 + j)
                                                                       for j in range(6)]
             assert b["count"][t] == t * 50 % 256 and b["note"][t] == "é" * (t % 3)
+            # no is_terminal declared: never terminated; is_last alone marks a time-limit end
+            assert not b["terminated"][t] and bool(b["truncated"][t]) is (t == T - 1)
 
 
 def test_integer_outside_its_dtype(tmp_path):

@@ -35,7 +35,8 @@ def import_rlds_command(
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Import an RLDS / Open X-Embodiment dataset without TensorFlow: steps/* as leaves, images as cameras,
-    is_terminal as terminated, language_instruction as the task, episode_metadata as episode data."""
+    is_terminal as terminated, is_last and not is_terminal as truncated, language_instruction as the task,
+    episode_metadata as episode data."""
     from trajstore.cli._output import console, fail
     from trajstore.interop.rlds import import_rlds
 

@@ -53,7 +53,14 @@ def _numbers(feature: Feature, spec: FeatureSpec, count: int, where: str) -> np.
     dtype = np.dtype(spec.dtype)
     values = np.asarray(feature.values)
     if dtype.kind == "f":
-        return values.astype(dtype)
+        with np.errstate(over="ignore"):
+            out = values.astype(dtype)
+        if dtype.itemsize < values.dtype.itemsize:
+            overflow = np.flatnonzero(np.isinf(out) & np.isfinite(values))
+            if len(overflow):
+                raise FormatError(f"{where}: {spec.key!r} holds {values[overflow[0]]} (value {overflow[0]}), "
+                                  f"beyond the range of its dtype {spec.dtype}")
+        return out
     values = values.astype(np.int64, copy=False)
     if dtype.kind == "b":
         bad = (values != 0) & (values != 1)
@@ -104,9 +111,15 @@ def check_boundaries(example: dict[str, Feature], steps: int, where: str) -> Non
         feature = example.get(key)
         if feature is None:
             continue
-        values = np.asarray(feature.values)
+        if feature.kind not in ("int64", None):
+            raise FormatError(f"{where}: {key!r} is stored as {feature.kind}_list, a bool as int64_list")
+        values = np.asarray(feature.values, np.int64)
         if len(values) != steps:
             raise FormatError(f"{where}: {key!r} holds {len(values)} values, {steps} steps expected")
+        bad = np.flatnonzero((values != 0) & (values != 1))
+        if len(bad):
+            raise FormatError(f"{where}: {key!r} holds {values[bad[0]]} at step {bad[0]} (a bool: 0 or 1 "
+                              "expected)")
         want = np.zeros(steps, np.int64)
         want[at] = 1
         if not np.array_equal(values, want):
@@ -139,12 +152,22 @@ def episode_data(example: dict[str, Feature], specs: tuple[FeatureSpec, ...], wh
     return out
 
 
+def _image_errors() -> tuple[type[BaseException], ...]:
+    """What Pillow raises on a damaged or hostile file: OSError (truncated, bad data), ValueError,
+    SyntaxError (a bad PNG chunk), EOFError, struct.error, DecompressionBombError."""
+    import struct
+
+    from PIL import Image
+
+    return OSError, ValueError, SyntaxError, EOFError, struct.error, Image.DecompressionBombError
+
+
 def _open(data: bytes, spec: FeatureSpec, where: str) -> Any:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     try:
-        img = Image.open(io.BytesIO(data))
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        img = Image.open(io.BytesIO(data))  # reads the header only
+    except _image_errors() as exc:
         raise FormatError(f"{where}: an image that cannot be read: {exc}") from None
     h, w, c = spec.shape
     if img.format not in ("PNG", "JPEG"):
@@ -165,20 +188,27 @@ _MODES = {("uint8", 1): "L", ("uint8", 3): "RGB", ("uint8", 4): "RGBA"}
 
 def decode_image(data: bytes, spec: FeatureSpec, where: str) -> np.ndarray:
     """One encoded image -> ``(H, W, C)`` of the feature's dtype (converted to C channels as TFDS's
-    ``decode_image(channels=C)`` does). Size checked from the header before the pixels are decoded.
+    ``decode_image(channels=C)`` does). The size in the header is checked against the declared shape
+    (itself at most :data:`~trajstore.interop.rlds._features.MAX_FRAME_BYTES` decoded) before the pixels
+    are decoded, so a decompression bomb is refused unread.
 
     Raises:
-        FormatError: not PNG/JPEG, another size than declared, undecodable (names ``where``).
+        FormatError: not PNG/JPEG, another size than declared, undecodable, a uint16 feature holding an
+            image that is not 16-bit grey (names ``where``: file, record, feature and step).
     """
     img = _open(data, spec, where)
     try:
         if spec.dtype == "uint16":
+            if img.mode not in ("I;16", "I;16B", "I;16L", "I"):
+                raise FormatError(f"{where}: a {img.mode} image, a 16-bit grey image expected")
             arr = np.asarray(img)
             if arr.ndim != 2 or arr.min(initial=0) < 0 or arr.max(initial=0) > 65535:
                 raise FormatError(f"{where}: a {img.mode} image, a 16-bit grey image expected")
             return arr.astype(np.uint16).reshape(spec.shape)
         mode = _MODES[(spec.dtype, spec.shape[2])]
         arr = np.asarray(img if img.mode == mode else img.convert(mode))
-    except (OSError, ValueError) as exc:
+    except FormatError:
+        raise
+    except _image_errors() as exc:
         raise FormatError(f"{where}: an image that cannot be decoded: {exc}") from None
     return arr.reshape(spec.shape)

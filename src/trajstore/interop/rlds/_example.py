@@ -18,21 +18,46 @@ every length is checked against the bytes left before anything is sliced.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
-from typing import Union
+from typing import Iterator, Sequence, Union
 
 import numpy as np
 
 from trajstore.errors import FormatError
 
-__all__ = ["Feature", "parse_example"]
+__all__ = ["ByteList", "Feature", "parse_example"]
 
-Values = Union[list, np.ndarray]
+
+
+class ByteList(Sequence):
+    """The values of a BytesList, read lazily: the message and a ``(start, end)`` pair per value (8 bytes a
+    value, not a ``bytes`` object each). ``values[i]`` is ``bytes``, a slice a list of ``bytes``."""
+
+    def __init__(self, buf: memoryview, spans: np.ndarray):
+        self._buf, self._spans = buf, spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [bytes(self._buf[s:e]) for s, e in self._spans[i].tolist()]
+        s, e = self._spans[i]
+        return bytes(self._buf[int(s):int(e)])
+
+    def __iter__(self) -> Iterator[bytes]:
+        for k in range(0, len(self._spans), 4096):
+            for s, e in self._spans[k:k + 4096].tolist():
+                yield bytes(self._buf[s:e])
+
+
+Values = Union[list, np.ndarray, ByteList]
 
 
 @dataclass(frozen=True)
 class Feature:
-    """One feature of an Example: ``kind`` ``"bytes"`` (``values`` a list of bytes), ``"float"``
+    """One feature of an Example: ``kind`` ``"bytes"`` (``values`` a :class:`ByteList`), ``"float"``
     (``(n,)`` float32) or ``"int64"`` (``(n,)`` int64); ``kind`` None for a Feature with no list set."""
 
     kind: str | None
@@ -55,16 +80,18 @@ def _varint(buf: memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
     raise FormatError(f"{where}: a varint longer than 10 bytes")
 
 
-def _fields(buf: memoryview, start: int, end: int, where: str):
+def _fields(buf: memoryview, start: int, end: int, where: str, spans: bool = False):
     """``(field number, wire type, value)`` of a message's fields in ``buf[start:end]``: ``value`` is an
-    int for wire type 0, a ``(start, end)`` pair for types 1, 2 and 5."""
+    int for wire type 0 (its ``(start, end)`` bytes when ``spans``), a ``(start, end)`` pair for types 1,
+    2 and 5."""
     pos = start
     while pos < end:
         tag, pos = _varint(buf, pos, end, where)
         number, wire = tag >> 3, tag & 7
         if wire == 0:
-            value, pos = _varint(buf, pos, end, where)
-            yield number, wire, value
+            value, after = _varint(buf, pos, end, where)
+            yield number, wire, ((pos, after) if spans else value)
+            pos = after
             continue
         if wire == 2:
             n, pos = _varint(buf, pos, end, where)
@@ -78,50 +105,77 @@ def _fields(buf: memoryview, start: int, end: int, where: str):
         pos += n
 
 
-def _packed_varints(data: bytes, where: str) -> np.ndarray:
-    """Packed varints as int64 (two's complement of the 64-bit value), decoded with NumPy."""
-    b = np.frombuffer(data, np.uint8)
-    if not len(b):
-        return np.zeros(0, np.int64)
-    if b[-1] >= 0x80:
-        raise FormatError(f"{where}: a packed varint runs past the end of its list")
+#: Bytes of packed varints decoded at a time (bounds the decoder's temporary arrays).
+_VARINT_CHUNK = 1 << 14
+
+
+def _decode_varints(b: np.ndarray) -> np.ndarray:
     ends = np.flatnonzero(b < 0x80)
     starts = np.concatenate([[0], ends[:-1] + 1])
     if int((ends - starts).max()) >= 10:
-        raise FormatError(f"{where}: a varint longer than 10 bytes")
+        raise FormatError("a varint longer than 10 bytes")
     position = np.arange(len(b)) - np.repeat(starts, ends - starts + 1)
     parts = (b & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
     return np.bitwise_or.reduceat(parts, starts).view(np.int64)
 
 
+def _packed_varints(data: bytes | bytearray, where: str) -> np.ndarray:
+    """Packed varints as int64 (two's complement of the 64-bit value), decoded with NumPy a chunk of
+    :data:`_VARINT_CHUNK` bytes at a time (the result is 8 bytes per value, the temporaries bounded)."""
+    b = np.frombuffer(data, np.uint8)
+    if not len(b):
+        return np.zeros(0, np.int64)
+    if b[-1] >= 0x80:
+        raise FormatError(f"{where}: a packed varint runs past the end of its list")
+    out = np.empty(int(np.count_nonzero(b < 0x80)), np.int64)
+    pos = done = 0
+    while pos < len(b):
+        stop = min(pos + _VARINT_CHUNK, len(b))
+        if stop < len(b):  # end the chunk after its last complete varint
+            ends = np.flatnonzero(b[pos:stop] < 0x80)
+            if not len(ends):
+                raise FormatError(f"{where}: a varint longer than 10 bytes")
+            stop = pos + int(ends[-1]) + 1
+        try:
+            values = _decode_varints(b[pos:stop])
+        except FormatError as exc:
+            raise FormatError(f"{where}: {exc}") from None
+        out[done:done + len(values)] = values
+        done += len(values)
+        pos = stop
+    return out
+
+
 def _list(buf: memoryview, start: int, end: int, kind: str, where: str) -> Values:
+    """One BytesList / FloatList / Int64List. Numbers (packed or not) are gathered as raw bytes (4 per
+    float, the varint bytes of each integer), then decoded at once: no object per value."""
     if kind == "bytes":
-        out = []
+        spans = array("I" if len(buf) < 1 << 32 and array("I").itemsize == 4 else "q")
         for number, wire, value in _fields(buf, start, end, where):
             if number == 1:
                 if wire != 2:
                     raise FormatError(f"{where}: a bytes_list value of wire type {wire}")
-                out.append(bytes(buf[value[0]:value[1]]))
-        return out
-    chunks: list[np.ndarray] = []
-    for number, wire, value in _fields(buf, start, end, where):
+                spans.extend(value)
+        return ByteList(buf, np.frombuffer(spans, np.uint32 if spans.typecode == "I" else np.int64).reshape(-1, 2))
+    raw = bytearray()
+    for number, wire, value in _fields(buf, start, end, where, spans=True):
         if number != 1:
             continue
+        s, e = value
         if kind == "float":
             if wire not in (2, 5):
                 raise FormatError(f"{where}: a float_list value of wire type {wire}")
-            data = bytes(buf[value[0]:value[1]])
-            if len(data) % 4:
-                raise FormatError(f"{where}: a packed float_list of {len(data)} bytes (not a multiple of 4)")
-            chunks.append(np.frombuffer(data, "<f4"))
+            if (e - s) % 4:
+                raise FormatError(f"{where}: a packed float_list of {e - s} bytes (not a multiple of 4)")
         elif wire == 2:
-            chunks.append(_packed_varints(bytes(buf[value[0]:value[1]]), where))
-        elif wire == 0:
-            chunks.append(np.array([value], np.uint64).view(np.int64))
-        else:
+            if e > s and buf[e - 1] >= 0x80:
+                raise FormatError(f"{where}: a packed varint runs past the end of its list")
+        elif wire != 0:
             raise FormatError(f"{where}: an int64_list value of wire type {wire}")
-    dtype = np.float32 if kind == "float" else np.int64
-    return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype)
+        raw += buf[s:e]
+    if kind == "float":
+        return np.frombuffer(raw, "<f4").astype(np.float32, copy=False)
+    return _packed_varints(raw, where)
 
 
 _KINDS = {1: "bytes", 2: "float", 3: "int64"}

@@ -9,6 +9,10 @@ nested names are joined by ``/`` (``steps/observation/image``) and steps are con
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +23,15 @@ from trajstore._fs import read_json
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import BinarySpace, BoxSpace, Space, TextSpace
 
-__all__ = ["FeatureSpec", "RldsFeatures", "leaf_space", "read_features"]
+__all__ = ["FeatureSpec", "MAX_FRAME_BYTES", "RldsFeatures", "check_regular_file", "json_int", "leaf_space",
+           "read_features"]
 
 #: The largest ``features.json`` / ``dataset_info.json`` read (bytes).
 MAX_JSON_BYTES = 16 << 20
+#: The largest declared image (one step's decoded frame, ``H * W * C * itemsize`` bytes): 64 MiB.
+MAX_FRAME_BYTES = 64 << 20
+#: The largest declared dimension of a shape.
+MAX_DIM = 1 << 31
 
 _DTYPES = {"bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16",
            "float32", "float64"}
@@ -83,21 +92,45 @@ def _get(node: Any, where: str, *keys: str) -> Any:
     return node
 
 
-def _shape(entry: Any, where: str) -> tuple[int, ...]:
+def json_int(value: Any, where: str, what: str) -> int:
+    """A JSON integer or an integer written as a string (TFDS writes dimensions and counts as strings)."""
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,19}", value):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 63:
+        return value
+    raise FormatError(f"{where}: {what} {value!r:.40} is not an integer")
+
+
+def _entry(node: dict, where: str, key: str) -> dict:
+    entry = _get(node, where, key)
+    if not isinstance(entry, dict):
+        raise FormatError(f"{where}: {key!r} is a {type(entry).__name__}, an object expected")
+    return entry
+
+
+def _dtype(entry: dict, where: str, default: str | None = None) -> str:
+    dtype = entry.get("dtype", default)
+    if not isinstance(dtype, str):
+        raise FormatError(f"{where}: dtype {dtype!r:.40} is not a string")
+    return dtype
+
+
+def _shape(entry: dict, where: str) -> tuple[int, ...]:
     shape = entry.get("shape", {})
     dims = shape.get("dimensions", []) if isinstance(shape, dict) else None
     if not isinstance(dims, list):
         raise FormatError(f"{where}: expected shape.dimensions to be a list")
+    if len(dims) > 8:
+        raise FormatError(f"{where}: a shape of {len(dims)} axes, more than the 8 an import takes")
     out = []
     for d in dims:
-        try:
-            n = int(d)
-        except (TypeError, ValueError):
-            raise FormatError(f"{where}: a dimension {d!r:.40} that is not an integer") from None
+        n = json_int(d, where, "a dimension")
         if n < 0:
             raise UnsupportedSpaceError(f"{where}: has a dynamic shape {dims}; trajstore leaves have fixed shapes")
+        if n > MAX_DIM:
+            raise FormatError(f"{where}: dimension {n} is beyond the import's bound ({MAX_DIM})")
         out.append(n)
-    if len(out) > 8 or int(np.prod(out, dtype=np.float64)) > 1 << 31:
+    if math.prod(out) > 1 << 31:
         raise FormatError(f"{where}: shape {out} is beyond the import's bounds (8 axes, 2**31 numbers)")
     return tuple(out)
 
@@ -107,17 +140,26 @@ def _leaf(node: dict, cls: str, key: str, name: str) -> FeatureSpec:
     if cls == "Text":
         return FeatureSpec(key, name, "text", "str", ())
     if cls == "Image":
-        entry = _get(node, where, "image")
-        dtype, shape = str(entry.get("dtype", "uint8")), _shape(entry, where)
-        encoding = str(entry.get("encodingFormat") or "png").lower()
+        entry = _entry(node, where, "image")
+        dtype, shape = _dtype(entry, where, "uint8"), _shape(entry, where)
+        encoding = entry.get("encodingFormat") or "png"
+        if not isinstance(encoding, str):
+            raise FormatError(f"{where}: encodingFormat {encoding!r:.40} is not a string")
+        encoding = encoding.lower()
         if dtype not in _IMAGE_DTYPES or len(shape) != 3 or shape[2] not in (1, 3, 4) or encoding not in ("png",
                                                                                                      "jpeg"):
             raise UnsupportedSpaceError(f"{where}: an Image of dtype {dtype}, shape {shape}, {encoding}; "
                                         "trajstore imports uint8/uint16 (H, W, 1|3|4) PNG or JPEG images")
+        if dtype == "uint16" and encoding != "png":
+            raise UnsupportedSpaceError(f"{where}: a uint16 Image encoded as {encoding}; 16-bit images are PNG")
+        frame = math.prod(shape) * np.dtype(dtype).itemsize
+        if frame > MAX_FRAME_BYTES:
+            raise FormatError(f"{where}: an Image of shape {shape} ({dtype}) is {frame} bytes decoded, more than "
+                              f"the {MAX_FRAME_BYTES} an import decodes per frame")
         return FeatureSpec(key, name, "image", dtype, shape, encoding)
     if cls in ("Tensor", "Scalar"):
-        entry = _get(node, where, "tensor")
-        dtype, shape = str(entry.get("dtype")), _shape(entry, where)
+        entry = _entry(node, where, "tensor")
+        dtype, shape = _dtype(entry, where), _shape(entry, where)
         if entry.get("encoding", "none") not in ("none", None):
             raise UnsupportedSpaceError(f"{where}: tensor encoding {entry.get('encoding')!r}; only 'none' is read")
         if dtype == "string" and shape == ():
@@ -178,14 +220,23 @@ def read_features(path: Path) -> RldsFeatures:
     return RldsFeatures(tuple(steps), tuple(episode))
 
 
-def check_json_size(path: Path) -> None:
-    """Refuse a JSON file larger than :data:`MAX_JSON_BYTES` (FormatError) before reading it."""
+def check_regular_file(path: Path, what: str, max_bytes: int | None = None) -> int:
+    """``path``'s size, after checking it is a regular file (not a folder, FIFO or device: those would be
+    refused late or block a read) of at most ``max_bytes``; FormatError naming ``path`` and ``what``."""
     try:
-        size = path.stat().st_size
+        st = os.stat(path)
     except FileNotFoundError:
-        raise FormatError(f"{path} does not exist (not a TFDS dataset directory)") from None
-    if size > MAX_JSON_BYTES:
-        raise FormatError(f"{path}: {size} bytes, more than the {MAX_JSON_BYTES} an import reads")
+        raise FormatError(f"{path} does not exist ({what})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise FormatError(f"{path} is not a regular file ({what})")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise FormatError(f"{path}: {st.st_size} bytes, more than the {max_bytes} an import reads")
+    return st.st_size
+
+
+def check_json_size(path: Path) -> None:
+    """Refuse a JSON path that is not a regular file of at most :data:`MAX_JSON_BYTES` (FormatError)."""
+    check_regular_file(path, "a TFDS JSON file", MAX_JSON_BYTES)
 
 
 def leaf_space(spec: FeatureSpec, *, fps: float, text_length: int = 1) -> Space:

@@ -2,15 +2,18 @@
 anything is written: the episodes chosen, each leaf's source feature and path, the step space.
 
 Mapping (see :func:`~trajstore.interop.rlds.import_rlds`): ``steps/<a>/<b>`` -> leaf ``a/b``;
-``is_terminal`` -> ``terminated``; ``is_first``/``is_last`` mark the boundaries and are not leaves (unless
-``key_map`` names them); ``language_instruction`` -> episode data ``task``, and a leaf only when it changes
-within an episode (or ``key_map`` names it); the episode-level features -> episode data.
+``is_terminal`` -> ``terminated``; a made leaf ``truncated`` = ``is_last and not is_terminal``;
+``is_first``/``is_last`` mark the boundaries and are not leaves (unless ``key_map`` names them);
+``language_instruction`` -> episode data ``task``, and a leaf only when it changes within an imported
+episode (or ``key_map`` names it); the episode-level features -> episode data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
+
+import numpy as np
 
 from trajstore._json import dumps_checked
 from trajstore.errors import FormatError, InvalidValueError
@@ -20,7 +23,7 @@ from trajstore.interop.rlds._features import FeatureSpec, leaf_space
 from trajstore.interop.rlds._source import RldsSource, iter_episodes
 from trajstore.interop.rlds._tfrecord import RecordRef
 from trajstore.interop.source_selection import SourceEpisode, select_source_episodes
-from trajstore.spaces import DictSpace, Space
+from trajstore.spaces import BinarySpace, DictSpace, Space
 
 __all__ = ["EpisodePlan", "ImportPlan", "LANGUAGE", "LeafPlan", "MAX_TEXT_CHARS", "plan_import"]
 
@@ -30,28 +33,37 @@ LANGUAGE = "language_instruction"
 RENAMED = {"is_terminal": "terminated"}
 #: Step features that are not leaves unless ``key_map`` names them: they mark the episode's boundaries.
 BOUNDARIES = ("is_first", "is_last")
-#: The longest text (characters) of a per-step Text feature: a longer one is refused (it would make every
-#: step of the leaf that wide).
-MAX_TEXT_CHARS = 1 << 16
+#: The longest text (characters) of a per-step Text feature: a longer one is refused (the leaf is as wide
+#: as the longest text of the imported episodes, at every step: 4 bytes a character).
+MAX_TEXT_CHARS = 4096
+#: Leaves the import adds (not source features): ``truncated`` = ``is_last and not is_terminal`` (RLDS ends
+#: an episode cut by a time limit with ``is_last`` and no ``is_terminal``); ``terminated`` when the dataset
+#: has no ``is_terminal`` (then all False).
+TRUNCATED, TERMINATED = "truncated", "terminated"
 #: Episode data keys the import sets itself or that ``end_episode`` takes as its own parameters.
 RESERVED = ("rlds_index", "interrupted", "final_observation", "flush")
 
 
 @dataclass(frozen=True)
 class EpisodePlan:
-    """One episode to import: its position in the split (``index``), record, length and episode data."""
+    """One episode to import: its position in the split (``index``), record, length and episode data;
+    ``text_length`` the longest text of each step Text feature (by name), ``language_varies`` whether its
+    ``language_instruction`` changes."""
 
     index: int
     ref: RecordRef
     steps: int
     data: dict[str, Any]
+    text_length: dict[str, int] = field(default_factory=dict)
+    language_varies: bool = False
 
 
 @dataclass(frozen=True)
 class LeafPlan:
-    """One leaf: the step feature it comes from and its path in the step space."""
+    """One leaf: the step feature it comes from and its path in the step space; ``spec`` None for a leaf
+    the import makes (``path`` :data:`TRUNCATED` or :data:`TERMINATED`, bool of shape ``()``)."""
 
-    spec: FeatureSpec
+    spec: FeatureSpec | None
     path: tuple[str, ...]
 
 
@@ -69,7 +81,7 @@ class ImportPlan:
 
 @dataclass
 class _Scan:
-    """What the first pass learns about the step text features of every episode."""
+    """What the first pass learns about the step text features of one episode."""
 
     text_length: dict[str, int]
     language_varies: bool = False
@@ -87,12 +99,17 @@ def _scan_episode(example: dict, source: RldsSource, scan: _Scan, where: str) ->
         elif spec.kind == "text":
             longest = max(map(len, values))
             if longest > MAX_TEXT_CHARS:
-                raise FormatError(f"{where}: {spec.key!r} holds a text of {longest} characters, more than the "
-                                  f"{MAX_TEXT_CHARS} a step text leaf takes")
+                at = next(t for t, v in enumerate(values) if len(v) == longest)
+                raise FormatError(f"{where}: {spec.key!r} step {at} holds a text of {longest} characters, more "
+                                  f"than the {MAX_TEXT_CHARS} a per-step text leaf takes")
             scan.text_length[spec.name] = max(scan.text_length.get(spec.name, 1), longest)
             if spec.name == LANGUAGE:
                 tasks = list(dict.fromkeys(values))
                 scan.language_varies |= len(tasks) > 1
+        elif values.dtype.kind == "f":
+            nan = np.flatnonzero(np.isnan(values).any(axis=tuple(range(1, values.ndim))))
+            if len(nan):
+                raise FormatError(f"{where}: {spec.key!r} is NaN at step {nan[0]} (a step value must be a number)")
     data = episode_data(example, source.features.episode, where)
     reserved = RESERVED + (("task",) if tasks else ())
     clash = [k for k in data if k in reserved]
@@ -130,6 +147,9 @@ def _leaves(source: RldsSource, key_map: Mapping[str, str], scan: _Scan) -> tupl
             continue
         target = key_map.get(spec.name, RENAMED.get(spec.name, spec.name))
         out.append(LeafPlan(spec, _path(target, spec.name)))
+    for made in (TERMINATED, TRUNCATED):
+        if not any(p.path == (made,) for p in out):
+            out.append(LeafPlan(None, (made,)))
     paths = {p.path for p in out}
     if len(paths) != len(out):
         raise InvalidValueError(f"key_map: two source features go to one leaf ({sorted('/'.join(p.path) for p in out)})")
@@ -147,7 +167,8 @@ def _space(source: RldsSource, leaves: tuple[LeafPlan, ...], scan: _Scan, fps: A
         node = tree
         for part in leaf.path[:-1]:
             node = node.setdefault(part, {})
-        node[leaf.path[-1]] = leaf_space(leaf.spec, fps=fps, text_length=scan.text_length.get(leaf.spec.name, 1))
+        node[leaf.path[-1]] = BinarySpace(()) if leaf.spec is None else \
+            leaf_space(leaf.spec, fps=fps, text_length=scan.text_length.get(leaf.spec.name, 1))
 
     def build(node: dict[str, Any], metadata: Any = None) -> DictSpace:
         return DictSpace({k: v if isinstance(v, Space) else build(v) for k, v in node.items()}, metadata=metadata)
@@ -165,12 +186,19 @@ def plan_import(source: RldsSource, episodes: Iterable[int] | str | None, key_ma
         FormatError: see :func:`~trajstore.interop.rlds.import_rlds`.
         InvalidValueError: a bad selection or ``key_map``.
     """
-    scan = _Scan({})
     found: list[EpisodePlan] = []
     for index, (ref, example) in enumerate(iter_episodes(source)):
+        scan = _Scan({})
         steps, data = _scan_episode(example, source, scan, ref.where())
-        found.append(EpisodePlan(index, ref, steps, {**data, "rlds_index": index}))
+        found.append(EpisodePlan(index, ref, steps, {**data, "rlds_index": index}, scan.text_length,
+                                 scan.language_varies))
     chosen = select_source_episodes([SourceEpisode(e.index, e.steps, e.data) for e in found], episodes,
                                     source=str(source.root))
+    picked = tuple(found[i] for i in chosen)
+    scan = _Scan({})  # text widths and a varying instruction: of the imported episodes only
+    for e in picked:
+        for name, n in e.text_length.items():
+            scan.text_length[name] = max(scan.text_length.get(name, 1), n)
+        scan.language_varies |= e.language_varies
     leaves = _leaves(source, dict(key_map or {}), scan)
-    return ImportPlan(source, tuple(found[i] for i in chosen), leaves, _space(source, leaves, scan, fps))
+    return ImportPlan(source, picked, leaves, _space(source, leaves, scan, fps))

@@ -17,13 +17,18 @@ from typing import Iterator
 from trajstore._fs import path_inside, read_json
 from trajstore.errors import FormatError, InvalidValueError
 from trajstore.interop.rlds._example import Feature, parse_example
-from trajstore.interop.rlds._features import RldsFeatures, check_json_size, read_features
+from trajstore.interop.rlds._features import (RldsFeatures, check_json_size, check_regular_file, json_int,
+                                              read_features)
 from trajstore.interop.rlds._tfrecord import RecordRef, iter_records
 
 __all__ = ["DEFAULT_TEMPLATE", "RldsSource", "builder_dir", "iter_episodes", "open_source"]
 
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 _PLACEHOLDER = re.compile(r"\{([A-Z_]+)\}")
+#: The most shards a split may declare.
+MAX_SHARDS = 100_000
+#: The most episodes one shard may declare.
+MAX_SHARD_LENGTH = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,20 @@ def _shard_name(template: str, fields: dict[str, str], path: Path) -> str:
     return _PLACEHOLDER.sub(one, template)
 
 
+def _shard_lengths(lengths: object, where: str) -> tuple[int, ...]:
+    if not isinstance(lengths, list):
+        raise FormatError(f"{where}: shardLengths {lengths!r:.80} is not a list of integers")
+    if not lengths or len(lengths) > MAX_SHARDS:
+        raise FormatError(f"{where}: shardLengths lists {len(lengths)} shards (1 to {MAX_SHARDS} expected)")
+    out = tuple(json_int(n, where, "a shardLengths entry") for n in lengths)
+    bad = [n for n in out if not 0 <= n <= MAX_SHARD_LENGTH]
+    if bad:
+        raise FormatError(f"{where}: a shardLengths entry {bad[0]} outside 0..{MAX_SHARD_LENGTH}")
+    if not sum(out):
+        raise FormatError(f"{where} holds no episode (shardLengths {list(out)[:8]})")
+    return out
+
+
 def open_source(src: str | os.PathLike, split: str) -> RldsSource:
     """Read ``dataset_info.json`` and ``features.json`` of the dataset at ``src`` (the builder folder or its
     parent) and find the shards of ``split``; the shards are checked to exist, not yet read.
@@ -116,19 +135,16 @@ def open_source(src: str | os.PathLike, split: str) -> RldsSource:
     splits = info.get("splits")
     if not isinstance(splits, list) or not all(isinstance(s, dict) for s in splits):
         raise FormatError(f"{info_path}: 'splits' is not a list of objects")
-    names = tuple(str(s.get("name")) for s in splits)
+    names = tuple(s.get("name") for s in splits)
+    if not all(isinstance(n, str) and n for n in names):
+        raise FormatError(f"{info_path}: a split whose 'name' is not a non-empty string")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise FormatError(f"{info_path}: split {twice[0]!r} is listed twice")
     if split not in names:
         raise InvalidValueError(f"{root}: no split {split!r}; it holds {', '.join(names) or 'none'}")
     entry = splits[names.index(split)]
-    lengths = entry.get("shardLengths")
-    try:
-        shard_lengths = tuple(int(n) for n in lengths)
-    except (TypeError, ValueError):
-        raise FormatError(f"{info_path}: split {split!r}: shardLengths {lengths!r:.80} is not a list of "
-                          "integers") from None
-    if not shard_lengths or min(shard_lengths) < 0:
-        raise FormatError(f"{info_path}: split {split!r}: shardLengths {list(shard_lengths)[:8]} is empty or "
-                          "negative")
+    shard_lengths = _shard_lengths(entry.get("shardLengths"), f"{info_path}: split {split!r}")
     template = entry.get("filepathTemplate") or DEFAULT_TEMPLATE
     if not isinstance(template, str):
         raise FormatError(f"{info_path}: split {split!r}: filepathTemplate is not a string")
@@ -138,9 +154,13 @@ def open_source(src: str | os.PathLike, split: str) -> RldsSource:
         fields = {"DATASET": name, "SPLIT": split, "FILEFORMAT": file_format, "SHARD_INDEX": f"{i:05d}",
                   "NUM_SHARDS": f"{n:05d}", "SHARD_X_OF_Y": f"{i:05d}-of-{n:05d}"}
         shard = path_inside(root, _shard_name(template, fields, info_path), f"{info_path}: split {split!r}")
-        if not shard.is_file():
+        if not shard.exists():
             raise FormatError(f"{root}: shard {shard.name} of split {split!r} is missing ({n} shards declared)")
+        check_regular_file(shard, f"shard {i} of split {split!r}")
         shards.append(shard)
+    if len({os.path.realpath(p) for p in shards}) != n:
+        raise FormatError(f"{info_path}: split {split!r}: filepathTemplate {template!r} names one file for "
+                          f"several of its {n} shards")
     features = read_features(path_inside(root, "features.json", "RLDS features"))
     return RldsSource(root, name, version, split, names, features, tuple(shards), shard_lengths)
 
