@@ -53,10 +53,10 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            "trajstore.interop.zarr:export_zarr", "zarr",
            "every leaf (frames JPEG 2000, lossless with --lossless), episode ends, episode data and interrupted "
            "flags (group attributes)",
-           "final observations, text leaves, leaf metadata other than fps"),
+           "final observations, text leaves, leaf metadata other than fps, episodes cut by a ring"),
     Format("rlds", "RLDS / Open X-Embodiment (TFDS dataset directory)", "trajstore.interop.rlds:import_rlds",
            None, "rlds",
-           "every steps/* feature as a leaf (nested), RGB images as cameras, is_terminal as terminated, "
+           "every steps/* feature as a leaf (nested), RGB images as cameras, is_terminal as terminated, is_last and not is_terminal as truncated, "
            "language_instruction as the task (a per-step text leaf when it changes), episode_metadata as "
            "episode data, dataset name/version/split",
            "import only; is_first/is_last (the episode boundaries); no rate in RLDS (--fps, default 10 Hz)"),
@@ -65,11 +65,12 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            "obs, actions, rewards, dones, states and other per-sample datasets; next_obs of the last sample as "
            "the final observation; masks; env_args; demo attributes (model_file with --model-file)",
            "next_obs rows other than the last (rewritten as the next obs); other episode data; interrupted "
-           "flags; leaf metadata other than camera fps; text leaves"),
+           "flags; episodes cut by a ring; leaf metadata other than camera fps; text leaves"),
     Format("aloha", "ALOHA / ACT episode_N.hdf5 folder", "trajstore.interop.aloha:import_aloha", None, "",
            "qpos, qvel, effort, action, base_action (dtype kept), cameras (raw: exact with --camera png; JPEG "
-           "rows decoded in ACT's channel order), root attributes as episode data",
-           "import only; compress_len (checked, not kept); _depth cameras refused"),
+           "rows decoded in ACT's channel order), depth cameras as exact plain leaves, root attributes as "
+           "episode data",
+           "import only; compress_len (checked, not kept)"),
     Format("rosbag", "ROS 2 bags (sqlite3 or MCAP)", "trajstore.interop.rosbag:import_rosbag", None, "ros",
            "each topic a stream at its own rate and timestamps", "import only; message types not listed"),
 )}
