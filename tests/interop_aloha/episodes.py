@@ -114,3 +114,20 @@ def raw_folder(folder: Path, indices=(0, 1, 2), steps: int = T) -> dict[int, dic
 def compressed_folder(folder: Path, indices=(0, 1), steps: int = T, **kw) -> dict[int, dict]:
     folder.mkdir(parents=True, exist_ok=True)
     return {n: write_compressed(folder / f"episode_{n}.hdf5", n, steps, **kw) for n in indices}
+
+
+def refused(folder, out, message, exc=None, **kw):
+    """``import_aloha(folder, out)`` raises ``exc`` (default FormatError) matching ``message``; ``out`` not made."""
+    import pytest
+
+    from trajstore.errors import FormatError
+    from trajstore.interop.aloha import import_aloha
+
+    with pytest.raises(exc or FormatError, match=message):
+        import_aloha(folder, out, camera="png", **kw)
+    assert not out.exists()
+
+
+def edit(folder, n=1):
+    """Episode ``n`` of ``folder`` open for editing (h5py, mode ``a``)."""
+    return h5py.File(folder / f"episode_{n}.hdf5", "a")

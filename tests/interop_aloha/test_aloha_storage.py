@@ -11,31 +11,12 @@ import numpy as np
 import pytest
 
 from tests.interop_aloha import episodes as E
-from trajstore.errors import FormatError, InvalidValueError
+from trajstore.errors import InvalidValueError
 from trajstore.interop.aloha import AlohaWarning, import_aloha
 from trajstore.replay_buffer import ReplayBuffer
 
 
-def _refused(folder, out, message, exc=FormatError, **kw):
-    with pytest.raises(exc, match=message):
-        import_aloha(folder, out, camera="png", **kw)
-    assert not out.exists()
-
-
-@pytest.fixture
-def raw(tmp_path):
-    E.raw_folder(tmp_path / "src", (0, 1))
-    return tmp_path / "src", tmp_path / "out"
-
-
-@pytest.fixture
-def jpeg(tmp_path):
-    E.compressed_folder(tmp_path / "src", (0, 1))
-    return tmp_path / "src", tmp_path / "out"
-
-
-def _edit(folder, n=1):
-    return h5py.File(folder / f"episode_{n}.hdf5", "a")
+_refused, _edit = E.refused, E.edit
 
 
 # -- storage that is declared but never written ---------------------------------------------------------------
