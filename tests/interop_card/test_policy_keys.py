@@ -34,7 +34,7 @@ def test_pusht_like_space_gets_policy_names():
         "observation/gripper": "observation.gripper",
         "observation/wrist/rgb": "observation.images.rgb",
         "action": "action",
-        "reward": "reward",
+        "reward": "next.reward",  # LeRobot's datasets' name
         "terminated": "terminated",
         "task": "task",
     }

@@ -191,11 +191,11 @@ def test_key_map_renames_round_trip(source, tmp_path):
 
 def test_policy_preset_under_explicit_entries(source, tmp_path):
     export_lerobot(source, tmp_path / "a", key_map="policy", camera="image")
-    export_lerobot(source, tmp_path / "b", key_map={"*": "policy", "reward": "next.reward"}, camera="image")
+    export_lerobot(source, tmp_path / "b", key_map={"*": "policy", "reward": "reward.next"}, camera="image")
     a = json.loads((tmp_path / "a/meta/info.json").read_text())["features"]
     b = json.loads((tmp_path / "b/meta/info.json").read_text())["features"]
-    assert {"observation.images.cam", "observation.state", "reward", "action"} <= set(a)
-    assert {"observation.images.cam", "observation.state", "next.reward"} <= set(b) and "reward" not in b
+    assert {"observation.images.cam", "observation.state", "next.reward", "action"} <= set(a) and "reward" not in a
+    assert {"observation.images.cam", "observation.state", "reward.next"} <= set(b) and "next.reward" not in b
     import_lerobot(tmp_path / "b", tmp_path / "back", camera="png", progress=False)
     assert_same(source, tmp_path / "back")
 

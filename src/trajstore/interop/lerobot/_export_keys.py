@@ -10,6 +10,8 @@ so ``export lerobot --policy-keys`` renames them:
 - the one low-dimensional observation vector (a numeric, non-camera leaf of shape ``(n,)`` under
   ``observation``, or ``observation`` itself) -> ``observation.state``;
 - the leaf ``action`` -> ``action``;
+- the top-level ``reward``, ``done`` and ``success`` leaves -> ``next.reward``, ``next.done``, ``next.success``
+  (the names of LeRobot's own datasets, e.g. lerobot/pusht: the reward and flags that follow the action);
 - every other leaf keeps its default name (its path joined by ``"."``).
 
 When the preset cannot decide (two observation vectors, two cameras with the same last name), it
@@ -24,7 +26,7 @@ from trajstore.spaces import BoxSpace
 from trajstore.spaces.base import Space
 from trajstore.spaces.tree import Path, leaves, path_name
 
-__all__ = ["policy_key_map", "STATE_KEY", "IMAGES_PREFIX", "ACTION_KEY"]
+__all__ = ["policy_key_map", "STATE_KEY", "IMAGES_PREFIX", "ACTION_KEY", "NEXT_KEYS"]
 
 #: LeRobot's name for the robot's state vector.
 STATE_KEY = "observation.state"
@@ -32,6 +34,8 @@ STATE_KEY = "observation.state"
 IMAGES_PREFIX = "observation.images."
 #: LeRobot's name for the action.
 ACTION_KEY = "action"
+#: Top-level leaves LeRobot's datasets name ``next.<leaf>``.
+NEXT_KEYS = {("reward",): "next.reward", ("done",): "next.done", ("success",): "next.success"}
 
 
 def _is_camera(space: Space) -> bool:
@@ -72,6 +76,8 @@ def policy_key_map(space: Space, *, explicit: Mapping[str, str] | None = None,
             keys[path_name(path)] = IMAGES_PREFIX + path[-1]
         elif path == ("action",):
             keys[path_name(path)] = ACTION_KEY
+        elif path in NEXT_KEYS:
+            keys[path_name(path)] = NEXT_KEYS[path]
     if STATE_KEY not in explicit.values():
         states = [path_name(path) for path, leaf in free if _is_state_candidate(path, leaf)]
         if len(states) > 1:
