@@ -208,3 +208,83 @@ def test_a_job_of_many_blocks_counts_as_many_in_the_pending_limit():
     finally:
         release.set()
         writer.close()
+
+
+class _Interrupt(BaseException):
+    """Stands for a Ctrl-C (a BaseException raised by a signal handler) without touching pytest's own."""
+
+
+def _batch(k0, n):
+    ks = np.arange(k0, k0 + n)
+    return {"observation": {"pixels": np.broadcast_to((ks % 251).astype(np.uint8)[:, None, None, None], (n, 8, 8, 3)),
+                            "state": np.stack([ks, -ks], axis=1).astype(float)}, "action": ks.astype(float)}
+
+
+@pytest.mark.parametrize("capacity", [None, 10_000])
+def test_an_interrupt_while_waiting_for_room_keeps_every_step_of_the_call(tmp_path, monkeypatch, capacity):
+    """A Ctrl-C that lands while ``extend`` waits for the writer (or while a retry re-queues held blocks) used to
+    drop blocks already out of staging: a ring then had a gap of zeros, an unbounded folder would not reopen."""
+    import signal
+    import time
+
+    from trajstore.replay_buffer import writer as writer_module
+
+    rb = make(tmp_path / "rb", capacity=capacity)
+    block = staging.block_steps_for(8 * 8 * 3 + 3 * 8)
+    monkeypatch.setattr(writer_module, "MAX_PENDING_BYTES", 1)  # one block may wait
+    for name in ("write_leaves", "extend_leaves"):  # a slow disk (a ring writes in place, a growing buffer appends)
+        real = getattr(DictStorage, name)
+        monkeypatch.setattr(DictStorage, name, lambda self, *a, _real=real, **k: (time.sleep(0.3), _real(self, *a, **k))[1])
+    try:
+        rb.extend(_batch(0, 2 * block))
+        previous = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(_Interrupt()))
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        try:
+            rb.extend(_batch(2 * block, 3 * block))  # waits for room behind the slow writes: interrupted there
+            interrupted = False
+        except _Interrupt:
+            interrupted = True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        assert interrupted and len(rb) == 5 * block  # the interrupted call's steps were all handed over
+        rb.extend(_batch(5 * block, 7))
+        rb.flush()
+        assert numbers(rb[:]) == list(range(5 * block + 7))
+    finally:
+        rb.close()
+    with ReplayBuffer.load_from(tmp_path / "rb") as back:
+        assert numbers(back[:]) == list(range(5 * block + 7))
+
+
+def test_a_retry_requeues_every_held_job_without_waiting_for_room():
+    """Held jobs hold their data already: re-queueing them must not wait (an interrupt in that wait lost the
+    jobs not yet re-queued: the next flush committed zeros)."""
+    writer = staging.BackgroundWriter(1, staging.WriteStats())
+    ran, fail = [], [True]
+
+    def job(k):
+        def run() -> int:
+            if fail[0]:
+                fail[0] = False
+                raise OSError(28, "No space left on device")
+            ran.append(k)
+            return 1
+        return run
+
+    try:
+        for k in range(3):
+            writer.submit(job(k), weight=1)
+        writer.drain()
+        assert writer.held == 3 and ran == []
+        release = threading.Event()
+        writer.submit(lambda: release.wait(30) and 0, weight=1)  # a slow job fills the queue's room
+        done = threading.Event()
+        threading.Thread(target=lambda: (writer.retry(), done.set()), daemon=True).start()
+        assert done.wait(10)  # returned while the slow job still holds the room: nothing waited
+        release.set()
+        writer.drain()
+        assert ran == [0, 1, 2] and writer.held == 0
+    finally:
+        release.set()
+        writer.close()

@@ -137,8 +137,10 @@ class BackgroundWriter:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
 
-    def submit(self, job: Callable[[], int], tag: object = None, weight: int = 1) -> None:
-        """Queue ``job`` (it returns the steps it wrote) of ``weight`` blocks; waits while the queue is full."""
+    def submit(self, job: Callable[[], int], tag: object = None, weight: int = 1, *, wait: bool = True) -> None:
+        """Queue ``job`` (it returns the steps it wrote) of ``weight`` blocks; waits while the queue is full
+        (``wait=False``: queue it at once, for jobs whose data is held already). An exception while waiting
+        (a Ctrl-C) queues the job anyway, then goes on: the caller's bookkeeping counts it as handed over."""
         if self._thread is None:
             self._thread = threading.Thread(target=_run, args=(self._queue, weakref.ref(self)),
                                             name="trajstore-writer", daemon=True)
@@ -146,12 +148,16 @@ class BackgroundWriter:
             _LIVE.add(self)
         weight = max(1, int(weight))
         with self._room:
-            if not self._fits(weight):
-                start = time.perf_counter()
-                self._room.wait_for(lambda: self._fits(weight))
-                self._stats.blocked_seconds += time.perf_counter() - start
-            self._pending += weight
-        self._queue.put((job, tag, weight))
+            try:
+                if wait and not self._fits(weight):
+                    start = time.perf_counter()
+                    try:
+                        self._room.wait_for(lambda: self._fits(weight))
+                    finally:
+                        self._stats.blocked_seconds += time.perf_counter() - start
+            finally:  # also when the wait is interrupted: the job is queued, never dropped
+                self._pending += weight
+                self._queue.put((job, tag, weight))
 
     def _fits(self, weight: int) -> bool:
         return self._pending == 0 or self._pending + weight <= self._max_pending
@@ -180,7 +186,7 @@ class BackgroundWriter:
         held, self._held = self._held, []
         self.failure, self.failed_tag = None, None
         for job, tag, weight in held:
-            self.submit(job, tag, weight)
+            self.submit(job, tag, weight, wait=False)  # their data is held already: waiting frees nothing
 
     def close(self) -> None:
         """Finish queued jobs and stop the thread. Idempotent."""

@@ -86,8 +86,19 @@ class BufferWriter:
         if leaving and self.appended.capacity is not None:
             # Metadata first, before the steps leave staging: a failure leaves this call without effect.
             self.committer.before_overwrite(self.appended.appended + leaving)
-        for block, rows in staging.add(leaves, n):
-            self._submit(block, rows)
+        full = staging.add(leaves, n)
+        try:
+            for i, (block, rows) in enumerate(full):
+                self._submit(block, rows)
+        except BaseException:  # a Ctrl-C while waiting for room: the blocks are out of staging, so hand them all
+            for block, rows in full[i + 1:]:  # over and count the steps before it goes on (no gap in the ring)
+                self._submit(block, rows, wait=False)
+            self._advance(n)
+            raise
+        self._advance(n)
+
+    def _advance(self, n: int) -> None:
+        """Count ``n`` steps handed over (staged or submitted) as appended."""
         self.episodes.on_extend(self.appended.appended)
         self.appended = self.appended.advanced(n)
         if self.appended.first_step:  # nothing to drop before step 0 (a buffer that never overwrote)
@@ -103,7 +114,7 @@ class BufferWriter:
         self._thread = BackgroundWriter(max_pending, self.write_stats)
         return self._staging
 
-    def _submit(self, leaves: list[np.ndarray], n: int) -> None:
+    def _submit(self, leaves: list[np.ndarray], n: int, *, wait: bool = True) -> None:
         """Hand a block of ``n`` steps (the next after :attr:`submitted`) to the background thread (a
         ring's commit before the overwrite was made by the caller)."""
         before = self.submitted
@@ -117,7 +128,8 @@ class BufferWriter:
             return n
 
         assert self._thread is not None  # started with the staging area
-        self._thread.submit(job, tag=(before, n), weight=-(-n // self._staging.block_steps))  # blocks it holds
+        weight = -(-n // self._staging.block_steps)  # the blocks it holds
+        self._thread.submit(job, tag=(before, n), weight=weight, wait=wait)
 
     def _write_block(self, leaves: list[np.ndarray], n: int, before: RingState, runs: list) -> None:
         """On the background thread: one storage write per leaf (two for a ring that wraps)."""
