@@ -233,7 +233,9 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
     def extend(self, batch: Any) -> None:
         """Append ``N`` steps: every leaf has a leading axis ``N``.
 
-        The whole batch is validated first; on a bad leaf nothing is written.
+        The whole batch is validated first; on a bad leaf nothing is written. A large batch may wait for the
+        background writer (at most ``MAX_PENDING_BYTES`` of steps wait to be written, plus this batch); an
+        interrupt (Ctrl-C) during that wait comes after the whole batch is appended.
 
         Raises:
             InvalidValueError: names the leaf and what was expected.
