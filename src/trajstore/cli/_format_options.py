@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import List, Optional
 
 import typer
@@ -17,6 +18,14 @@ EXPORT_EPISODES_HELP = ("Episodes to export: ids ('0,3,5-9') or an expression ov
 IMPORT_KEY_HELP = "SOURCE_KEY=LEAF, e.g. observation/image=observation/images/front (repeat)."
 EXPORT_KEY_HELP = "LEAF=KEY: the format's name for a leaf, e.g. observation/agent_pos=observation.state (repeat)."
 PROGRESS_HELP = "Show a progress bar."
+
+
+class Camera(str, Enum):
+    """``--camera``: how an import stores camera frames (``trajstore._cameras.camera_routing``)."""
+
+    jpeg = "jpeg"
+    png = "png"
+    video = "video"
 
 
 def import_episodes_option() -> Optional[str]:

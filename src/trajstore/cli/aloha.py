@@ -5,21 +5,15 @@ Parses the arguments, calls :func:`trajstore.interop.aloha.import_aloha`, prints
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from trajstore.cli._format_options import (IMPORT_KEY_HELP, import_episodes_option, key_option, parse_pairs,
+from trajstore.cli._format_options import (IMPORT_KEY_HELP, Camera, import_episodes_option, key_option, parse_pairs,
                                            progress_option)
 from trajstore.errors import TrajstoreError
 
-
-class AlohaCamera(str, Enum):
-    jpeg = "jpeg"
-    png = "png"
-    video = "video"
 
 
 def import_aloha_command(
@@ -28,7 +22,7 @@ def import_aloha_command(
     out: Path = typer.Argument(..., help="The new buffer folder."),
     episodes: Optional[str] = import_episodes_option(),
     key: Optional[List[str]] = key_option(IMPORT_KEY_HELP),
-    camera: AlohaCamera = typer.Option(AlohaCamera.jpeg, help="How to store camera frames (png: lossless)."),
+    camera: Camera = typer.Option(Camera.jpeg, help="How to store camera frames (png: lossless)."),
     fps: float = typer.Option(50.0, help="Frames per second of the cameras (Hz); the files keep none "
                                          "(ALOHA records at 50)."),
     progress: bool = progress_option(),

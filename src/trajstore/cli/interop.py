@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from trajstore.cli._format_options import (EXPORT_KEY_HELP, export_episodes_option, import_episodes_option,
+from trajstore.cli._format_options import (EXPORT_KEY_HELP, Camera, export_episodes_option, import_episodes_option,
                                            key_option, parse_pairs)
 from trajstore.errors import TrajstoreError
 
@@ -61,11 +61,6 @@ def lerobot_key_map(key: Optional[List[str]], policy_keys: bool) -> "dict[str, s
         return {**pairs, "*": "policy"} if pairs else "policy"
     return pairs or None
 
-
-class Camera(str, Enum):
-    jpeg = "jpeg"
-    png = "png"
-    video = "video"
 
 
 @import_app.command("lerobot")

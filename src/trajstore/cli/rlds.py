@@ -5,22 +5,16 @@ Parses the arguments, calls :func:`trajstore.interop.rlds.import_rlds`, prints i
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from trajstore.cli._format_options import IMPORT_KEY_HELP, import_episodes_option, key_option, parse_pairs
+from trajstore.cli._format_options import IMPORT_KEY_HELP, Camera, import_episodes_option, key_option, parse_pairs
 from trajstore.errors import TrajstoreError
 
 __all__ = ["import_rlds_command"]
 
-
-class RldsCamera(str, Enum):
-    jpeg = "jpeg"
-    png = "png"
-    video = "video"
 
 
 def import_rlds_command(
@@ -30,7 +24,7 @@ def import_rlds_command(
     split: str = typer.Option("train", "--split", help="The TFDS split to import."),
     episodes: Optional[str] = import_episodes_option(),
     key: Optional[List[str]] = key_option(IMPORT_KEY_HELP + " Source keys are step features, with or without 'steps/'."),
-    camera: RldsCamera = typer.Option(RldsCamera.jpeg, help="How to store RGB camera frames (png: lossless)."),
+    camera: Camera = typer.Option(Camera.jpeg, help="How to store RGB camera frames (png: lossless)."),
     fps: Optional[float] = typer.Option(None, "--fps", help="Camera rate in Hz (RLDS keeps none; default 10)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:

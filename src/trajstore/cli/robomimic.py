@@ -6,21 +6,15 @@ and prints the summary line.
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from trajstore.cli._format_options import (EXPORT_EPISODES_HELP, EXPORT_KEY_HELP, IMPORT_EPISODES_HELP,
-                                           IMPORT_KEY_HELP, PROGRESS_HELP, parse_pairs)
+                                           IMPORT_KEY_HELP, PROGRESS_HELP, Camera, parse_pairs)
 from trajstore.errors import TrajstoreError
 
-
-class Camera(str, Enum):
-    jpeg = "jpeg"
-    png = "png"
-    video = "video"
 
 
 def import_robomimic_command(
