@@ -1,5 +1,7 @@
-# make demo: fresh venv, install, record PushT episodes, print the layout, read every step back.
-# make test: fresh venv, install, run the tests.
+# make demo: fresh venv, install core + sim only, record PushT episodes, print the layout, read every step back.
+# make train: add torch to that venv, train a small policy on the demo's successful episodes (examples/train_policy.py).
+# make test: fresh venv, install every extra, run the whole suite (what CI runs).
+# make test-quick: a venv of its own with the core and the test tools only, run the tests not marked slow.
 # make bench-formats: the importers against the formats' own readers (benchmarks/format_imports.py).
 # make bench-training: the training-loader benchmark (benchmarks/training_loader.py; BENCH_TRAINING_ARGS=--quick for a short run).
 # make interop-check: export buffers to LeRobot v3.0 and read them back with LeRobot 0.4.4 itself (its own venv).
@@ -9,26 +11,56 @@ PY := $(VENV)/bin/python
 DEMO := demo-out
 EPISODES ?= 10
 
-.PHONY: demo test venv clean interop-check robomimic-check bench-training bench-formats
 
-$(VENV)/.installed: pyproject.toml Makefile
+ALL_EXTRAS := dev,sim,video,torch,lerobot,zarr,ray,remote,rlds,preview
+QUICK_VENV ?= .venv-quick
+
+.PHONY: demo train test test-quick venv clean interop-check robomimic-check bench-training bench-formats
+
+# One venv, stamped per install level: the demo installs core + sim (seconds with a warm cache),
+# train adds the CPU torch, test installs every extra.
+$(VENV)/.created:
 	python3 -m venv $(VENV)
-	# torch 2.13.0 is the CPU build; an open range would pull a multi-GB CUDA build
+	touch $@
+
+$(VENV)/.installed-sim: $(VENV)/.created pyproject.toml
+	$(PY) -m pip install -q -e ".[sim]"
+	touch $@
+
+# torch 2.13.0 is the CPU build; an open range would pull a multi-GB CUDA build
+$(VENV)/.installed-torch: $(VENV)/.installed-sim
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[dev,sim,video,torch,lerobot,zarr,ray,remote,rlds]"
+	$(PY) -m pip install -q -e ".[sim,torch]"
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-torch pyproject.toml Makefile
+	$(PY) -m pip install -q -e ".[$(ALL_EXTRAS)]"
 	touch $@
 
 venv: $(VENV)/.installed
 
-demo: venv
+demo: $(VENV)/.installed-sim
 	rm -rf $(DEMO)
 	$(VENV)/bin/trajstore record --env pusht --episodes $(EPISODES) --out $(DEMO)/pusht \
 		--reference $(DEMO)/pusht-reference.npz
 	$(VENV)/bin/trajstore info $(DEMO)/pusht
 	$(VENV)/bin/trajstore verify $(DEMO)/pusht --reference $(DEMO)/pusht-reference.npz
 
+train: $(VENV)/.installed-torch
+	test -d $(DEMO)/pusht || $(MAKE) demo
+	$(PY) examples/train_policy.py --buffer $(DEMO)/pusht
+
 test: venv
 	$(PY) -m pytest -q
+
+# The core and the test tools only: modules of optional features skip, saying which extra they need.
+$(QUICK_VENV)/.installed: pyproject.toml
+	python3 -m venv $(QUICK_VENV)
+	$(QUICK_VENV)/bin/python -m pip install -q -e ".[testing]"
+	touch $@
+
+test-quick: $(QUICK_VENV)/.installed
+	$(QUICK_VENV)/bin/python -m pytest -q -m "not slow"
 
 # Peers (LeRobot, TorchRL, lancedb) get venvs of their own under ~/.cache/trajstore-peers, built on first use;
 # data and folders are kept in ~/.cache/trajstore-peers/training and reused by later runs.
@@ -77,4 +109,4 @@ robomimic-check: venv
 	for d in fixture synthetic; do $$py interop/robomimic_check.py $(RM_OUT)/$$d.hdf5 $(RM_OUT)/$$d.npz || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(DEMO) $(INTEROP)
+	rm -rf $(VENV) $(QUICK_VENV) $(DEMO) $(INTEROP)

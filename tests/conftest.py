@@ -4,6 +4,30 @@ import os
 
 import pytest
 
+from tests.extras import extra_hint
+
+
+def _add_extra_hint(report) -> None:
+    """Append which extra brings the missing module to an importorskip's skip reason."""
+    if not report.skipped or not isinstance(report.longrepr, tuple) or len(report.longrepr) != 3:
+        return
+    path, lineno, reason = report.longrepr
+    hint = extra_hint(str(reason))
+    if hint is not None:
+        report.longrepr = (path, lineno, f"{reason} {hint}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _add_extra_hint(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _add_extra_hint(outcome.get_result())
+
 
 @pytest.fixture(scope="session")
 def local_ray():

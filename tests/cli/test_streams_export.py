@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pytest
 
+pytest.importorskip("pyarrow")  # trajstore.interop.lerobot writes parquet
+
 from tests.cli.stream_buffers import make_stream_buffer, run
 from trajstore.interop.lerobot.export import export_lerobot
 from trajstore.interop.zarr import export_zarr

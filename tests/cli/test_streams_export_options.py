@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+pytest.importorskip("pyarrow")  # trajstore.interop.lerobot writes parquet
+
 from tests.cli.stream_buffers import make_imu_buffer, make_stream_buffer
 from trajstore.cli.main import app
 from trajstore.errors import UnknownLeafError

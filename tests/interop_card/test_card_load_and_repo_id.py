@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytest.importorskip("pyarrow")  # trajstore.interop.lerobot writes parquet
+
 from trajstore.interop.lerobot._dataset_card import card_text
 from trajstore.interop.lerobot._repo_id import check_repo_id, default_repo_id
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("pyarrow")  # trajstore.interop.lerobot writes parquet
+
 from trajstore.interop.lerobot._dataset_card import card_text, write_dataset_card
 
 LEROBOT_PYTHON = Path("/root/.cache/trajstore-peers/lerobot/bin/python")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+pytest.importorskip("pyarrow")  # trajstore.interop.lerobot writes parquet
+
 from trajstore.interop.lerobot._export_keys import policy_key_map
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace
 
