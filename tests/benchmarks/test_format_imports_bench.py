@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import trajstore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +18,7 @@ SRC = Path(trajstore.__file__).resolve().parents[1]
 HEADER = ("case", "contender", "items", "seconds", "items/s", "MB/s", "peak RSS MB", "x ref")
 
 
+@pytest.mark.slow
 def test_the_benchmark_prints_every_row_and_column(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(SRC), TRAJSTORE_PEERS_DIR=str(tmp_path / "peers"))
     proc = subprocess.run(

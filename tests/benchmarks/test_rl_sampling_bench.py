@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import trajstore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,6 +17,7 @@ SRC = Path(trajstore.__file__).resolve().parents[1]
 
 
 def test_the_benchmark_prints_every_case(tmp_path):
+    pytest.importorskip("torch")
     env = dict(os.environ, PYTHONPATH=str(SRC))
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rl_sampling.py"), "--sizes", "3000",
                            "--window-sizes", "4000,8000", "--episode-len", "500", "--repeats", "2", "--skip-peer",

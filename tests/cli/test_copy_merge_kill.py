@@ -86,6 +86,7 @@ def _data(path: Path) -> list:
         return [e.data for e in rb.episodes]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", ["copy", "merge"])
 @pytest.mark.parametrize("moment", list(MOMENTS))
 def test_a_killed_copy_or_merge_leaves_no_partial_destination_and_runs_again(tmp_path, tool, moment):

@@ -43,6 +43,7 @@ def test_the_buffer_holds_every_kind_of_file(folder):
     assert read_everything(folder) == 24  # the ring has wrapped: 45 steps appended, 24 held
 
 
+@pytest.mark.slow
 def test_damaged_files_fail_fast_with_a_format_error(folder):
     target = int(os.environ.get("TRAJSTORE_FUZZ_CASES", DEFAULT_CASES))
     n_files = len(buffer_files(folder))
@@ -57,6 +58,7 @@ def test_damaged_files_fail_fast_with_a_format_error(folder):
     print(f"{len(results)} cases: {dict(outcomes)}")
 
 
+@pytest.mark.slow
 def test_damaged_files_met_by_a_writer_fail_fast_and_lose_nothing(folder):
     target = int(os.environ.get("TRAJSTORE_FUZZ_CASES", DEFAULT_WRITE_CASES))
     n_files = len(buffer_files(folder))

@@ -16,6 +16,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def fake_export(monkeypatch):
+    pytest.importorskip("pyarrow")  # the lerobot package imports its parquet writer
     import trajstore.interop.lerobot.export as export_module
 
     calls = []
@@ -30,6 +31,7 @@ def fake_export(monkeypatch):
 
 @pytest.fixture
 def fake_import(monkeypatch):
+    pytest.importorskip("pyarrow")  # the lerobot package imports its parquet writer
     import trajstore.interop.lerobot as lerobot_package
 
     calls = []

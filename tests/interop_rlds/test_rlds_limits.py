@@ -171,6 +171,7 @@ def test_unpacked_lists_values():
     assert parsed["i"].values.dtype == np.int64 and parsed["f"].values.dtype == np.float32
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, value, bound", [(3, (0, 0), 12), (2, (5, b"\0\0\0\0"), 12), (1, (2, b"ab"), 6)])
 def test_unpacked_lists_parse_in_bounded_memory(kind, value, bound):
     """Peak memory per byte of the record: the int64 result is 4x of 2-byte varints, 8 bytes per bytes value

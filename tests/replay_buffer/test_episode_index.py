@@ -87,6 +87,7 @@ def million_folder(folder: Path, n: int) -> None:
     (folder / "trajstore.json").write_text(json.dumps(m))
 
 
+@pytest.mark.slow
 def test_a_million_episodes_open_from_the_index_with_the_right_values(tmp_path):
     n = 1_000_000
     folder = tmp_path / "rb"

@@ -63,6 +63,7 @@ def written_bytes() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts bytes with Linux /proc/self/io")
 def test_an_end_episode_writes_the_same_bytes_with_20_or_800_episodes_stored(tmp_path):
     # Step values repeat (k % 4): the statistics file (bounded histograms) keeps one size.

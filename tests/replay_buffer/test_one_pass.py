@@ -135,6 +135,7 @@ def test_a_storage_on_its_own_checks_options_before_the_folder(tmp_path, cls, op
 
 
 def test_one_writer_lock_per_buffer(tmp_path):
+    pytest.importorskip("av")
     rb = make(tmp_path / "rb", kind_storage_cls={"image": VideoStorage})
     rb.extend(step_space().sample(np.random.default_rng(0), batch_size=3))
     rb.close()

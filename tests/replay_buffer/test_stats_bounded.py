@@ -234,6 +234,7 @@ def test_a_buffer_whose_leaves_keep_their_version_1_cells_writes_a_version_1_fil
         assert reader._stats.keeper.load(tmp_path / "rb", meta, reader._views.current().ring) is not None
 
 
+@pytest.mark.slow
 def test_byte_counts_of_a_batch_of_large_frames():
     # 300 frames of 480x640 RGB in one extend: one row of 92 M pixels made Pillow raise MemoryError.
     from trajstore.replay_buffer._histogram import _uint8_counts

@@ -86,17 +86,20 @@ def assert_whole(tally: Tally, reads: int) -> None:
         f"steps ({tally.stale} stale reads): " + "; ".join(tally.examples))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("multiprocessing", [False, True])
 def test_fresh_readers_of_an_overwritten_ring_get_whole_steps(live_ring, multiprocessing):
     tally = read_fresh(live_ring, FRESH_READS, multiprocessing)
     assert_whole(tally, FRESH_READS)
 
 
+@pytest.mark.slow
 def test_refreshing_reader_of_an_overwritten_ring_gets_whole_steps(live_ring):
     tally = read_refreshing(live_ring, REFRESH_READS)
     assert_whole(tally, REFRESH_READS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("live_ring", [0.02], indirect=True)
 def test_dataloader_workers_of_an_overwritten_ring_get_whole_steps(live_ring):
     """Two spawned workers over ``ReplayBufferDataset(path, refresh=True)``, each batch the indices

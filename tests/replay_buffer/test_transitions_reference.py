@@ -57,6 +57,7 @@ def reference(rb, t, n, gamma):
 
 
 @settings(max_examples=40, deadline=None)
+@pytest.mark.slow
 @given(seed=st.integers(0, 2**31), capacity=st.one_of(st.none(), st.integers(4, 40)),
        ends=st.lists(st.tuples(st.integers(1, 9), st.sampled_from(["final", "none", "interrupted"])), min_size=1,
                      max_size=7),

@@ -58,9 +58,9 @@ def test_a_truncated_image_chunk_is_reported_at_open_and_skipped(tmp_path, keep)
         assert len(batch["action"]) == 300
         with pytest.raises(DamagedDataError):
             rb.sample(300, rng=np.random.default_rng(0))
+        pytest.importorskip("torch")
         from trajstore.training.torch import ReplayBufferDataset
 
-        pytest.importorskip("torch")
         ds = ReplayBufferDataset(rb, on_damaged="skip")
         assert len(ds) == sum(LENGTHS) - LENGTHS[1]
         for i in range(len(ds)):

@@ -148,6 +148,7 @@ def test_a_background_error_surfaces_at_each_call_until_the_held_steps_are_writt
     assert read_elsewhere(tmp_path / "rb")["actions"] == [float(k) for k in range(8)]
 
 
+@pytest.mark.slow
 def test_staging_is_bounded_append_waits_for_room(tmp_path, monkeypatch):
     monkeypatch.setattr(staging, "BLOCK_BYTES", 1)  # one step per block
     monkeypatch.setattr(staging, "MAX_PENDING_BYTES", 1)  # one block may wait

@@ -152,6 +152,7 @@ def committed_slots(capacity, flushed):
     return slots, np.array([last[s] for s in slots.tolist()], dtype=np.int64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity,compression", [(None, None), (64, "gzip")], ids=["unbounded", "ring-gzip"])
 def test_kill_9_at_random_moments(tmp_path, capacity, compression):
     path = tmp_path / "s"

@@ -232,6 +232,8 @@ def test_a_reader_that_joined_a_closed_writer_never_writes_the_file(tmp_path, co
 # -- other storages: a reader and a writer of one folder in one process both work -------------
 @pytest.mark.parametrize("storage_cls", [MemmapStorage, ImageStorage, VideoStorage])
 def test_other_storages_open_a_reader_and_a_writer_in_either_order(tmp_path, storage_cls):
+    if storage_cls is VideoStorage:
+        pytest.importorskip("av")
     space = BoxSpace(0, 255, (8, 8, 3), np.uint8)
     frames = np.random.default_rng(0).integers(0, 256, (6, 8, 8, 3), dtype=np.uint8)
     options = {"format": "PNG"} if storage_cls is ImageStorage else {}

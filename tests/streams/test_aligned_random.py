@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.streams.test_aligned import expected
@@ -41,6 +42,7 @@ def recording(draw):
     return episodes, how, tolerance, anchor, rate
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(recording())
 def test_random_views_match_the_reference(case):

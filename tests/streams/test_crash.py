@@ -8,6 +8,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests.storages.test_hdf5_crash import kill_and_collect
 from tests.streams.helpers import batch, spaces
@@ -96,6 +97,7 @@ def check_prefixes(buf, runs, committed):
     assert all(e.done or e.interrupted for e in eps[:-1])
 
 
+@pytest.mark.slow
 def test_kill_9_while_recording_from_3_threads(tmp_path):
     path = tmp_path / "b"
     StreamBuffer.create(path, streams=spaces(), kind_kwargs={"image": {"format": "PNG"}}).close()

@@ -108,7 +108,7 @@ class FinalObservations:
         if entry is None or self.storage is not None:
             return
         if not isinstance(entry, dict) or entry.get("dir") != FINAL_DIR or self.space is None or self.folder is None:
-            raise FormatError(f"{self.folder}: bad final_observations entry {entry!r:.200}")
+            raise FormatError(f"{self.folder / 'trajstore.json'}: bad final_observations entry {entry!r:.200}")
         self.storage = STORAGE_TYPES.get(entry["type"])._load_owned(
             self.folder / FINAL_DIR, self.space, capacity=self.capacity, read_only=self.read_only,
             multiprocessing=self.multiprocessing, lock=lock, payload=payload_under(payload, FINAL_DIR))
