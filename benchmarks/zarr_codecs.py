@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trajstore.recording.pusht import ScriptedPushPolicy
 from trajstore.recording.pusht_recording import record_pusht
 from trajstore.interop.zarr import export_zarr, import_zarr
 from trajstore.replay_buffer import ReplayBuffer
@@ -50,7 +51,8 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="zarr-codecs-"))
     try:
-        record_pusht(work / "rb", args.episodes, camera="png", progress=False)
+        # The scripted policy's full-length episodes (300 steps each), as the README's figures were measured.
+        record_pusht(work / "rb", args.episodes, camera="png", progress=False, policy=ScriptedPushPolicy())
         with ReplayBuffer.load_from(work / "rb") as rb:
             frames = rb[:]["observation"]["pixels"]
         print(f"{len(frames)} PushT frames {frames.shape[1:]} in {args.episodes} episodes")

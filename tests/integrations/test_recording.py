@@ -31,7 +31,7 @@ def test_record_routes_pixels_to_images_and_reads_back(tmp_path):
         assert [e.data for e in rb.episodes] == [{"seed": 0, "success": False}, {"seed": 1, "success": False}]  # from is_success
         assert rb[24]["truncated"] and not rb[23]["truncated"]
         actions = rb[:]["action"]
-        assert np.abs(np.diff(actions[:25], axis=0)).max() < 60  # scripted: smooth, not uniform noise
+        assert np.abs(np.diff(actions[:25], axis=0)).max() < 60  # a planner: smooth, not uniform noise
 
 
 def test_verify_catches_a_changed_step(tmp_path):

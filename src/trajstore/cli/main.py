@@ -51,7 +51,7 @@ GYMNASIUM_PREFIX = "gymnasium:"
 
 @app.command()
 def record(
-    env: str = typer.Option("pusht", help="'pusht' (scripted policy) or 'gymnasium:<env id>' (random policy), "
+    env: str = typer.Option("pusht", help="'pusht' (a planning expert) or 'gymnasium:<env id>' (random policy), "
                                           "e.g. gymnasium:Pusher-v5; the env must render rgb_array."),
     episodes: int = typer.Option(10, min=1, help="Number of episodes."),
     out: Path = typer.Option(..., help="Buffer folder: a new one, or an existing one with --resume."),

@@ -6,7 +6,8 @@
 - :mod:`~trajstore.recording.step`: :func:`step_space`, the one builder of a recorded step's space,
   and what the wrappers share.
 - :mod:`~trajstore.recording.gymnasium`: :func:`record_gymnasium`, ``trajstore record --env gymnasium:ID``.
-- :mod:`~trajstore.recording.pusht` (the PushT task and its scripted policy) and
+- :mod:`~trajstore.recording.pusht` (the PushT task and its scripted policy),
+  :mod:`~trajstore.recording.pusht_planner` (:class:`PlannedPushPolicy`, the demo's expert) and
   :mod:`~trajstore.recording.pusht_recording` (:func:`record_pusht`, ``trajstore record --env pusht``).
 - :mod:`~trajstore.recording.reference`: raw steps saved beside a recording, and
   :func:`compare_to_reference`, the check of a buffer against them.

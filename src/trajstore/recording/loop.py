@@ -43,6 +43,9 @@ class RecordingSummary:
         interrupted: the run was stopped (Ctrl-C) before all episodes were recorded.
         held_episodes, held_steps: what the buffer holds now (earlier runs included; a ring may
             have overwritten some).
+        successes: episodes of this run whose episode data says ``success`` (or ``is_success``) is
+            true, as :class:`~trajstore.recording.episodes.RecordEpisodes` stores the env's
+            ``info["is_success"]``; None when no episode of the run has either entry.
     """
 
     path: str | None
@@ -52,11 +55,15 @@ class RecordingSummary:
     interrupted: bool = False
     held_episodes: int = 0
     held_steps: int = 0
+    successes: int | None = None
 
     def line(self) -> str:
-        """One line for a terminal, e.g. ``interrupted: kept 3 episodes (150 steps) in data/x, ...``."""
+        """One line for a terminal, e.g. ``recorded 10 episodes (1695 steps) in demo-out/pusht; 10/10 succeeded``
+        or ``interrupted: kept 3 episodes (150 steps) in data/x; discarded the open episode ...``."""
         text = (f"{'interrupted: kept' if self.interrupted else 'recorded'} {_count(self.episodes, 'episode')} "
                 f"({self.steps} steps) in {self.path}")
+        if self.successes is not None:
+            text += f"; {self.successes}/{self.episodes} succeeded"
         if self.interrupted:
             text += f"; discarded the open episode ({self.discarded_steps} steps)"
         if (self.held_episodes, self.held_steps) != (self.episodes, self.steps):
@@ -111,6 +118,9 @@ def run_episodes(env: "RecordEpisodes", policy: Policy, seeds: Sequence[int], *,
                         break
                 summary.episodes += 1
                 summary.steps += steps
+                success = _success(env)
+                if success is not None:
+                    summary.successes = (summary.successes or 0) + int(success)
                 bar.set_postfix(steps=summary.steps)
                 bar.update()
         except KeyboardInterrupt:
@@ -125,6 +135,15 @@ def run_episodes(env: "RecordEpisodes", policy: Policy, seeds: Sequence[int], *,
     if summary.interrupted:
         raise RecordingInterrupted(summary)
     return summary
+
+
+def _success(env: "RecordEpisodes") -> bool | None:
+    """Whether the episode ``env`` just ended succeeded, by its episode data (None: it does not say)."""
+    if env.buffer is None:
+        return None
+    data = env.buffer.episode(-1).data
+    value = data.get("success", data.get("is_success"))
+    return None if value is None else bool(value)
 
 
 class _StopRequest:

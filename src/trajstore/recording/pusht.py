@@ -61,7 +61,8 @@ def to_observation(obs: dict) -> dict:
 class ScriptedPushPolicy:
     """Walk behind the T block (on the far side from the goal), then push it toward the goal.
 
-    Not an expert: it ignores the block's angle. It produces purposeful, smooth motion with
+    Not an expert: it ignores the block's angle, and rarely succeeds (the demo records
+    :class:`~trajstore.recording.pusht_planner.PlannedPushPolicy`, which does). It produces purposeful, smooth motion with
     contacts, which is what a storage benchmark and a read-back check need. Gaussian noise of
     ``noise_px`` pixels is added to each target.
     """
