@@ -11,7 +11,7 @@ Camera frames: ``image_layout="CHW"`` and ``image_dtype="float32"`` choose how c
 through the workers' queue and the pinned copy) and convert on the main side::
 
     ds = ReplayBufferDataset(path, image_layout="CHW")
-    norm = ds.normalizer(image_dtype="float32")       # rb.stats() for CHW frames in [0, 1]
+    norm = ds.normalizer(image_dtype="float32")       # rb.stats(); frames skipped (images="per_channel": normalised)
     for batch in DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True):
         batch = norm.normalize(images_to_float(batch, ds.image_keys, device="cuda"))
 """
