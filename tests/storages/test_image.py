@@ -156,7 +156,7 @@ EXPECTED = "expected a BoxSpace of dtype uint8 and shape (H, W, 3)"
 
 @pytest.mark.parametrize("space, given", [
     (BoxSpace(0, 255, (H, W, 3), np.uint8, metadata={"layout": "CHW"}), "layout 'CHW'"),
-    (BoxSpace(0, 255, (3, H, W), np.uint8, metadata={"layout": "CHW"}), f"shape (3, {H}, {W})"),
+    (BoxSpace(0, 255, (4, H, W), np.uint8, metadata={"layout": "CHW"}), f"layout 'CHW' with shape (4, {H}, {W})"),
     (BoxSpace(0, 1, (H, W, 3), np.float32), "dtype float32"),
     (BoxSpace(0, 255, (H, W, 4), np.uint8), f"shape ({H}, {W}, 4)"),
     (BoxSpace(0, 255, (H, W, 2), np.uint16), "dtype uint16"),

@@ -45,7 +45,9 @@ def test_seed_example_defaults():
 
 @pytest.mark.parametrize("leaf", [
     image(c=1), image(c=4), image(c=None), image(dtype=np.float32), image(layout="CHW"),
-    BoxSpace(0, 255, (3, 8, 6), np.uint8, metadata={"kind": "image", "layout": "CHW"}),
+    BoxSpace(0, 255, (4, 8, 6), np.uint8, metadata={"kind": "image", "layout": "CHW"}),
+    BoxSpace(0, 1, (3, 8, 6), np.float32, metadata={"kind": "image", "layout": "CHW"}),
+    image(layout="NHWC"),
 ])
 def test_images_storage_cannot_take_go_to_default(leaf):
     space = DictSpace({"cam": leaf, "x": BoxSpace(0, 1, (2,))})

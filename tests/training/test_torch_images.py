@@ -125,7 +125,7 @@ def test_normalizer_gives_the_same_values_in_every_layout_and_dtype(tmp_path, mo
         stats = rb.stats()
         assert tuple(stats["observation/pixels"].broadcast_shape) == (3,)
         base = ReplayBufferDataset(rb, delta_indices=DELTA)
-        ref_norm = base.normalizer(mode)
+        ref_norm = base.normalizer(mode, images="per_channel")
         idx = list(range(len(base)))
         ref = torch.stack([_frames(ref_norm.normalize(x)) for x in base.__getitems__(idx)])
         s = stats["observation/pixels"]
@@ -135,7 +135,7 @@ def test_normalizer_gives_the_same_values_in_every_layout_and_dtype(tmp_path, mo
             torch.testing.assert_close(ref, (raw - mean) / torch.as_tensor(s.std, dtype=torch.float32))
         for layout, dtype in [("CHW", "uint8"), ("CHW", "float32"), ("HWC", "float32")]:
             ds = ReplayBufferDataset(rb, delta_indices=DELTA, image_layout=layout, image_dtype=dtype)
-            norm = ds.normalizer(mode)
+            norm = ds.normalizer(mode, images="per_channel")
             got = torch.stack([_frames(norm.normalize(x)) for x in ds.__getitems__(idx)])
             if layout == "CHW":
                 got = got.movedim(-3, -1)
@@ -145,7 +145,7 @@ def test_normalizer_gives_the_same_values_in_every_layout_and_dtype(tmp_path, mo
             torch.testing.assert_close(back, want, rtol=1e-5, atol=1e-4 if dtype == "uint8" else 1e-6)
         # uint8 CHW from the workers, floats on the main side: a normalizer for float32 frames
         chw = ReplayBufferDataset(rb, delta_indices=DELTA, image_layout="CHW")
-        norm = chw.normalizer(mode, image_dtype="float32")
+        norm = chw.normalizer(mode, image_dtype="float32", images="per_channel")
         batch = images_to_float({"observation": {"pixels": torch.stack([_frames(x) for x in chw.__getitems__(idx)])}})
         torch.testing.assert_close(_frames(norm.normalize(batch)).movedim(-3, -1), ref, rtol=1e-5, atol=1e-5)
         # the statistics of HWC frames refuse CHW frames with a message naming the leaf
@@ -153,11 +153,10 @@ def test_normalizer_gives_the_same_values_in_every_layout_and_dtype(tmp_path, mo
         with pytest.raises(ValueError, match="observation/pixels"):
             ref_norm.normalize(chw_u8)
         # other leaves normalise as before
-        torch.testing.assert_close(chw.normalizer(mode).normalize(chw[0])["observation"]["state"],
+        torch.testing.assert_close(chw.normalizer(mode, images="per_channel").normalize(chw[0])["observation"]["state"],
                                    Normalizer(stats, mode).normalize(base[0])["observation"]["state"])
 
 
-@pytest.mark.filterwarnings("ignore:leaf 'cam' has kind 'image'")  # a CHW camera goes to HDF5, as routing says
 def test_a_camera_read_at_the_anchor_only_and_a_stored_chw_leaf(tmp_path):
     with make(tmp_path / "rb") as rb:
         kw = {"delta_indices": {"action": [0, 1]}}
@@ -165,8 +164,8 @@ def test_a_camera_read_at_the_anchor_only_and_a_stored_chw_leaf(tmp_path):
         assert _frames(chw[3]).shape == (3, H, W) and torch.equal(_frames(chw[3]), _frames(hwc[3]).permute(2, 0, 1))
     space = DictSpace({"cam": BoxSpace(0, 255, (3, H, W), np.uint8, metadata={"kind": "image", "layout": "CHW"})})
     frames = np.random.default_rng(1).integers(0, 256, (4, 3, H, W), dtype=np.uint8)
-    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "chw",  # stored CHW: a tensor leaf
-                             **dict_storage_kwargs_from_space(space)) as rb:
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "chw",  # stored CHW: PNG frames, exact
+                             **dict_storage_kwargs_from_space(space, kind_kwargs={"image": {"format": "PNG"}})) as rb:
         rb.extend({"cam": frames})
         rb.end_episode()
         as_hwc = ReplayBufferDataset(rb)[2]["cam"]
@@ -174,7 +173,7 @@ def test_a_camera_read_at_the_anchor_only_and_a_stored_chw_leaf(tmp_path):
         assert torch.equal(ReplayBufferDataset(rb, image_layout="CHW")[2]["cam"], torch.from_numpy(frames[2]))
         stats = rb.stats()
         assert tuple(stats["cam"].broadcast_shape) == (3, 1, 1)
-        norm = ReplayBufferDataset(rb).normalizer()
+        norm = ReplayBufferDataset(rb).normalizer(images="per_channel")
         want = (torch.from_numpy(frames[2]).double() - torch.as_tensor(stats["cam"].mean)[:, None, None]) \
             / torch.as_tensor(stats["cam"].std)[:, None, None]
         torch.testing.assert_close(norm.normalize({"cam": as_hwc})["cam"].double(), want.permute(1, 2, 0),
@@ -190,22 +189,22 @@ def test_normalizer_refuses_frames_of_the_other_dtype(tmp_path):
         # uint8 statistics given [0, 1] floats: refused, naming the leaf, both dtypes and the fix
         words = r"'observation/pixels'.*float32.*image_dtype='uint8'.*image_dtype='float32'"
         with pytest.raises(TypeError, match=words):
-            cams.normalizer().normalize(floats)
+            cams.normalizer(images="per_channel").normalize(floats)
         # float32 statistics given uint8 frames: refused too
         with pytest.raises(TypeError, match=r"'observation/pixels'.*uint8.*image_dtype='float32'.*images_to_float"):
-            cams.normalizer(image_dtype="float32").normalize(batch)
+            cams.normalizer(image_dtype="float32", images="per_channel").normalize(batch)
         # the matching pairs give the same values (mean near 0 over the frames)
-        a = cams.normalizer().normalize(batch)["observation"]["pixels"]
-        b = cams.normalizer(image_dtype="float32").normalize(floats)["observation"]["pixels"]
+        a = cams.normalizer(images="per_channel").normalize(batch)["observation"]["pixels"]
+        b = cams.normalizer(image_dtype="float32", images="per_channel").normalize(floats)["observation"]["pixels"]
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
         assert abs(float(a.mean())) < 1.0
         # unnormalize takes floats whatever the dtype (normalised values are floats)
-        back = cams.normalizer().unnormalize({"observation": {"pixels": a}})["observation"]["pixels"]
+        back = cams.normalizer(images="per_channel").unnormalize({"observation": {"pixels": a}})["observation"]["pixels"]
         torch.testing.assert_close(back,
                                    batch["observation"]["pixels"].float(),
                                    rtol=1e-5, atol=1e-4)
         # a float64 frame is floating: accepted by the float32 normalizer
-        assert cams.normalizer(image_dtype="float32").normalize(
+        assert cams.normalizer(image_dtype="float32", images="per_channel").normalize(
             {"observation": {"pixels": floats["observation"]["pixels"].double()}})["observation"]["pixels"].dtype \
             == torch.float64
 
@@ -253,7 +252,7 @@ def test_grayscale_camera_is_one_channel(tmp_path):
         s = rb.stats()["gray"]
         want = (torch.from_numpy(frames[1]).double() - float(s.mean)) / float(s.std)
         for ds in (hwc, chw, f32):
-            got = ds.normalizer().normalize(ds[1])["gray"].double().reshape(H, W)
+            got = ds.normalizer(images="per_channel").normalize(ds[1])["gray"].double().reshape(H, W)
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 

@@ -56,7 +56,8 @@ class TrainingAPI(abc.ABC):
     # -- steps and episodes ----------------------------------------------------------------
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None, return_indices: bool = False,
                episodes: Iterable[int] | None = None, on_damaged: str = "raise", as_torch: bool = False,
-               device: Any = None, pin_memory: bool = False) -> Any:
+               device: Any = None, pin_memory: bool = False, image_layout: str | None = None,
+               image_dtype: str = "uint8") -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
         Args:
@@ -71,6 +72,11 @@ class TrainingAPI(abc.ABC):
             as_torch, device, pin_memory: torch tensors instead of NumPy (:mod:`~trajstore.replay_buffer.output`);
                 text leaves become lists of ``str`` (``[B]``; nested ``[B][T]`` for windows). ``device`` and
                 ``pin_memory`` are checked before the read (a device this machine lacks: ``ValueError``).
+            image_layout: camera leaves (``kind`` ``"image"``/``"camera"``/``"rgb"``, uint8, HWC, CHW or
+                grayscale ``(H, W)``: :func:`~trajstore.training.images.camera_leaves`) as ``"CHW"``
+                ``(B, C, H, W)`` or ``"HWC"`` ``(B, H, W, C)``; ``None`` (default): as stored (as ``rb[i]``).
+            image_dtype: camera leaves as ``"uint8"`` (default) or ``"float32"`` (``value / 255``, in ``[0, 1]``).
+                ``image_layout="CHW", image_dtype="float32"`` gives what a torch vision model takes.
 
         Returns:
             the batch, or ``(batch, indices)`` with ``return_indices=True``.
@@ -79,15 +85,17 @@ class TrainingAPI(abc.ABC):
         read error is raised as it is.
 
         Raises:
-            ValueError: the buffer (or the selected episodes) holds no step, ``batch_size`` < 1, or
-                ``episodes`` names an id that is not held.
+            ValueError: the buffer (or the selected episodes) holds no step, ``batch_size`` < 1,
+                ``episodes`` names an id that is not held, or a bad ``image_layout`` / ``image_dtype``.
             FormatError: a payload file is damaged (e.g. a video segment holds fewer frames than its
                 index says); names the file and the frame. With ``on_damaged="raise"``: a selected
                 episode is damaged (:attr:`damaged`); with ``"skip"``: every selected episode is (named).
         """
         out, reads = output(as_torch, device, pin_memory), self._reads()
+        convert = _frames(self.space, image_layout, image_dtype)
         selected = self._selected(reads, episodes, on_damaged)
         batch, idx = reads.sample(batch_size, rng or np.random.default_rng(), selected)
+        batch = convert(batch)
         return out((batch, idx) if return_indices else batch)
 
     def select_episodes(self, predicate: Callable[[Episode], bool]) -> list[int]:
@@ -155,7 +163,7 @@ class TrainingAPI(abc.ABC):
                        delta_indices: Mapping[str, Any] | WindowRequest | None = None, pad: bool | None = None,
                        rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None,
                        on_damaged: str = "raise", as_torch: bool = False, device: Any = None,
-                       pin_memory: bool = False) -> Any:
+                       pin_memory: bool = False, image_layout: str | None = None, image_dtype: str = "uint8") -> Any:
         """``batch_size`` windows of steps around anchor steps, drawn uniformly with replacement.
 
         **Plain form** ``sample_windows(B, window)``: ``window`` consecutive steps of one episode;
@@ -192,7 +200,8 @@ class TrainingAPI(abc.ABC):
           ``is_pad[key]``.
 
         ``episodes``: episode ids (``Episode.id``): only anchors inside those episodes are drawn.
-        ``on_damaged``, ``as_torch``, ``device``, ``pin_memory``: as :meth:`sample`.
+        ``on_damaged``, ``as_torch``, ``device``, ``pin_memory``, ``image_layout``, ``image_dtype``: as
+        :meth:`sample` (camera leaves of a window ``(B, T, C, H, W)`` with ``image_layout="CHW"``).
 
         All draws use ``rng`` (default: a fresh ``np.random.default_rng()``). A call costs
         O(B log episodes) plus the reads: the valid anchors per episode are prefix sums cached until
@@ -208,6 +217,7 @@ class TrainingAPI(abc.ABC):
                 (:data:`~trajstore.replay_buffer.view.MAX_READ_ATTEMPTS`); a race is otherwise drawn again.
         """
         rng, out = rng or np.random.default_rng(), output(as_torch, device, pin_memory)
+        convert = _frames(self.space, image_layout, image_dtype)
         if delta_indices is None:
             if window is None:
                 raise TypeError("sample_windows needs a window length or delta_indices")
@@ -217,12 +227,13 @@ class TrainingAPI(abc.ABC):
                 raise ValueError(f"window must be an int >= 1, got {window!r}")
             request = self.window_request(episodes=episodes, on_damaged=on_damaged)
             plain = replace(request, plan=consecutive_plan(self.space, int(window)), pad=False)
-            return out(self._reads().sample_windows(plain, batch_size, rng)[0])
+            return out(convert(self._reads().sample_windows(plain, batch_size, rng)[0]))
         if window is not None:
             raise TypeError("give sample_windows a window length or delta_indices, not both")
         request = self.window_request(delta_indices, pad=True if pad is None else pad, episodes=episodes,
                                       on_damaged=on_damaged)
-        return out(self._reads().sample_windows(request, batch_size, rng))
+        data, is_pad = self._reads().sample_windows(request, batch_size, rng)
+        return out((convert(data), is_pad))
 
     def window_request(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
                        episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None,
@@ -388,3 +399,15 @@ class TrainingAPI(abc.ABC):
         names = stat_names(self.space, keys)
         ranged = self._statistics()
         return {name: ranged.leaves[name].result(name) for name in names}
+
+
+def _frames(space: Space, image_layout: Any, image_dtype: Any) -> Callable[[Any], Any]:
+    """The camera-frame conversion of ``image_layout`` / ``image_dtype`` (identity when nothing changes).
+
+    Raises:
+        ValueError: a bad ``image_layout`` or ``image_dtype``.
+    """
+    from trajstore.training.images import frame_conversion
+
+    convert = frame_conversion(space, image_layout, image_dtype)
+    return convert if convert is not None else (lambda batch: batch)

@@ -6,8 +6,8 @@ storage. Instead of listing keys by hand::
     rb = ReplayBuffer.create(DictStorage, obs_space, cache_path="cache/rb", capacity=None,
                              **dict_storage_kwargs_from_space(obs_space))
 
-routes every ``kind == "image"`` (H, W, 3) uint8 leaf to an :class:`ImageStorage` (JPEG)
-and the remaining leaves to one :class:`HDF5Storage`.
+routes every ``kind == "image"`` (H, W, 3) uint8 leaf (or (3, H, W) declared ``layout="CHW"``) to an
+:class:`ImageStorage` (JPEG) and the remaining leaves to one :class:`HDF5Storage`.
 
 Whether a storage can take a leaf is asked of the storage class itself, given the options the
 leaf would be created with (:meth:`SpaceStorage.accepts`: an ``ImageStorage`` takes a depth frame
@@ -60,10 +60,12 @@ def dict_storage_kwargs_from_space(
     2. ``kind_storage_cls[leaf.metadata["kind"]]`` if the kind is listed (and not ``None``) and
        that storage accepts the leaf with the leaf's options (:meth:`SpaceStorage.accepts`). The
        default map is ``{"image": ImageStorage}`` (JPEG), which takes (H, W, 3) uint8 with an
-       ``"HWC"`` (any case) or undeclared layout. A leaf its kind's storage refuses (CHW, float, 1
-       or 4 channels under JPEG) goes to the default storage with a :class:`RoutingWarning` naming
-       the leaf, the reason and how to route it. With ``format="PNG"`` an ``ImageStorage`` also
-       takes (H, W) / (H, W, 1) uint8 or uint16 frames: ``kind_storage_cls={"image": ImageStorage,
+       ``"HWC"`` (any case) or undeclared layout, and (3, H, W) uint8 declared ``"CHW"`` (stored
+       transposed, read back as (3, H, W); ``VideoStorage`` likewise). A leaf its kind's storage
+       refuses (float, 1 or 4 channels under JPEG, another layout) goes to the default storage with a
+       :class:`RoutingWarning` naming the leaf, the reason and how to route it. With ``format="PNG"``
+       an ``ImageStorage`` also takes (H, W) / (H, W, 1) / CHW (1, H, W) uint8 or uint16 frames:
+       ``kind_storage_cls={"image": ImageStorage,
        "depth": ImageStorage}, kind_kwargs={"depth": {"format": "PNG"}}`` keeps a depth camera exact.
     3. Otherwise the default storage, ``default_storage_cls`` (``HDF5Storage`` if not given),
        which receives all remaining leaves as one ``DictSpace`` under the key ``"*"``.
@@ -156,10 +158,12 @@ def dict_storage_kwargs_from_space(
         else:
             warnings.warn(RoutingWarning(
                 f"leaf {name!r} has kind {kind!r} but {cls.__name__} cannot take it ({reason}); it goes to the "
-                f"default storage {default_cls.__name__} ('*'). To store it elsewhere, route it with "
-                f"key_storage_cls={{{name!r}: ...}} or give it another kind (a depth or grayscale camera, "
-                f"(H, W) uint8/uint16: kind 'depth' with kind_storage_cls={{'depth': ImageStorage}} and "
-                f"kind_kwargs={{'depth': {{'format': 'PNG'}}}})"), stacklevel=2)
+                f"default storage {default_cls.__name__} ('*'), stored raw. Frames are uint8 (H, W, 3), or "
+                f"(3, H, W) with metadata layout 'CHW'; a float or 4-channel camera stays raw. To store it "
+                f"elsewhere, route it with key_storage_cls={{{name!r}: ...}} or give it another kind (a depth or "
+                f"grayscale camera, (H, W) or CHW (1, H, W) uint8/uint16: kind 'depth' with "
+                f"kind_storage_cls={{'depth': ImageStorage}} and kind_kwargs={{'depth': {{'format': 'PNG'}}}})"),
+                stacklevel=2)
 
     storage_cls_map[REST] = default_cls  # always there, as in UniEnv; DictStorage skips it if it gets no leaf
     out_kwargs[REST] = {**(default_kwargs or {}), **key_kwargs.get(REST, {})}

@@ -21,14 +21,14 @@ float32) and converts after the batch arrives::
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from trajstore.spaces import tree
 
 __all__ = ["CAMERA_KINDS", "IMAGE_LAYOUTS", "IMAGE_DTYPES", "camera_leaves", "unconverted_cameras",
-           "check_image_options", "convert_frames", "images_to_float"]
+           "check_image_options", "convert_frames", "frame_conversion", "images_to_float"]
 
 #: Metadata ``kind`` values of camera leaves (a ``"depth"`` leaf is not one: its values are not colours).
 CAMERA_KINDS = ("image", "camera", "rgb")
@@ -100,6 +100,46 @@ def convert_frames(frames: np.ndarray, stored: str, image_layout: str, image_dty
         frames = frames.astype(np.float32)
         frames /= np.float32(255)
     return frames
+
+
+def frame_conversion(space: Any, image_layout: Any = None, image_dtype: Any = "uint8"
+                     ) -> Callable[[Any], Any] | None:
+    """A function converting the camera leaves (:func:`camera_leaves`) of a batch of ``space`` values (a
+    nested dict of NumPy arrays with any leading axes: ``(B, ...)``, windows ``(B, T, ...)``) to
+    ``image_layout`` and ``image_dtype`` (see :func:`convert_frames`; the dict is updated in place and
+    returned), or ``None`` when nothing would change. ``image_layout=None`` keeps each leaf's own layout
+    (as stored: what ``rb[i]`` returns). Checked here, before anything is read.
+
+    Raises:
+        ValueError: a bad ``image_layout`` or ``image_dtype`` (see :func:`check_image_options`).
+    """
+    layout, dtype = check_image_options("HWC" if image_layout is None else image_layout, image_dtype)
+    stored = camera_leaves(space)
+    targets = {p: (("HWC" if s == "HW" else s) if image_layout is None else layout) for p, s in stored.items()}
+    frames = {p: s for p, s in stored.items()
+              if dtype != "uint8" or (s != targets[p] and not (s == "HW" and targets[p] == "HWC"))}
+    if not frames:
+        return None
+
+    def convert(batch: Any) -> Any:
+        for path, s in frames.items():
+            batch = replace_leaf(batch, path, lambda a, s=s, t=targets[path]: convert_frames(a, s, t, dtype))
+        return batch
+
+    return convert
+
+
+def replace_leaf(batch: Any, path: tuple[str, ...], fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``batch`` with ``batch[path] = fn(batch[path])`` (a nested dict, in place; ``()``: the batch itself);
+    a path not in the batch (or ``None`` there: a leaf not read) is skipped."""
+    if not path:
+        return fn(np.asarray(batch))
+    node = batch
+    for k in path[:-1]:
+        node = node.get(k) if isinstance(node, dict) else None
+    if isinstance(node, dict) and node.get(path[-1]) is not None:
+        node[path[-1]] = fn(np.asarray(node[path[-1]]))
+    return batch
 
 
 def images_to_float(batch: Any, keys: Iterable[str] | None = None, *, device: Any = None,

@@ -13,6 +13,8 @@ import torch
 from trajstore.replay_buffer.leaf_stats import LeafStats
 
 MODES = ("mean_std", "min_max")
+#: ``images=`` values: camera leaves (``image_keys``) left as they are, or normalised per channel.
+IMAGE_MODES = ("skip", "per_channel")
 
 
 class Normalizer:
@@ -39,6 +41,12 @@ class Normalizer:
         mode: ``"mean_std"`` or ``"min_max"``.
         eps: smallest std or range divided by (in the statistics' units: pixel values for frames).
         image_keys: camera leaves (names joined by ``"/"``, ``dataset.image_keys``); default none.
+        images: what happens to the ``image_keys`` leaves: ``"skip"`` (default) passes them through
+            unchanged (their statistics are not used: frames usually go to a vision encoder as
+            ``[0, 1]`` floats), ``"per_channel"`` normalises them with their per-channel statistics
+            (``rb.stats()`` gives an image leaf ``(C,)`` statistics over steps and pixels along the
+            ``C`` of its layout; one channel, scalar statistics). Leaves not in ``image_keys`` are
+            normalised whatever ``images`` says.
         image_layout: ``"HWC"`` (default) or ``"CHW"``: the layout of the ``image_keys`` frames normalised.
         image_dtype: ``"uint8"`` (default; ``uint8`` pixel values) or ``"float32"`` (floating frames in
             ``[0, 1]``, as ``image_dtype="float32"`` or :func:`images_to_float` give them). :meth:`normalize`
@@ -46,7 +54,7 @@ class Normalizer:
             ``"float32"``.
 
     Raises:
-        ValueError: an unknown ``mode``, ``eps <= 0``, a bad ``image_layout`` or ``image_dtype``.
+        ValueError: an unknown ``mode``, ``eps <= 0``, a bad ``image_layout``, ``image_dtype`` or ``images``.
         TypeError: on :meth:`normalize`, a camera leaf (``image_keys``) whose tensor dtype does not match
             ``image_dtype`` (float frames in ``[0, 1]`` given to a ``"uint8"`` normalizer, or ``uint8``
             frames to a ``"float32"`` one): the statistics would be off by a factor of 255.
@@ -55,10 +63,14 @@ class Normalizer:
     """
 
     def __init__(self, stats: Mapping[str, LeafStats], mode: str = "mean_std", eps: float = 1e-8, *,
-                 image_keys: Iterable[str] = (), image_layout: str = "HWC", image_dtype: str = "uint8"):
+                 image_keys: Iterable[str] = (), image_layout: str = "HWC", image_dtype: str = "uint8",
+                 images: str = "skip"):
         from trajstore.training.images import check_image_options
 
         self.image_layout, self.image_dtype = check_image_options(image_layout, image_dtype)
+        if images not in IMAGE_MODES:
+            raise ValueError(f"images must be one of {IMAGE_MODES}, got {images!r}")
+        self.images = images
         self.image_keys = list(image_keys)
         images = set(self.image_keys)
         self._images = {tuple(k.split("/")) for k in self.image_keys}
@@ -69,6 +81,8 @@ class Normalizer:
         self.mode, self.eps = mode, float(eps)
         self._params: dict[tuple[str, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         for name, s in stats.items():
+            if name in images and self.images == "skip":
+                continue  # passed through: not in _params
             if mode == "mean_std":
                 shift, spread = s.mean, s.std
             else:  # 2 (x - min) / range - 1 = (x - (min + max) / 2) / (range / 2)

@@ -11,7 +11,7 @@ Camera frames: ``image_layout="CHW"`` and ``image_dtype="float32"`` choose how c
 through the workers' queue and the pinned copy) and convert on the main side::
 
     ds = ReplayBufferDataset(path, image_layout="CHW")
-    norm = ds.normalizer(image_dtype="float32")       # rb.stats() for CHW frames in [0, 1]
+    norm = ds.normalizer(image_dtype="float32")       # rb.stats(); frames skipped (images="per_channel": normalised)
     for batch in DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True):
         batch = norm.normalize(images_to_float(batch, ds.image_keys, device="cuda"))
 """
@@ -152,18 +152,20 @@ class ReplayBufferDataset(Dataset):
                           + "; ".join(f"{k!r} ({v})" for k, v in skipped.items()), UserWarning, stacklevel=2)
 
     def normalizer(self, mode: str = "mean_std", eps: float = 1e-8, *, stats: Mapping[str, Any] | None = None,
-                   image_dtype: str | None = None) -> Normalizer:
+                   image_dtype: str | None = None, images: str = "skip") -> Normalizer:
         """A :class:`Normalizer` of ``stats`` (default ``buffer.stats()``) for this dataset's items: its
-        camera leaves in :attr:`image_layout` and ``image_dtype`` (default :attr:`image_dtype`; give
-        ``"float32"`` for batches converted by :func:`images_to_float`).
+        camera leaves (:attr:`image_keys`) skipped (``images="skip"``, the default: passed through as
+        the dataset gives them) or normalised per channel (``images="per_channel"``) in :attr:`image_layout`
+        and ``image_dtype`` (default :attr:`image_dtype`; give ``"float32"`` for batches converted by
+        :func:`images_to_float`).
 
         Raises:
-            ValueError: a bad ``mode``, ``eps`` or ``image_dtype``.
+            ValueError: a bad ``mode``, ``eps``, ``image_dtype`` or ``images``.
         """
         stats = self.buffer.stats() if stats is None else stats
         dtype = self.image_dtype if image_dtype is None else image_dtype
         return Normalizer(stats, mode, eps, image_keys=self.image_keys, image_layout=self.image_layout,
-                          image_dtype=dtype)
+                          image_dtype=dtype, images=images)
 
     def __len__(self) -> int:
         if not self.buffer.read_only:

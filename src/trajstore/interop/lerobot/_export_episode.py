@@ -104,6 +104,7 @@ def write_episode(rb: Any, ep: Episode, index: int, first: int, task_index: int,
         for f in features:
             v = get(block, f.path)
             if f.is_camera:
+                v = f.frames(v)  # (n, H, W, 3): a CHW leaf transposed
                 frame_stats[f.key].add(v)
                 if f.dtype == "video":
                     files.videos[f.key][1].encode(v)

@@ -3,7 +3,8 @@ writes it: ``meta/info.json`` ``features`` and the parquet columns behind them).
 
 Rules (checked here, before anything is written):
 
-- a camera leaf (``metadata["kind"] == "image"``, ``(H, W, 3)`` uint8, layout HWC or none) becomes a
+- a camera leaf (``metadata["kind"] == "image"``, ``(H, W, 3)`` uint8, layout HWC or none, or
+  ``(3, H, W)`` declared ``layout="CHW"``, written channel last as LeRobot stores frames) becomes a
   ``"video"`` feature (frames in MP4 files) or, with ``camera="image"``, an ``"image"`` feature (PNG
   bytes in the data parquet); names ``["height", "width", "channels"]``;
 - a numeric or bool leaf of shape ``()`` or ``(1,)`` becomes a scalar column (info shape ``[1]``), one of
@@ -26,6 +27,7 @@ import numpy as np
 from trajstore.errors import UnsupportedSpaceError
 from trajstore.spaces.base import Space
 from trajstore.spaces.tree import Path, leaves, path_name
+from trajstore.storages.frames import FrameLayout
 
 #: Columns LeRobot adds to every frame, in its order, with their dtypes.
 INDEX_COLUMNS = {"timestamp": "float32", "frame_index": "int64", "episode_index": "int64",
@@ -50,6 +52,7 @@ class Feature:
         shape: info.json shape: ``(H, W, 3)`` for cameras, ``(1,)`` for scalars, ``(n,)`` for vectors.
         names: info.json names (``None`` when the leaf has none).
         scalar: the leaf's own shape is ``()`` (so values are squeezed from ``(N, 1)`` on read-back).
+        layout: a camera leaf's layout: ``"CHW"`` leaves are transposed to ``shape`` by :meth:`frames`.
     """
 
     key: str
@@ -58,6 +61,11 @@ class Feature:
     shape: tuple[int, ...]
     names: list[str] | None
     scalar: bool = False
+    layout: FrameLayout = FrameLayout()
+
+    def frames(self, values: np.ndarray) -> np.ndarray:
+        """A camera leaf's frames ``(N, ...)`` (or one frame) as written: ``(N, H, W, 3)``."""
+        return self.layout.to_stored(values)
 
     @property
     def is_camera(self) -> bool:
@@ -90,12 +98,14 @@ def _names(space: Space, name: str, length: int) -> list[str] | None:
 def _camera_feature(path: Path, space: Space, key: str, camera: str) -> Feature:
     name = path_name(path)
     layout = space.metadata.get("layout")
-    shape = tuple(space.shape)
-    if len(shape) != 3 or shape[2] != 3 or space.dtype != np.uint8 or \
-            (layout is not None and str(layout).upper() != "HWC"):
-        raise UnsupportedSpaceError(f"leaf {name!r}: a camera exported to LeRobot must be (H, W, 3) uint8 "
-                                    f"RGB with layout HWC, got shape {shape}, dtype {space.dtype}, layout {layout!r}")
-    return Feature(key, path, camera, shape, list(CAMERA_NAMES))
+    declared = str(layout).upper() if layout is not None else "HWC"
+    frame = FrameLayout(declared) if declared in ("HWC", "CHW") else None
+    shape = frame.stored_shape(space.shape) if frame is not None and len(space.shape) == 3 else tuple(space.shape)
+    if frame is None or len(shape) != 3 or shape[2] != 3 or space.dtype != np.uint8:
+        raise UnsupportedSpaceError(f"leaf {name!r}: a camera exported to LeRobot must be (H, W, 3) uint8 RGB "
+                                    f"with layout HWC (or (3, H, W) with layout CHW), got shape {tuple(space.shape)}, "
+                                    f"dtype {space.dtype}, layout {layout!r}")
+    return Feature(key, path, camera, shape, list(CAMERA_NAMES), layout=frame)
 
 
 def _value_feature(path: Path, space: Space, key: str) -> Feature:

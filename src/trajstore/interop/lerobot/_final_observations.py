@@ -68,6 +68,7 @@ def write_final_observations(root: Path, episodes: Sequence[tuple[int, Any]], re
             for f in obs:
                 leaf = np.asarray(get(value, f.path[1:]))
                 if f.dtype == "image":
+                    leaf = f.frames(leaf)  # (H, W, 3): a CHW leaf transposed
                     arrays.append(data_column(f, [{"bytes": png_bytes(leaf), "path": f"final-{index:06d}.png"}]))
                 elif f.dtype == "string":
                     arrays.append(data_column(f, [str(leaf.reshape(()))]))
@@ -137,7 +138,7 @@ class FinalObservations:
         value: Any = out
         for f in self.features:
             if f.is_camera:
-                leaf = decode_image(table.column(f.key)[0].as_py(), f, root, where)
+                leaf = f.to_leaf(decode_image(table.column(f.key)[0].as_py(), f, root, where))
             else:
                 leaf = array_values(table, f, where)[0]
             if len(f.path) == 1:  # the observation is a leaf itself

@@ -54,9 +54,12 @@ def place_features(features: Sequence[Any], entry: TrajstoreEntry | None, key_ma
 def _with_entry(f: Any, kept: Any, info_path: Path) -> Any:
     where = f"{info_path}: entry 'trajstore' features[{f.key!r}]"
     shape = tuple(kept.shape)
-    if f.is_camera:
-        if shape != f.shape:
-            raise FormatError(f"{where}: shape {list(shape)} is not the camera's {list(f.shape)}")
+    if f.is_camera:  # a CHW leaf (kept metadata layout "CHW") holds the (H, W, C) frames channel first
+        chw = len(shape) == 3 and str(kept.metadata.get("layout") or "HWC").upper() == "CHW"
+        frame = (f.shape[2], *f.shape[:2]) if chw else f.shape
+        if shape != frame:
+            raise FormatError(f"{where}: shape {list(shape)} is not the camera's {list(frame)}"
+                              + (" (CHW)" if chw else ""))
     elif math.prod(shape) != math.prod(f.shape):
         raise FormatError(f"{where}: shape {list(shape)} does not hold the {math.prod(f.shape)} values of "
                           f"shape {list(f.shape)}")
@@ -76,7 +79,10 @@ def _with_entry(f: Any, kept: Any, info_path: Path) -> Any:
             raise FormatError(f"{where}: space {space!r:.80} does not fit the feature ({f.dtype}, {list(f.shape)})")
         if f.is_camera and space.metadata.get("kind") != "image":
             space = None  # a camera stays a camera: the default camera leaf
-    return dataclasses.replace(f, path=kept.path, shape=shape, space=space, metadata=dict(kept.metadata))
+    if f.is_camera and shape != f.shape and (space is None or str(space.metadata.get("layout")).upper() != "CHW"):
+        raise FormatError(f"{where}: a CHW camera needs its kept space (kind 'image', layout 'CHW')")
+    return dataclasses.replace(f, path=kept.path, shape=f.shape if f.is_camera else shape, space=space,
+                               metadata=dict(kept.metadata))
 
 
 def choose_episodes(root: Path, table: Mapping[str, list[Any]], entry: TrajstoreEntry | None,

@@ -31,6 +31,7 @@ from trajstore.errors import FormatError
 from trajstore.interop.lerobot._bounds import DataFileSizes, check_frame_values, check_sizes, check_template
 from trajstore.interop.lerobot._import_meta import choose_episodes, place_features
 from trajstore.interop.lerobot._trajstore_meta import read_entry
+from trajstore.storages.frames import FrameLayout
 
 #: Versions of the LeRobot format this importer reads.
 SUPPORTED_VERSIONS = ("v3.0",)
@@ -65,6 +66,16 @@ class Feature:
     @property
     def is_camera(self) -> bool:
         return self.dtype in CAMERA_DTYPES
+
+    @property
+    def channel_first(self) -> bool:
+        """A camera whose kept leaf is ``(C, H, W)`` (layout ``"CHW"``): its ``(H, W, C)`` frames are transposed."""
+        return (self.is_camera and self.space is not None and len(self.space.shape) == 3
+                and str(self.space.metadata.get("layout") or "HWC").upper() == "CHW")
+
+    def to_leaf(self, frames: np.ndarray) -> np.ndarray:
+        """Decoded frames ``(..., H, W, C)`` as values of the leaf: ``(..., C, H, W)`` for a CHW leaf."""
+        return FrameLayout("CHW").to_user(frames) if self.channel_first else frames
 
 
 @dataclass(frozen=True)

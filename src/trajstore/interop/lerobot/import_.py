@@ -254,10 +254,10 @@ def _episode_blocks(source: LeRobotSource, entry: EpisodeEntry, rows: Any,
         leaves: dict[str, np.ndarray] = {}
         for f in source.features:
             if f.dtype == "video":
-                leaves[f.key] = np.stack(list(itertools.islice(streams[f.key], stop - start)))
+                leaves[f.key] = f.to_leaf(np.stack(list(itertools.islice(streams[f.key], stop - start))))
             elif f.dtype == "image":
-                leaves[f.key] = np.stack([decode_image(cell, f, source.root, f"{where} frame {start + i}")
-                                          for i, cell in enumerate(images[f.key][start:stop])])
+                leaves[f.key] = f.to_leaf(np.stack([decode_image(cell, f, source.root, f"{where} frame {start + i}")
+                                                    for i, cell in enumerate(images[f.key][start:stop])]))
             else:
                 leaves[f.key] = arrays[f.key][start:stop]
         yield _nest(source.features, leaves), stop - start

@@ -12,18 +12,30 @@ from trajstore.errors import InvalidValueError, UnknownLeafError, UnsupportedSpa
 from trajstore.interop.robomimic._keys import (KEY_METADATA, NEXT_OBS, OBS, OBSERVATION, check_name,
                                                default_export_key)
 from trajstore.spaces import BinarySpace, BoxSpace, Space, tree
+from trajstore.storages.frames import FrameLayout
 
 
 @dataclass(frozen=True)
 class LeafPlan:
     """One leaf's dataset: ``key`` its path in ``data/demo_i`` (``"obs/agentview_image"``), ``dtype`` written,
-    ``camera`` (``(H, W, 3)`` uint8 frames, gzip-compressed as ``dataset_states_to_obs.py --compress`` does)."""
+    ``camera`` (``(H, W, 3)`` uint8 frames, gzip-compressed as ``dataset_states_to_obs.py --compress`` does),
+    ``layout`` (``"CHW"``: a ``(3, H, W)`` camera leaf, written ``(H, W, 3)`` as robomimic reads image obs)."""
 
     path: tuple[str, ...]
     space: Space
     key: str
     dtype: np.dtype
     camera: bool
+    layout: FrameLayout = FrameLayout()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The dataset's shape per sample: the leaf's, channel last for a CHW camera."""
+        return self.layout.stored_shape(self.space.shape)  # type: ignore[attr-defined]
+
+    def written(self, values: np.ndarray) -> np.ndarray:
+        """Values of the leaf (``(n, ...)`` or one) as written: a CHW camera's frames transposed."""
+        return self.layout.to_stored(values)
 
     @property
     def obs(self) -> bool:
@@ -72,12 +84,23 @@ def plan_leaves(space: Space, key_map: Mapping[str, str], exclude: Iterable[str]
         dtype = np.dtype(bool) if isinstance(leaf, BinarySpace) else np.dtype(leaf.dtype)
         if key == "dones":
             dtype = np.dtype(np.int64)  # robomimic's dones are int64 0/1
-        camera = (leaf.metadata.get("kind") == "image" and dtype == np.uint8 and len(leaf.shape) == 3
-                  and leaf.shape[2] == 3)
-        plans.append(LeafPlan(path, leaf, key, dtype, camera))
+        layout = _camera_layout(leaf)
+        shape = layout.stored_shape(leaf.shape)
+        camera = leaf.metadata.get("kind") == "image" and dtype == np.uint8 and len(shape) == 3 and shape[2] == 3
+        plans.append(LeafPlan(path, leaf, key, dtype, camera, layout if camera else FrameLayout()))
     if not any(p.obs for p in plans):
         raise InvalidValueError("the buffer has no 'observation' leaf: robomimic's obs/ group would be empty")
     return plans
+
+
+def _camera_layout(leaf: Space) -> FrameLayout:
+    """The layout a ``kind="image"`` leaf of 3 axes declares (``"CHW"``: written channel last); else ``"HWC"``."""
+    if leaf.metadata.get("kind") != "image" or len(getattr(leaf, "shape", ())) != 3:
+        return FrameLayout()
+    try:
+        return FrameLayout.of(leaf)
+    except ValueError:  # another declared layout: written as it is
+        return FrameLayout()
 
 
 def ended_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]:

@@ -63,7 +63,9 @@ def export_robomimic(buffer_or_path: Any, out_file: str | os.PathLike, *, episod
     - ``next_obs/<name>[t]`` is ``obs/<name>[t + 1]``; the last row is the episode's final observation, or, for
       an episode without one, a copy of its last observation.
     - Camera leaves (``kind="image"``, ``(H, W, 3)`` uint8) are gzip-compressed, as robomimic's
-      ``dataset_states_to_obs.py --compress`` writes them; other datasets uncompressed, values exact.
+      ``dataset_states_to_obs.py --compress`` writes them; other datasets uncompressed, values exact. A
+      ``(3, H, W)`` camera declared ``layout="CHW"`` is written ``(H, W, 3)``, the layout robomimic reads
+      image observations in (an import gives it back as an HWC leaf).
     - ``data`` attrs ``total`` (samples) and ``env_args`` (``json.dumps(..., indent=4)``: ``env_args=``, else the
       buffer's root metadata ``robomimic.env_args`` an import kept, else :data:`MINIMAL_ENV_ARGS`); a demo's
       episode data ``model_file`` (text of at most 16 M characters, as an import reads) and ``attrs`` (an
@@ -187,7 +189,7 @@ def _write(f: Any, rb: Any, plans: list[LeafPlan], chosen: list[Any], mask_ids: 
                 values = tree.flatten(rb.space, rb.get_at(slice(a, b)))
                 lo, hi = a - ep.start, b - ep.start
                 for p in plans:
-                    v = np.asarray(values[leaf_index[p.path]]).astype(p.dtype, copy=False)
+                    v = p.written(np.asarray(values[leaf_index[p.path]]).astype(p.dtype, copy=False))
                     sets[p.key][lo:hi] = v
                     if p.obs:
                         if lo > 0:
@@ -199,7 +201,7 @@ def _write(f: Any, rb: Any, plans: list[LeafPlan], chosen: list[Any], mask_ids: 
             final = rb.final_observation(positions[ep.id])
             for p in plans:
                 if p.obs:
-                    nexts[p.key][n - 1] = last[p.key] if final is None else _at(final, p.path[1:])
+                    nexts[p.key][n - 1] = last[p.key] if final is None else p.written(_at(final, p.path[1:]))
             if derive_dones:
                 g.create_dataset("dones", data=(np.arange(n) == n - 1).astype(np.int64))
             g.attrs["num_samples"] = n
@@ -212,7 +214,7 @@ def _write(f: Any, rb: Any, plans: list[LeafPlan], chosen: list[Any], mask_ids: 
 
 
 def _dataset(g: Any, key: str, n: int, p: LeafPlan) -> Any:
-    shape = (n, *p.space.shape)
+    shape = (n, *p.shape)
     if p.camera:
         return g.create_dataset(key, shape=shape, dtype=p.dtype, compression="gzip")
     return g.create_dataset(key, shape=shape, dtype=p.dtype)

@@ -1,7 +1,8 @@
 """trajstore's attributes of a zarr group, read as data and checked: never passed on as keywords.
 
 ``<group>.attrs["trajstore_keys"]`` must be a list of strings, ``data/<key>.attrs["trajstore_path"]``
-a string, and ``<group>.attrs["trajstore_episode_data"]`` a list of one object per episode::
+a string, and ``data/<key>.attrs["trajstore_layout"]`` ``"CHW"`` or ``"HWC"`` (absent: ``"HWC"``), and
+``<group>.attrs["trajstore_episode_data"]`` a list of one object per episode::
 
     {"id": int, "data": {str: JSON value}, "interrupted": bool, "overwritten": bool}
 
@@ -21,6 +22,9 @@ ATTR_PATH = "trajstore_path"
 ATTR_SPACE = "trajstore_space"
 ATTR_KEYS = "trajstore_keys"
 ATTR_EPISODE_DATA = "trajstore_episode_data"
+#: ``data/<key>.attrs["trajstore_layout"] = "CHW"``: the leaf's frames are channel first ``(C, H, W)``
+#: in trajstore; the array holds them channel last ``(N, H, W, C)``, as Diffusion Policy reads frames.
+ATTR_LAYOUT = "trajstore_layout"
 
 #: Names of ``ReplayBuffer.end_episode``'s own parameters: not episode data keys.
 RESERVED_DATA_KEYS = ("self", "final_observation", "interrupted", "flush")
@@ -63,6 +67,18 @@ def leaf_path_attr(attrs: Mapping[str, Any], name: str) -> str | None:
     if not isinstance(path, str) or not path:
         raise FormatError(f"{name}: attribute {ATTR_PATH} must be a leaf name (a string), got {path!r:.200}")
     return path
+
+
+def channel_first_attr(attrs: Mapping[str, Any], name: str) -> bool:
+    """True when array ``name``'s ``trajstore_layout`` attribute is ``"CHW"`` (absent or ``"HWC"``: False).
+
+    Raises:
+        FormatError: another value (names the array and the attribute).
+    """
+    layout = attrs.get(ATTR_LAYOUT, "HWC")
+    if layout not in ("HWC", "CHW"):
+        raise FormatError(f"{name}: attribute {ATTR_LAYOUT} must be 'HWC' or 'CHW', got {layout!r:.100}")
+    return layout == "CHW"
 
 
 def _is(value: Any, types: tuple[type, ...]) -> bool:

@@ -17,8 +17,9 @@ from trajstore.errors import InvalidValueError, UnknownLeafError, UnsupportedSpa
 from trajstore.interop.zarr.codecs import frame_compressor, reading_note, register_codecs
 from trajstore._text import count as _count
 from trajstore.interop.zarr.import_ import BLOCK_BYTES, _zarr
-from trajstore.interop.zarr.layout import ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE
+from trajstore.interop.zarr.layout import ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_LAYOUT, ATTR_PATH, ATTR_SPACE
 from trajstore.spaces import BinarySpace, BoxSpace, Space, tree
+from trajstore.storages.frames import FrameLayout
 
 #: Target bytes of one chunk of a non-frame array (steps along the first axis only, as Diffusion
 #: Policy chunks; its own default targets 2 MB).
@@ -50,6 +51,12 @@ class _LeafPlan:
     key: str
     dtype: np.dtype  # written dtype: the leaf's, or the zarr_dtype an import kept
     frames: bool     # (H, W, 3) uint8 camera frames: one frame per chunk, frame codec
+    layout: FrameLayout = FrameLayout()  # "CHW": a (3, H, W) leaf, written (H, W, 3)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape per step: the leaf's, channel last for a CHW camera."""
+        return self.layout.stored_shape(self.space.shape)  # type: ignore[attr-defined]
 
 
 def default_key(path: tuple[str, ...]) -> str:
@@ -84,12 +91,23 @@ def _plan_leaves(space: Space, key_map: Mapping[str, str], exclude: set[str]) ->
         owner[key] = name
         zarr_dtype = leaf.metadata.get("zarr_dtype")
         dtype = np.dtype(zarr_dtype) if zarr_dtype else np.dtype(leaf.dtype)
-        frames = (leaf.metadata.get("kind") == "image" and dtype == np.uint8 and len(leaf.shape) == 3
-                  and leaf.shape[2] == 3)
-        plans.append(_LeafPlan(path, leaf, key, dtype, frames))
+        layout = _camera_layout(leaf)
+        shape = layout.stored_shape(leaf.shape)
+        frames = (leaf.metadata.get("kind") == "image" and dtype == np.uint8 and len(shape) == 3 and shape[2] == 3)
+        plans.append(_LeafPlan(path, leaf, key, dtype, frames, layout if frames else FrameLayout()))
     if not plans:
         raise ValueError("every leaf is excluded: nothing to export")
     return plans
+
+
+def _camera_layout(leaf: Space) -> FrameLayout:
+    """The layout a ``kind="image"`` leaf declares (``"CHW"``: written channel last); ``"HWC"`` otherwise."""
+    if leaf.metadata.get("kind") != "image" or len(getattr(leaf, "shape", ())) != 3:
+        return FrameLayout()
+    try:
+        return FrameLayout.of(leaf)
+    except ValueError:  # another declared layout: written as it is
+        return FrameLayout()
 
 
 class _ChunkAlignedWriter:
@@ -174,8 +192,10 @@ def export_zarr(buffer_or_path: Any, out: str | os.PathLike, *, compressor: str 
     anywhere else run ``import imagecodecs.numcodecs; imagecodecs.numcodecs.register_codecs()`` once
     before reading (Diffusion Policy's ``register_codecs()`` also does). Raw frames
     (``compressor=None``) need nothing. The summary's :meth:`~ZarrExportSummary.line` says so.
-    Camera leaves (``kind="image"``, ``(H, W, 3)`` uint8) are chunked one frame per chunk and
-    compressed by ``compressor``; other leaves are chunked along steps only (about 1 MiB a chunk)
+    Camera leaves (``kind="image"``, ``(H, W, 3)`` uint8, or ``(3, H, W)`` declared ``layout="CHW"``,
+    written ``(N, H, W, 3)`` as Diffusion Policy reads frames, with the array attribute
+    ``trajstore_layout = "CHW"`` so an import gives the leaf back channel first) are chunked one
+    frame per chunk and compressed by ``compressor``; other leaves are chunked along steps only (about 1 MiB a chunk)
     with Blosc zstd + bit shuffle, lossless. Leaf names, spaces and episode data are kept in
     attributes so that :func:`~trajstore.interop.zarr.import_zarr` restores them.
     Final observations are not exported (the layout has no place for them).
@@ -247,12 +267,13 @@ def _write_group(zarr: Any, path: Path, rb: Any, plans: list[_LeafPlan], chosen:
     lowdim = Blosc(cname="zstd", clevel=5, shuffle=Blosc.BITSHUFFLE)
     writers = []
     for p in plans:
-        shape = tuple(p.space.shape)
+        shape = p.shape
         step_bytes = int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize
         chunk = 1 if p.frames else max(1, min(steps or 1, LOWDIM_CHUNK_BYTES // max(step_bytes, 1)))
         array = root.create_array(f"data/{p.key}", shape=(steps, *shape), chunks=(chunk, *shape), dtype=p.dtype,
                                   compressors=(codec if p.frames else lowdim), fill_value=0)
-        array.attrs.update({ATTR_PATH: tree.path_name(p.path), ATTR_SPACE: p.space.to_json()})
+        array.attrs.update({ATTR_PATH: tree.path_name(p.path), ATTR_SPACE: p.space.to_json(),
+                            **({ATTR_LAYOUT: "CHW"} if p.layout.channel_first else {})})
         writers.append(_ChunkAlignedWriter(array, chunk))
     block = max(1, BLOCK_BYTES // max(sum(int(np.prod(p.space.shape, dtype=np.int64)) * p.dtype.itemsize
                                           for p in plans), 1))
@@ -263,7 +284,7 @@ def _write_group(zarr: Any, path: Path, rb: Any, plans: list[_LeafPlan], chosen:
                 b = min(a + block, ep.stop)
                 values = tree.flatten(rb.space, rb.get_at(slice(a, b)))
                 for p, w in zip(plans, writers):
-                    w.add(np.asarray(values[leaf_index[p.path]]).astype(p.dtype, copy=False))
+                    w.add(p.layout.to_stored(np.asarray(values[leaf_index[p.path]]).astype(p.dtype, copy=False)))
                 bar.update(b - a)
     for w in writers:
         w.close()

@@ -34,9 +34,13 @@ import numpy as np
 
 from trajstore._fs import check_tree_inside
 from trajstore.errors import FormatError
-from trajstore.interop.zarr._attrs import (ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_PATH, ATTR_SPACE,  # noqa: F401
-                                           episode_data, key_order, leaf_path_attr, read_attrs)  # (export.py)
+from trajstore.interop.zarr._attrs import (ATTR_EPISODE_DATA, ATTR_KEYS, ATTR_LAYOUT, ATTR_PATH,  # noqa: F401
+                                           ATTR_SPACE, channel_first_attr, episode_data, key_order,
+                                           leaf_path_attr, read_attrs)  # (export.py)
 from trajstore.spaces import BinarySpace, BoxSpace, Space, space_from_json, tree
+from trajstore.storages.frames import FrameLayout
+
+CHW, HWC = "CHW", "HWC"
 
 #: Most bytes one step of one array may hold once decoded (256 MiB: a 4K RGB uint8 frame is 25 MB).
 #: A block of at least one step of every array is read at once, so a declared shape is checked first.
@@ -58,6 +62,8 @@ class SourceArray:
         space: the leaf's space (shape without the step axis).
         float_frames: a float array named in ``image_keys``: values are checked to be whole numbers
             in 0..255 and stored as uint8 frames (the leaf's metadata keeps ``zarr_dtype``).
+        channel_first: the array holds ``(N, H, W, C)`` frames of a ``(C, H, W)`` leaf (an export of a
+            CHW camera, ``trajstore_layout = "CHW"``): blocks are transposed back.
     """
 
     key: str
@@ -65,6 +71,7 @@ class SourceArray:
     path: tuple[str, ...]
     space: Space
     float_frames: bool = False
+    channel_first: bool = False
 
     @property
     def name(self) -> str:
@@ -76,6 +83,8 @@ class SourceArray:
         Raises:
             FormatError: a float frame array holds a value that is not a whole number in 0..255.
         """
+        if self.channel_first:
+            values = FrameLayout(CHW).to_user(values)
         if not self.float_frames:
             return values
         bad = ~np.isfinite(values) | (values < 0) | (values > 255) | (values != np.round(values))
@@ -245,13 +254,21 @@ def inferred_space(name: str, array: Any, *, image: bool, fps: float) -> tuple[S
     return BoxSpace(-np.inf, np.inf, shape, dtype), False
 
 
-def _attr_space(name: str, array: Any, attrs: Mapping[str, Any]) -> Space | None:
-    """The leaf space kept by an export, checked against the array; None when there is none."""
+def _attr_space(name: str, array: Any, attrs: Mapping[str, Any]) -> tuple[Space | None, bool]:
+    """The leaf space kept by an export, checked against the array (``None`` when there is none), and
+    whether the array holds that leaf's frames channel last for a channel-first leaf."""
     if ATTR_SPACE not in attrs:
-        return None
+        return None, False
     kept = attrs[ATTR_SPACE]
+    channel_first = channel_first_attr(attrs, f"data/{name}")
+    layout = FrameLayout(CHW if channel_first else HWC)
+    held = list(layout.user_shape(array.shape[1:])) if channel_first and len(array.shape) == 4 else None
     declared = kept.get("shape") if isinstance(kept, dict) else None
-    if declared is not None and declared != list(array.shape[1:]):  # before the space allocates its bounds
+    if channel_first and held is None:
+        raise FormatError(f"data/{name}: attribute {ATTR_LAYOUT} says 'CHW', but the array {tuple(array.shape)} "
+                          "is not a batch of frames (N, H, W, C)")
+    held = held or list(array.shape[1:])
+    if declared is not None and declared != held:  # before the space allocates its bounds
         raise FormatError(f"data/{name}: attribute {ATTR_SPACE} says shape {declared!r:.100} per step, the array "
                           f"is {tuple(array.shape)}")
     try:
@@ -262,10 +279,10 @@ def _attr_space(name: str, array: Any, attrs: Mapping[str, Any]) -> Space | None
     shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
     zarr_dtype = space.metadata.get("zarr_dtype")
     expected_dtype = np.dtype(zarr_dtype) if zarr_dtype else dtype
-    if shape is None or tuple(array.shape[1:]) != tuple(shape) or np.dtype(array.dtype) != expected_dtype:
+    if shape is None or tuple(held) != tuple(shape) or np.dtype(array.dtype) != expected_dtype:
         raise FormatError(f"data/{name}: attribute {ATTR_SPACE} says {shape} {expected_dtype} per step, the array "
-                          f"is {tuple(array.shape)} {array.dtype}")
-    return space
+                          f"is {tuple(array.shape)} {array.dtype}" + (" (channel last)" if channel_first else ""))
+    return space, channel_first
 
 
 def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: float | None = None,
@@ -308,9 +325,9 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
         check_step_bytes(f"{src}: data/{key}", array)
         array_attrs = read_attrs(array, f"{src}: data/{key}")
         path = _leaf_path(key_map.get(key) or leaf_path_attr(array_attrs, f"{src}: data/{key}") or key, key, src)
-        space, float_frames = _attr_space(key, array, array_attrs), False
+        (space, channel_first), float_frames = _attr_space(key, array, array_attrs), False
         if space is not None and key in image_keys and space.metadata.get("kind") != "image":
-            space = None  # the user says it is a camera: infer it as one
+            space, channel_first = None, False  # the user says it is a camera: infer it as one
         inferred = space is None
         if inferred:
             space, float_frames = inferred_space(key, array, image=key in image_keys, fps=fps or DEFAULT_FPS)
@@ -320,7 +337,7 @@ def read_layout(group: Any, src: Any, *, image_keys: Iterable[str] = (), fps: fl
                 space = space.with_metadata({"fps": fps})
         if (inferred or key in key_map) and tree.path_name(path) != key:
             space = space.with_metadata({"zarr_key": key})  # an export names the array as it was
-        out.append(SourceArray(key, array, path, space, float_frames))
+        out.append(SourceArray(key, array, path, space, float_frames, channel_first))
     _check_paths(out, src)
     return SourceLayout(tuple(out), ends, episode_data(attrs, len(ends), src))
 

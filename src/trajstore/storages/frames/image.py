@@ -1,7 +1,8 @@
 """``ImageStorage``: camera frames as JPEG or PNG in chunk files.
 
 RGB frames ``(H, W, 3)`` uint8 as JPEG or PNG; single-channel frames (depth, grayscale)
-``(H, W)`` or ``(H, W, 1)``, uint8 or uint16, as PNG (8- or 16-bit grayscale, lossless).
+``(H, W)`` or ``(H, W, 1)``, uint8 or uint16, as PNG (8- or 16-bit grayscale, lossless). Channel-first
+leaves (``(3, H, W)`` / ``(1, H, W)`` declared ``layout="CHW"``) are encoded as those, transposed.
 
 Folder layout::
 
@@ -51,7 +52,8 @@ from trajstore.storages.frames import _image_codec as codec
 from trajstore.storages._options import Option, optional, positive_int
 from trajstore.storages._payload import PayloadSource
 from trajstore.storages.frames._image_reads import in_request_order, read_frames
-from trajstore.storages.frames._frame_space import RGB, check_camera_frames, rgb_refusal
+from trajstore.storages.frames._frame_layout import CONFIG_KEY as LAYOUT_KEY, FrameLayout, recorded_layout
+from trajstore.storages.frames._frame_space import RGB, check_camera_frames, rgb_refusal, stored_frame_shape
 from trajstore.storages._selection import Selection
 from trajstore.storages.frames._payload_files import FileNaming, PayloadFiles, referenced_files
 from trajstore.storages.frames._slot_index import LOG_FILE, SlotIndex
@@ -99,7 +101,10 @@ class ImageStorage(SpaceStorage):
 
     The leaf is a ``BoxSpace`` ``(H, W, 3)`` uint8 (RGB; JPEG or PNG), or, with ``format="PNG"``,
     ``(H, W)`` / ``(H, W, 1)`` uint8 or uint16 (a grayscale or depth camera; 8- or 16-bit PNG, read
-    back exactly). A declared ``layout`` must be channel-last (``"HWC"``, any case; ``"HW"`` for 2-D).
+    back exactly). A leaf declared ``metadata["layout"] = "CHW"`` (any case) is channel first:
+    ``(3, H, W)``, or ``(1, H, W)`` with PNG; its frames are transposed to ``(H, W, C)`` to be encoded
+    and back to ``(C, H, W)`` when read (PNG: exactly what was written), and ``storage.json`` records
+    ``"layout": "CHW"`` (no ``"layout"``: channel last). Other declared layouts are refused.
 
     Options of :meth:`create`:
 
@@ -142,7 +147,8 @@ class ImageStorage(SpaceStorage):
         self._quality = config.get("quality", codec.JPEG_QUALITY)
         self._subsampling = config.get("subsampling", codec.JPEG_SUBSAMPLING)
         self._chunk_bytes = config["chunk_bytes"]
-        self._frame_shape = tuple(space.shape)  # (H, W, 3), (H, W) or (H, W, 1)
+        self._layout = FrameLayout.of(space)  # "CHW": (C, H, W) frames, encoded as (H, W, C)
+        self._frame_shape = self._layout.stored_shape(space.shape)  # as encoded: (H, W, 3), (H, W) or (H, W, 1)
         self._dtype = np.dtype(space.dtype)  # uint8, or uint16 (PNG only)
         self._index: SlotIndex | None = None
         self._length = 0  # slots of an unbounded storage (capacity otherwise)
@@ -181,13 +187,17 @@ class ImageStorage(SpaceStorage):
         if given is not None:
             raise UnsupportedSpaceError(f"ImageStorage stores JPEG frames as RGB: expected {RGB}; got {given} in "
                                         f"{space!r}; single-channel (depth, grayscale) frames need format='PNG'")
-        if max(space.shape[:2]) > JPEG_MAX_SIDE:  # type: ignore[attr-defined]
+        height_width = stored_frame_shape(space)[:2]  # type: ignore[arg-type,index]
+        if max(height_width) > JPEG_MAX_SIDE:
             raise ValueError(f"JPEG frames are at most {JPEG_MAX_SIDE} pixels a side (libjpeg's limit); got "
-                             f"{space.shape[:2]}: use format='PNG'")  # type: ignore[attr-defined]
+                             f"{height_width}: use format='PNG'")
         return config
 
     @classmethod
     def _config_for_open(cls, path: Path, space: Space, stored: Any) -> Any:
+        if isinstance(stored, dict):  # "layout" is not an option: what the space declared at create
+            stored = dict(stored)
+            recorded_layout(path, cls.__name__, space, stored.pop(LAYOUT_KEY, None))
         header = None
         if isinstance(stored, dict) and "jpeg_header" in stored:  # not an option: written at create
             stored = dict(stored)
@@ -207,8 +217,9 @@ class ImageStorage(SpaceStorage):
                 multiprocessing: bool, lock: WriterLock | None) -> "ImageStorage":
         assert path is not None  # requires_cache_path
         (path / CHUNK_DIR).mkdir()
-        if config["format"] == "JPEG" and len(space.shape) == 3:  # type: ignore[attr-defined]
-            blank = np.zeros(space.shape, np.uint8)  # type: ignore[attr-defined]
+        shape = stored_frame_shape(space)  # type: ignore[arg-type]
+        if config["format"] == "JPEG" and len(shape) == 3:  # type: ignore[arg-type]
+            blank = np.zeros(shape, np.uint8)  # type: ignore[arg-type]
             config = {**config, "jpeg_header": codec.jpeg_header(
                 codec.encode(blank, "JPEG", config["quality"], config["subsampling"]))}
         storage = cls(space, config=config, capacity=capacity, cache_path=path, multiprocessing=multiprocessing,
@@ -252,8 +263,11 @@ class ImageStorage(SpaceStorage):
         return config
 
     def descriptor(self) -> dict[str, Any]:
-        """``storage.json``: the options of :meth:`get_config`, and the shared JPEG header (not an option)."""
+        """``storage.json``: the options of :meth:`get_config`, the shared JPEG header and a channel-first
+        layout (``"layout": "CHW"``; neither is an option)."""
         desc = super().descriptor()
+        if self._layout.config_value() is not None:
+            desc["config"][LAYOUT_KEY] = self._layout.config_value()
         if self._header is not None:
             desc["config"]["jpeg_header"] = self._header.hex()
         return desc
@@ -266,7 +280,7 @@ class ImageStorage(SpaceStorage):
         self._length = length  # the index grows when the new slots are written
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
-        payloads: list[Any] = codec.encode_batch(leaves[0], self._format, self._quality, self._subsampling)
+        payloads: list[Any] = codec.encode_batch(self._layout.to_stored(leaves[0]), self._format, self._quality, self._subsampling)
         header = self._header
         if header is not None:  # kept once in storage.json; a frame with another header is stored whole
             cut = len(header)
@@ -329,7 +343,7 @@ class ImageStorage(SpaceStorage):
     def _read(self, sel: Selection) -> list[np.ndarray]:
         out = np.zeros((len(sel.slots), *self._frame_shape), dtype=self._dtype)
         self._read_into(sel.slots, out)
-        return [out]
+        return [self._layout.to_user(out)]
 
     def read_leaves_in_order(self, sel: Selection, which: Sequence[int] | None = None) -> list[np.ndarray]:
         """``[frames (sel.size, *frame shape)]`` (``which``: None or ``[0]``): :meth:`read_leaves` then ``[sel.order]``
@@ -338,7 +352,7 @@ class ImageStorage(SpaceStorage):
             return self.read_leaves(sel, which)
         self._check_open()
         with damaged_file(self.cache_path, "reading ImageStorage slots"):  # type: ignore[arg-type]
-            return [in_request_order(sel, self._frame_shape, self._dtype, self._read_into)]
+            return [self._layout.to_user(in_request_order(sel, self._frame_shape, self._dtype, self._read_into))]
 
     read_in_order = read_leaves_in_order  # its earlier name (one argument)
 

@@ -1,4 +1,5 @@
-"""``VideoStorage``: RGB camera frames, ``(H, W, 3)`` uint8, as H.264 video segments.
+"""``VideoStorage``: RGB camera frames, ``(H, W, 3)`` uint8 (or ``(3, H, W)`` declared ``layout="CHW"``,
+transposed to ``(H, W, 3)`` to be encoded and back when read), as H.264 video segments.
 
 Folder layout::
 
@@ -43,6 +44,7 @@ import numpy as np
 from trajstore._lock import WriterLock
 from trajstore.damage import DamagedFile
 from trajstore.spaces import Space
+from trajstore.storages.frames._frame_layout import CONFIG_KEY as LAYOUT_KEY, FrameLayout, recorded_layout
 from trajstore.storages.frames._frame_space import check_rgb_frames
 from trajstore.storages.frames import _video_codec as vcodec
 from trajstore.storages._options import Option, int_in, one_of, positive_int, positive_number
@@ -88,7 +90,9 @@ def _frame_rate(value: Any) -> float | int:
 
 @STORAGE_TYPES.register("video")
 class VideoStorage(SpaceStorage):
-    """Frames of one ``BoxSpace((H, W, 3), uint8)`` leaf as H.264 video (lossy).
+    """Frames of one ``BoxSpace((H, W, 3), uint8)`` leaf as H.264 video (lossy); a ``(3, H, W)`` leaf declared
+    ``metadata["layout"] = "CHW"`` is encoded transposed and read back as ``(3, H, W)`` (``storage.json``
+    records ``"layout": "CHW"``; none: channel last).
 
     Options of :meth:`create`:
 
@@ -113,7 +117,8 @@ class VideoStorage(SpaceStorage):
     random reads.
 
     Raises (at create): ``ValueError`` for a bad option, ``TypeError`` for an unknown one,
-    ``UnsupportedSpaceError`` for a space other than ``(H, W, 3)`` uint8 with layout ``"HWC"`` or none.
+    ``UnsupportedSpaceError`` for a space other than ``(H, W, 3)`` uint8 with layout ``"HWC"`` or none,
+    or ``(3, H, W)`` uint8 with layout ``"CHW"``.
     """
 
     requires_cache_path = True
@@ -137,7 +142,8 @@ class VideoStorage(SpaceStorage):
                                                                          "pix_fmt")})
         self._fps = config["fps"]
         self._segment_frames = config["segment_frames"]
-        self._h, self._w = int(space.shape[0]), int(space.shape[1])
+        self._layout = FrameLayout.of(space)  # "CHW": (3, H, W) frames, encoded as (H, W, 3)
+        self._h, self._w = self._layout.stored_shape(space.shape)[:2]
         self._index: SlotIndex | None = None
         self._length = 0  # slots of an unbounded storage (capacity otherwise)
         # The pending segment (writer only).
@@ -156,6 +162,13 @@ class VideoStorage(SpaceStorage):
     @classmethod
     def check_space(cls, space: Space) -> None:
         check_rgb_frames(space, "VideoStorage")
+
+    @classmethod
+    def _config_for_open(cls, path: Path, space: Space, stored: Any) -> Any:
+        if isinstance(stored, dict):  # "layout" is not an option: what the space declared at create
+            stored = dict(stored)
+            recorded_layout(path, cls.__name__, space, stored.pop(LAYOUT_KEY, None))
+        return super()._config_for_open(path, space, stored)
 
     # -- lifecycle -----------------------------------------------------------------------------
     @classmethod
@@ -208,6 +221,14 @@ class VideoStorage(SpaceStorage):
     def get_config(self) -> dict[str, Any]:
         return dict(self._config)
 
+    def descriptor(self) -> dict[str, Any]:
+        """``storage.json``: the options of :meth:`get_config`, and a channel-first layout (``"layout": "CHW"``,
+        not an option)."""
+        desc = super().descriptor()
+        if self._layout.config_value() is not None:
+            desc["config"][LAYOUT_KEY] = self._layout.config_value()
+        return desc
+
     def __len__(self) -> int:
         return self.capacity if self.capacity is not None else self._length
 
@@ -216,7 +237,7 @@ class VideoStorage(SpaceStorage):
         self._length = length
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
-        self._append(sel.slots, leaves[0])
+        self._append(sel.slots, self._layout.to_stored(leaves[0]))
 
     def _append(self, slots: np.ndarray, frames: np.ndarray) -> None:
         """Add frames to the pending segment, closing it each time it is full."""
@@ -327,7 +348,7 @@ class VideoStorage(SpaceStorage):
         except FileNotFoundError:  # the writer deleted a segment this reader's index still points into
             self.refresh()
             self._read_segments(slots[rows], out, rows)
-        return [out]
+        return [self._layout.to_user(out)]
 
     def _read_segments(self, slots: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
         index = self._index
