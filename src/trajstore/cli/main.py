@@ -71,7 +71,6 @@ def record(
     from trajstore.recording.gymnasium import EnvSetupError, record_gymnasium, use_headless_gl
     from trajstore.recording.pusht_recording import RecordingInterrupted, record_pusht
 
-    make_kwargs = _record_options.parse_env_kwargs(env_kwargs)
     gymnasium_env = env.startswith(GYMNASIUM_PREFIX) and len(env) > len(GYMNASIUM_PREFIX)
     if env == "pusht":
         for given, name in ((policy, "--policy"), (env_kwargs, "--env-kwargs")):
@@ -80,6 +79,7 @@ def record(
                                          "expert", param_hint=f"'{name}'")
     elif not gymnasium_env:
         raise fail(f"--env must be 'pusht' or 'gymnasium:<env id>', got {env!r}")
+    make_kwargs = _record_options.parse_env_kwargs(env_kwargs)
     if gymnasium_env:
         use_headless_gl()  # before a policy module imports MuJoCo
     chosen = None if policy is None else _record_options.load_policy_option(policy)
