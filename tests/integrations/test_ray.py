@@ -62,7 +62,8 @@ def direct_rows(path, window=None, pad=True, episodes=None):
             data, is_pad = rb.windows_at(numbers, window, pad=pad, episodes=episodes)
         owners = [next(e for e in rb.episodes if e.start <= a < e.stop) for a in anchors]
     flat = {"index": anchors, "episode": np.array([e.id for e in owners], np.int64),
-            "step": np.array([a - e.start for a, e in zip(anchors, owners)], np.int64), "observation/pixels": data["observation"]["pixels"], "observation/pos": data["observation"]["pos"],
+            "step": np.array([a - e.start for a, e in zip(anchors, owners)], np.int64),
+            "observation/pixels": data["observation"]["pixels"], "observation/pos": data["observation"]["pos"],
             "action": data["action"], "step_id": data["step_id"], "task": data["task"]}
     flat.update({f"is_pad/{name}": mask for name, mask in is_pad.items()})
     return flat

@@ -70,11 +70,11 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
         its step, or of its window's anchor: ``rb[index]``), ``episode`` (its ``Episode.id``) and
         ``step`` (``index - Episode.start``: the step within the episode, counted from its oldest
         held step for a ring's partly overwritten episode). The other columns are the leaf names:
-        a leaf of shape ``S`` gives a column of ``S``-shaped values of its dtype (camera frames: ``(H, W, 3)`` uint8 ndarrays); in a window
-        row a named leaf is ``(T, *S)`` with ``T`` its number of offsets, and each name of ``window``
-        that covers a column adds a bool ``(T,)`` column ``"is_pad/<name>"`` (True where the offset
-        fell outside the episode). ``ds.count()`` is known without reading. No selected row: an
-        empty dataset.
+        a leaf of shape ``S`` gives a column of ``S``-shaped values of its dtype (camera frames:
+        ``(H, W, 3)`` uint8 ndarrays); in a window row a named leaf is ``(T, *S)`` with ``T`` its
+        number of offsets, and each name of ``window`` that covers a column adds a bool ``(T,)``
+        column ``"is_pad/<name>"`` (True where the offset fell outside the episode). ``ds.count()``
+        is known without reading. No selected row: an empty dataset.
 
     Raises:
         FormatError: not a buffer folder, or a damaged one (from ``load_from``).
