@@ -50,15 +50,20 @@ def folder(tmp_path_factory):
 
 
 def direct_rows(path, window=None, pad=True, episodes=None):
-    """The rows as a direct read gives them: flat columns, in step order."""
+    """The rows as a direct read gives them: flat columns, in step order; ``index``, ``episode`` and
+    ``step`` from the anchors and the buffer's episode table."""
     with ReplayBuffer.load_from(path) as rb:
         count = rb.count_anchors(window, pad=pad, episodes=episodes)
         numbers = np.arange(count)
+        anchors = rb.anchors_at(numbers, window, pad=pad, episodes=episodes)
         if window is None:
-            data, is_pad = rb[rb.anchors_at(numbers, episodes=episodes)], {}
+            data, is_pad = rb[anchors], {}
         else:
             data, is_pad = rb.windows_at(numbers, window, pad=pad, episodes=episodes)
-    flat = {"observation/pixels": data["observation"]["pixels"], "observation/pos": data["observation"]["pos"],
+        owners = [next(e for e in rb.episodes if e.start <= a < e.stop) for a in anchors]
+    flat = {"index": anchors, "episode": np.array([e.id for e in owners], np.int64),
+            "step": np.array([a - e.start for a, e in zip(anchors, owners)], np.int64),
+            "observation/pixels": data["observation"]["pixels"], "observation/pos": data["observation"]["pos"],
             "action": data["action"], "step_id": data["step_id"], "task": data["task"]}
     flat.update({f"is_pad/{name}": mask for name, mask in is_pad.items()})
     return flat
@@ -93,12 +98,50 @@ def test_windows_of_selected_episodes_equal_a_direct_read(local_ray, folder, pad
                         columns=["observation/pixels", "action", "step_id"], override_num_blocks=2, min_task_rows=4)
     want = direct_rows(folder, WINDOW, pad, episodes=[0, 2, 4])
     got = ray_rows(ds)
-    assert set(got) == {"observation/pixels", "action", "step_id", "is_pad/observation/pixels", "is_pad/action"}
+    assert set(got) == {"index", "episode", "step", "observation/pixels", "action", "step_id",
+                        "is_pad/observation/pixels", "is_pad/action"}
     assert ds.count() == len(want["step_id"]) == (sum(LENGTHS[0::2]) if pad else (5 - 3) + (3 - 3) + (7 - 3))
     for name in got:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     assert got["action"].shape[1:] == (3, 2) and got["is_pad/action"].dtype == bool
     assert got["is_pad/action"].any() == pad  # pad=False keeps only windows inside their episode
+
+
+def test_under_rays_default_order_the_index_column_puts_rows_back_in_step_order(local_ray, folder):
+    from ray.data import DataContext
+
+    assert DataContext.get_current().execution_options.preserve_order is False  # Ray's default
+    ds = read_trajstore(folder, override_num_blocks=4, min_task_rows=4)
+    batches = list(ds.iter_batches(batch_size=None, batch_format="numpy"))
+    got = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    order = np.argsort(got["index"])
+    got = {k: v[order] for k, v in got.items()}
+    assert {k: got[k].dtype for k in ("index", "episode", "step")} == dict.fromkeys(("index", "episode", "step"),
+                                                                                   np.dtype(np.int64))
+    with ReplayBuffer.load_from(folder) as rb:
+        assert got["index"].tolist() == list(range(len(rb)))
+        want = rb[np.arange(len(rb))]
+        for name, values in [("observation/pixels", want["observation"]["pixels"]), ("action", want["action"]),
+                             ("observation/pos", want["observation"]["pos"]), ("step_id", want["step_id"]),
+                             ("task", want["task"])]:
+            np.testing.assert_array_equal(got[name], values, err_msg=name)
+        for e in rb.episodes:
+            assert got["episode"][e.start:e.stop].tolist() == [e.id] * len(e)
+            assert got["step"][e.start:e.stop].tolist() == list(range(len(e)))
+    assert got["episode"].tolist() == [k for k, n in enumerate(LENGTHS) for _ in range(n)]
+
+
+def test_a_top_level_key_named_like_a_row_column_is_refused_before_reading(tmp_path):
+    space = DictSpace({"episode": BoxSpace(0, 9, (), np.int64), "action": BoxSpace(-1, 1, (2,), np.float32)})
+    with ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb",
+                             **dict_storage_kwargs_from_space(space)) as rb:
+        rb.extend({"episode": np.zeros(3, np.int64), "action": np.zeros((3, 2), np.float32)})
+        rb.end_episode()
+    with pytest.raises(ValueError, match="top-level key 'episode'.*index_columns=False"):
+        TrajstoreDatasource(tmp_path / "rb")
+    source = TrajstoreDatasource(tmp_path / "rb", index_columns=False)
+    with source.request.open() as rb:
+        assert sorted(read_rows(rb, source.request, 0, 3)) == ["action", "episode"]
 
 
 def test_a_selection_of_no_episode_is_an_empty_dataset(local_ray, folder):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -13,7 +12,7 @@ from rich.table import Table
 
 from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail, show_own_warnings
 from trajstore.cli.interop import export_app, import_app
-from trajstore.cli import remote
+from trajstore.cli import _record_options, remote
 from trajstore.cli.aloha import import_aloha_command
 from trajstore.cli.formats import formats_command
 from trajstore.cli.rlds import import_rlds_command
@@ -51,8 +50,9 @@ GYMNASIUM_PREFIX = "gymnasium:"
 
 @app.command()
 def record(
-    env: str = typer.Option("pusht", help="'pusht' (a planning expert) or 'gymnasium:<env id>' (random policy), "
-                                          "e.g. gymnasium:Pusher-v5; the env must render rgb_array."),
+    env: str = typer.Option("pusht", help="'pusht' (a planning expert; most episodes succeed) or "
+                                          "'gymnasium:<env id>' (random policy unless --policy), e.g. "
+                                          "gymnasium:Pusher-v5; the env must render rgb_array."),
     episodes: int = typer.Option(10, min=1, help="Number of episodes."),
     out: Path = typer.Option(..., help="Buffer folder: a new one, or an existing one with --resume."),
     camera: Optional[CameraStorage] = typer.Option(None, help="How to store camera frames (default jpeg; "
@@ -63,23 +63,33 @@ def record(
     resume: bool = typer.Option(False, help="Add episodes to the existing folder --out (same env and layout)."),
     reference: Optional[Path] = typer.Option(None, help="Also save the raw steps to this .npz for `verify`."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help=_record_options.ENV_KWARGS_HELP),
+    policy: Optional[str] = typer.Option(None, help=_record_options.POLICY_HELP),
 ) -> None:
     """Record episodes into a routed replay buffer. Ctrl-C stops after the current step: the open
     episode is discarded, the finished ones are kept (exit status 130)."""
-    from trajstore.recording.gymnasium import EnvSetupError, record_gymnasium
+    from trajstore.recording.gymnasium import EnvSetupError, record_gymnasium, use_headless_gl
     from trajstore.recording.pusht_recording import RecordingInterrupted, record_pusht
 
+    gymnasium_env = env.startswith(GYMNASIUM_PREFIX) and len(env) > len(GYMNASIUM_PREFIX)
+    if env == "pusht":
+        if env_kwargs is not None:
+            raise typer.BadParameter("--env-kwargs works with gymnasium:ID envs; --env pusht is the 96x96 PushT "
+                                     "task", param_hint="'--env-kwargs'")
+    elif not gymnasium_env:
+        raise fail(f"--env must be 'pusht' or 'gymnasium:<env id>', got {env!r}")
+    make_kwargs = _record_options.parse_env_kwargs(env_kwargs)
+    if gymnasium_env:
+        use_headless_gl()  # before a policy module imports MuJoCo
+    chosen = None if policy is None else _record_options.load_policy_option(policy)
     options = dict(camera=camera.value if camera else None, capacity=capacity, max_steps=max_steps, seed=seed,
                    resume=resume, reference=reference, progress=progress)
     try:
         if env == "pusht":
-            summary = record_pusht(out, episodes, **options)
-        elif env.startswith(GYMNASIUM_PREFIX) and len(env) > len(GYMNASIUM_PREFIX):
-            if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-                os.environ["MUJOCO_GL"] = "egl"  # no display: MuJoCo renders off-screen
-            summary = record_gymnasium(env[len(GYMNASIUM_PREFIX):], out, episodes, **options)
+            summary = record_pusht(out, episodes, policy=_record_options.pusht_policy(chosen), **options)
         else:
-            raise ValueError(f"--env must be 'pusht' or 'gymnasium:<env id>', got {env!r}")
+            summary = record_gymnasium(env[len(GYMNASIUM_PREFIX):], out, episodes, policy=chosen,
+                                       env_kwargs=make_kwargs, **options)
     except RecordingInterrupted as exc:
         console.print(escape(exc.summary.line()), soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED)

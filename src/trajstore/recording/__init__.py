@@ -6,6 +6,8 @@
 - :mod:`~trajstore.recording.step`: :func:`step_space`, the one builder of a recorded step's space,
   and what the wrappers share.
 - :mod:`~trajstore.recording.gymnasium`: :func:`record_gymnasium`, ``trajstore record --env gymnasium:ID``.
+- :mod:`~trajstore.recording.policy`: what a policy is called with, factories ``make_policy(env)``,
+  and :func:`~trajstore.recording.policy.load_policy` (``--policy module:function``).
 - :mod:`~trajstore.recording.pusht` (the PushT task and its scripted policy),
   :mod:`~trajstore.recording.pusht_planner` (:class:`PlannedPushPolicy`, the demo's expert) and
   :mod:`~trajstore.recording.pusht_recording` (:func:`record_pusht`, ``trajstore record --env pusht``).

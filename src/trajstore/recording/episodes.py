@@ -35,43 +35,56 @@ __all__ = ["RecordEpisodes", "RecordVectorEpisodes", "recorded_space"]
 
 
 class RecordEpisodes(gymnasium.Wrapper):
-    """A gymnasium wrapper that records every step and episode into a replay buffer.
-
-    Args:
-        env: any env; ``render_key`` needs ``render_mode="rgb_array"``.
-        buffer: an open, writable :class:`ReplayBuffer` (its step space must match this env's,
-            metadata aside: checked at the first step, before anything is appended; the caller
-            closes it), or a path: a new folder, made at the first step with the space derived
-            from the env (``from_gymnasium``), the routing of ``routing``
-            (:func:`~trajstore.storages.dict_storage_kwargs_from_space` keyword arguments) and
-            ``capacity``; the wrapper closes a buffer it made.
-        render_key: store ``env.render()`` of each ``o_t`` under ``observation/<render_key>``.
-        info_keys: ``info`` entries to store per step under ``info/<key>`` (bools, numbers, arrays;
-            their spaces come from the first step's values).
-        image_keys: observation leaves (names joined by "/") that are camera frames, tagged
-            ``kind=image`` so they are compressed; none are guessed.
-        episode_data: ``episode_data(info) -> dict``, called when an episode ends with the info of
-            its last step, for what is known only then (e.g. ``lambda info: {"success":
-            bool(info["is_success"])}``). Without it, an ``is_success`` entry of the last step's info
-            is stored as ``success``.
+    """A gymnasium wrapper that records every step and episode into a replay buffer
+    (arguments: :meth:`__init__`).
 
     Per episode, ``end_episode`` receives the final observation, ``seed`` (the ``reset`` seed,
     or None), what :meth:`set_episode_data` set and what ``episode_data`` returned. An episode
     left open by a ``reset`` or ``close`` before it ended is ended all the same as *interrupted*
     (``Episode.interrupted``), with ``interrupted_by`` = ``"reset"`` or ``"close"`` in its data;
     :meth:`discard_episode` drops it instead. After an episode ended,
-    ``step`` needs a ``reset`` first.
-
-    Raises:
-        StorageExistsError: ``buffer`` is a path to a file or a non-empty folder.
-        ValueError: ``capacity``/``routing`` given with a buffer, or a read-only or closed buffer;
-            a bad ``capacity``.
+    ``step`` needs a ``reset`` first. :attr:`recorded_observation` is the observation the next
+    step will store (with its frame): what a policy should act on.
     """
 
     def __init__(self, env: Any, buffer: ReplayBuffer | str | os.PathLike, *, render_key: str | None = None,
                  info_keys: Iterable[str] = (), image_keys: Iterable[str] = (), capacity: int | None = None,
                  routing: Mapping[str, Any] | None = None,
                  episode_data: Callable[[dict], Mapping[str, Any]] | None = None):
+        """Wrap ``env`` to record it into ``buffer``.
+
+        Args:
+            env (gymnasium.Env): any env; ``render_key`` needs ``render_mode="rgb_array"``.
+            buffer (ReplayBuffer | str | os.PathLike): an open, writable :class:`ReplayBuffer` (its
+                step space must match this env's, metadata aside: checked at the first step, before
+                anything is appended; the caller closes it), or a path: a new folder, made at the
+                first step with the space derived from the env (``from_gymnasium``); the wrapper
+                closes a buffer it made.
+            render_key (str | None): store ``env.render()`` of each ``o_t``, an ``(H, W, 3)`` uint8
+                frame, under ``observation/<render_key>`` (a Box observation moves to
+                ``observation/state``). None: no frames.
+            info_keys (Iterable[str]): ``info`` entries to store per step under ``info/<key>``
+                (bools, numbers, arrays; their spaces come from the first step's values).
+            image_keys (Iterable[str]): observation leaves (names joined by ``"/"``) that are camera
+                frames, tagged ``kind=image`` so they are compressed; none are guessed.
+            capacity (int | None): a new folder's ring capacity in steps (None: unbounded); only
+                with a path.
+            routing (Mapping | None): a new folder's storage routing, keyword arguments of
+                :func:`~trajstore.storages.dict_storage_kwargs_from_space` (e.g.
+                ``{"kind_kwargs": {"image": {"format": "PNG"}}}``); only with a path.
+            episode_data (Callable[[dict], Mapping] | None): ``episode_data(info) -> dict``, called
+                when an episode ends with the info of its last step, for what is known only then
+                (e.g. ``lambda info: {"success": bool(info["is_success"])}``); its values must be
+                JSON. Without it, an ``is_success`` entry of the last step's info is stored as
+                ``success``.
+
+        Raises:
+            StorageExistsError: ``buffer`` is a path to a file or a non-empty folder.
+            ValueError: ``capacity``/``routing`` given with a buffer, or a read-only or closed
+                buffer; a bad ``capacity``.
+            Later, at the first ``step``: ``ValueError`` when a given buffer holds other steps, or
+            ``render()`` gives no ``(H, W, 3)`` frame.
+        """
         super().__init__(env)
         self._data_at_end = episode_data
         self.recorder = StepRecorder(buffer, render_key=render_key, info_keys=info_keys, image_keys=image_keys,
@@ -86,6 +99,16 @@ class RecordEpisodes(gymnasium.Wrapper):
     def buffer(self) -> ReplayBuffer | None:
         """The buffer being written (None until the first step when a path was given)."""
         return self.recorder.buffer
+
+    @property
+    def recorded_observation(self) -> Any:
+        """The observation ``o_t`` as the next ``step`` records it: a copy of the env's last
+        observation (from ``reset`` or ``step``) with, under ``render_key``, its ``(H, W, 3)`` uint8
+        frame (a Box observation is then ``{"state": obs, render_key: frame}``). This is what to
+        give a policy that needs the frame; the next ``step`` stores this very object, so read it
+        without changing it in place. None before the first ``reset`` and after an episode ended
+        (until the next ``reset``)."""
+        return self._obs
 
     @property
     def last_step(self) -> dict[str, Any] | None:

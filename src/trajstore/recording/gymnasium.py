@@ -6,7 +6,9 @@ derives the step space (:func:`~trajstore.recording.episodes.recorded_space`, wi
 rendered frame under ``observation/<render_key>``), makes the folder (or reopens it with
 ``resume``, after checking that it holds the same steps) and records episodes through
 :class:`~trajstore.recording.episodes.RecordEpisodes` with a policy, uniformly random
-by default. :func:`open_buffer` and :func:`camera_routing` are shared with the PushT recording.
+by default (a policy gets the observation as recorded, frame included: see
+:mod:`~trajstore.recording.policy`). :func:`open_buffer` and :func:`camera_routing` are shared with
+the PushT recording. :func:`use_headless_gl` picks MuJoCo's off-screen back-end when there is no display.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import os
 import warnings
 from typing import Any, Mapping
 
-from trajstore.recording.loop import Policy, RecordingInterrupted, RecordingSummary, run_episodes
+from trajstore.recording.loop import RecordingInterrupted, RecordingSummary, run_episodes
+from trajstore.recording.policy import Policy, load_policy, policy_for
 from trajstore.recording.step import space_differences
 from trajstore.recording.reference import ReferenceSteps
 from trajstore.replay_buffer import ReplayBuffer
@@ -25,6 +28,19 @@ from trajstore.spaces import Space
 class EnvSetupError(RuntimeError):
     """The env could not be made or could not render an ``rgb_array`` frame (e.g. MuJoCo without
     an OpenGL back-end: ``MUJOCO_GL=egl`` renders without a display). The cause is chained."""
+
+
+def use_headless_gl() -> str | None:
+    """Set ``MUJOCO_GL=egl`` when ``MUJOCO_GL`` is unset and there is no display (neither ``DISPLAY``
+    nor ``WAYLAND_DISPLAY`` is set), so MuJoCo renders off-screen; a value already set is kept.
+    It takes effect for a MuJoCo env made afterwards (MuJoCo reads it when its renderer is imported).
+
+    Returns:
+        ``MUJOCO_GL`` as it is now (None: unset, a display is there).
+    """
+    if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ["MUJOCO_GL"] = "egl"
+    return os.environ.get("MUJOCO_GL")
 
 
 def _setup_error(env_id: str, what: str, exc: BaseException) -> EnvSetupError:
@@ -128,7 +144,7 @@ def random_policy(env: Any) -> Policy:
 
 def record_gymnasium(env_id: str, out: str | os.PathLike, episodes: int, *, camera: str | None = None,
                      capacity: int | None = None, max_steps: int | None = None, seed: int = 0, resume: bool = False,
-                     render_key: str = "pixels", policy: Policy | None = None,
+                     render_key: str = "pixels", policy: Policy | str | None = None,
                      env_kwargs: Mapping[str, Any] | None = None, reference: str | os.PathLike | None = None,
                      progress: bool = True) -> RecordingSummary:
     """Record ``episodes`` episodes of a registered gymnasium env into the folder ``out``.
@@ -147,11 +163,20 @@ def record_gymnasium(env_id: str, out: str | os.PathLike, episodes: int, *, came
         resume: add to the existing folder ``out`` (see :func:`open_buffer`: the env must record the
             same steps; ``capacity``/``camera`` None or the folder's).
         render_key: the observation key of the rendered frame.
-        policy: ``policy(observation, info) -> action``; default :func:`random_policy`.
+        policy: ``policy(observation, info) -> action``, called with the observation *as recorded*
+            (``{"state" or the env's keys..., render_key: (H, W, 3) uint8 frame}``, see
+            :attr:`RecordEpisodes.recorded_observation`) and the env's info; or a factory
+            ``make_policy(env)`` (one parameter named ``env``), called once with the env and
+            returning the policy; or the text ``"module:function"`` / ``"path/to/file.py:function"``
+            naming either (:func:`~trajstore.recording.policy.load_policy`). Default
+            :func:`random_policy`. Episode ``k`` seeds ``env.action_space`` with ``seed + k`` (for a
+            policy that samples it); other noise is the policy's own.
         env_kwargs: more keyword arguments of ``gymnasium.make`` (e.g. ``width=96, height=96`` for MuJoCo).
         reference: also save the raw steps to this ``.npz`` for
             :func:`~trajstore.recording.reference.compare_to_reference` (not with ``resume``).
         progress: show a progress bar (tqdm) on stderr.
+
+    Without a display, ``MUJOCO_GL=egl`` is set first unless ``MUJOCO_GL`` is set (:func:`use_headless_gl`).
 
     Returns:
         What was recorded; the buffer is closed.
@@ -162,20 +187,33 @@ def record_gymnasium(env_id: str, out: str | os.PathLike, episodes: int, *, came
         ValueError: ``episodes`` < 1, an unknown env or camera, ``reference`` with ``resume``, an env
             whose spaces trajstore does not convert (``Tuple``, ``MultiDiscrete``, ...), and those of
             :func:`make_env` and :func:`open_buffer`: raised before anything is written.
+        PolicyLoadError: (a ``ValueError``) a policy text that does not load, or a factory that
+            returns no callable; raised before the folder is made.
         EnvSetupError: the env could not be made or render (headless MuJoCo needs ``MUJOCO_GL=egl``).
         StorageExistsError, FormatError, LockedError, ImportError: see :func:`open_buffer`, :func:`make_env`.
     """
     check_run(episodes, camera, reference, resume)
+    if isinstance(policy, str):
+        policy = load_policy(policy)
+    elif policy is not None and not callable(policy):
+        raise TypeError(f"policy must be a callable policy(observation, info) -> action, got {type(policy).__name__}")
+    use_headless_gl()
     env = make_env(env_id, max_steps=max_steps, env_kwargs=env_kwargs)
     try:
         space = _space_of(env, env_id, render_key, seed)
+        chosen = None if policy is None else policy_for(policy, env)
     except BaseException:
         env.close()
         raise
+
+    def make_policy(wrapper: Any, first: int) -> Policy:
+        if chosen is None:
+            return random_policy(wrapper)
+        return lambda obs, info: chosen(wrapper.recorded_observation, info)
+
     return record_run(env, space, out, episodes=episodes, seed=seed, capacity=capacity, camera=camera,
                       render_key=render_key, resume=resume, reference=reference, progress=progress,
-                      desc=f"recording {env_id}",
-                      make_policy=lambda wrapper, first: policy or random_policy(wrapper))
+                      desc=f"recording {env_id}", make_policy=make_policy)
 
 
 def check_run(episodes: int, camera: str | None, reference: Any, resume: bool) -> None:
@@ -236,4 +274,4 @@ def _space_of(env: Any, env_id: str, render_key: str, seed: int) -> Space:
 
 
 __all__ = ["CAMERAS", "RecordingInterrupted", "EnvSetupError", "camera_routing", "make_env", "open_buffer",
-           "random_policy", "record_gymnasium"]
+           "random_policy", "record_gymnasium", "use_headless_gl"]

@@ -6,7 +6,10 @@ A *row* is a step, or the window anchored at a step (``window=`` offsets, as in
 ``rb.sample_windows(..., delta_indices=...)``). Rows are numbered like the torch dataset's items
 and ``rb.count_anchors``: in step order over the selected episodes, every valid anchor once.
 A column is a leaf named by its path joined by ``"/"`` (``observation/pixels``); windows add one
-bool column ``is_pad/<name>`` per name of ``window`` that covers a requested leaf.
+bool column ``is_pad/<name>`` per name of ``window`` that covers a requested leaf. Every row also
+carries :data:`ROW_COLUMNS`, int64: ``index`` (the logical index of its step, or of its window's
+anchor: ``rb[index]``), ``episode`` (``Episode.id``) and ``step`` (``index - Episode.start``), so rows
+that a parallel reader delivers out of order can be put back in order and tied to their episode.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ IS_PAD = "is_pad"
 #: 128x128. In benchmarks/ray_read.py (4096 such steps, 1 CPU) tasks of 1024, 512 and 256 rows read
 #: 3500, 3100 and 2700 steps/s, and 200 tasks of 20 rows (Ray's default of 200 blocks) 400.
 MIN_TASK_ROWS = 512
+#: The int64 columns every row carries (unless ``index_columns=False``): the step's logical index
+#: (``rb[index]``; a window's anchor), its ``Episode.id`` and its step within the episode (from
+#: ``Episode.start``, the oldest held step of a ring's partly overwritten episode).
+ROW_COLUMNS = ("index", "episode", "step")
 #: Bytes a value of no fixed dtype is counted as when sizing blocks (its length is unknown before reading).
 TEXT_BYTES = 64
 
@@ -50,6 +57,7 @@ class RowRequest:
         snapshot: for a buffer opened from a URL, ``(url, snapshot id)`` of the push the driver read
             (``rb.published_snapshot``): every task opens that one, even after a later push replaced
             it (:func:`trajstore.remote.mirror.read_snapshot`), so all rows come from one snapshot.
+        index_columns: rows carry the :data:`ROW_COLUMNS`.
     """
 
     path: str
@@ -60,6 +68,7 @@ class RowRequest:
     total: int
     bytes_per_row: int
     snapshot: tuple[str, str] | None = None
+    index_columns: bool = True
 
     def open(self) -> ReplayBuffer:
         """The buffer, opened read-only (with ``storage_options`` only when they were given).
@@ -79,7 +88,7 @@ class RowRequest:
 
 def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any] | None,
                  columns: Iterable[str] | None, episodes: Iterable[int] | str | None,
-                 window: Mapping[str, Any] | None, pad: bool | None) -> RowRequest:
+                 window: Mapping[str, Any] | None, pad: bool | None, index_columns: bool = True) -> RowRequest:
     """Check the arguments of ``read_trajstore`` against the open buffer ``rb`` and count its rows.
 
     Raises:
@@ -87,13 +96,19 @@ def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any]
         UnknownLeafError: a column (or a name of ``window``) that is neither a leaf nor a subtree of
             the space (the message lists the keys there); a ``KeyError`` and a ``ValueError``.
         ValueError: ``window`` or ``episodes`` that the buffer refuses (see ``rb.sample_windows``,
-            :mod:`~trajstore.replay_buffer.episode_query`); a space with a top-level key ``"is_pad"``;
-            an empty column name or list.
+            :mod:`~trajstore.replay_buffer.episode_query`); a space with a top-level key ``"is_pad"``
+            (with ``window``) or one of :data:`ROW_COLUMNS` (with ``index_columns``; the message names
+            it); an empty column name or list.
     """
     if window is None and pad is not None:
         raise TypeError("pad goes with window (the offsets of a window row)")
-    if window is not None and IS_PAD in set(getattr(rb.space, "spaces", {}) or {}):
+    top = set(getattr(rb.space, "spaces", {}) or {})
+    if window is not None and IS_PAD in top:
         raise ValueError(f"the space has a key {IS_PAD!r}: window rows cannot add their padding columns")
+    clash = [name for name in ROW_COLUMNS if name in top] if index_columns else []
+    if clash:
+        raise ValueError(f"the space has a top-level key {clash[0]!r}, the name of a column every row gets "
+                         f"({', '.join(ROW_COLUMNS)}); pass index_columns=False to read without them")
     if isinstance(episodes, str):
         from trajstore.replay_buffer.episode_query import parse_selection
 
@@ -109,7 +124,8 @@ def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any]
     return RowRequest(path=path, storage_options=storage_options,
                       columns=tuple(tree.path_name(paths[i]) for i in request.leaves), window=request,
                       first_step=rb.total_steps - len(rb), total=int(rb.count_anchors(request)),
-                      bytes_per_row=_bytes_per_row(rb.space, request.plan), snapshot=rb.published_snapshot)
+                      bytes_per_row=_bytes_per_row(rb.space, request.plan) + (24 if index_columns else 0),
+                      snapshot=rb.published_snapshot, index_columns=bool(index_columns))
 
 
 def episode_starts(rb: ReplayBuffer, request: RowRequest) -> np.ndarray:
@@ -158,6 +174,7 @@ def rows_per_block(request: RowRequest, target_bytes: int) -> int:
 def read_rows(rb: ReplayBuffer, request: RowRequest, lo: int, hi: int) -> dict[str, np.ndarray]:
     """Rows ``[lo, hi)`` of ``request`` from ``rb`` as flat columns: ``{name: array (hi - lo, ...)}``.
 
+    With ``request.index_columns`` the columns start with :data:`ROW_COLUMNS` (int64 ``(rows,)``).
     A step column has the leaf's shape and dtype; a windowed leaf's column is ``(rows, T, ...)``; an
     ``is_pad/<name>`` column is bool ``(rows, T)``. Only the requested leaves, at the requested
     offsets, are read and decoded (``rb.windows_at`` with the request's window plan).
@@ -171,14 +188,32 @@ def read_rows(rb: ReplayBuffer, request: RowRequest, lo: int, hi: int) -> dict[s
     if first != request.first_step or count < hi:
         raise StaleReadError(f"{request.path}: the buffer changed while it was read (oldest step "
                              f"{request.first_step} -> {first}, rows {request.total} -> {count}); read it again")
-    data, is_pad = rb.windows_at(np.arange(lo, hi, dtype=np.int64), request.window)
+    numbers = np.arange(lo, hi, dtype=np.int64)
+    data, is_pad = rb.windows_at(numbers, request.window)
     values = tree.flatten(rb.space, data)
     paths = tree.leaf_paths(rb.space)
-    out = {tree.path_name(paths[i]): values[i] for i in request.window.leaves}
-    out = {name: out[name] for name in request.columns}
+    read = {tree.path_name(paths[i]): values[i] for i in request.window.leaves}
+    out = row_positions(rb, rb.anchors_at(numbers, request.window)) if request.index_columns else {}
+    out.update((name, read[name]) for name in request.columns)
     for name, mask in is_pad.items():
         out[f"{IS_PAD}/{name}"] = mask
     return out
+
+
+def row_positions(rb: ReplayBuffer, anchors: np.ndarray) -> dict[str, np.ndarray]:
+    """The :data:`ROW_COLUMNS` of the steps at logical indices ``anchors`` (int64 ``(N,)``):
+    ``{"index": anchors, "episode": Episode.id, "step": anchors - Episode.start}``, each int64 ``(N,)``.
+
+    From the episode table's columns (no episode data parsed): held episodes cover the held steps
+    one after the other, so their starts are the running sum of their held lengths.
+    """
+    table = rb.episodes.columns()
+    lengths = np.asarray(table["steps"], np.int64)
+    starts = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)[:-1]])
+    owner = np.searchsorted(starts, anchors, side="right") - 1
+    anchors = np.asarray(anchors, np.int64)
+    return {"index": anchors, "episode": np.asarray(table["id"], np.int64)[owner],
+            "step": anchors - starts[owner]}
 
 
 def _bytes_per_row(space: Any, plan: WindowPlan) -> int:

@@ -3,7 +3,9 @@
 The driver opens the buffer once to check the request and number its rows; each read task opens
 it again read-only, reads its range of rows in blocks of about Ray's target block size, and
 closes it. Ranges are balanced by rows (steps or windows) and cut at episode starts where one
-is near (:func:`~trajstore.training._ray_rows.split_rows`).
+is near (:func:`~trajstore.training._ray_rows.split_rows`). Blocks reach the consumer in the order
+tasks finish unless Ray's ``execution_options.preserve_order`` is set: each row's ``index`` column
+restores step order.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ DEFAULT_BLOCK_BYTES = 64 * 2**20
 def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | None = None,
                    episodes: Iterable[int] | str | None = None, window: Mapping[str, Any] | None = None,
                    pad: bool | None = None, storage_options: dict[str, Any] | None = None,
-                   min_task_rows: int = MIN_TASK_ROWS, **read_args: Any) -> Dataset:
+                   min_task_rows: int = MIN_TASK_ROWS, index_columns: bool = True, **read_args: Any) -> Dataset:
     """A ``ray.data.Dataset`` of the steps (or windows) of the buffer at ``path_or_url``.
 
     Args:
@@ -52,30 +54,41 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
             The read makes ``override_num_blocks`` tasks if given (each of ``min_task_rows`` rows at
             least), else ``min(200, rows // min_task_rows)``; cuts move to episode starts where one is
             near. A task yields blocks of about Ray's ``target_max_block_size``.
+        index_columns: add the int64 columns ``index``, ``episode`` and ``step`` to every row
+            (default); False reads only the leaves (for a space with a top-level key of one of
+            those names).
         **read_args: passed to ``ray.data.read_datasource`` (``override_num_blocks``, ``concurrency``,
             ``num_cpus``, ...).
 
     Returns:
-        A dataset with one row per step (or per valid anchor), in step order over the selected
-        episodes (the numbering of ``rb.count_anchors``/``rb.windows_at`` and of
-        ``ReplayBufferDataset``). Columns are the leaf names: a leaf of shape ``S`` gives a column of
-        ``S``-shaped values of its dtype (camera frames: ``(H, W, 3)`` uint8 ndarrays); in a window
-        row a named leaf is ``(T, *S)`` with ``T`` its number of offsets, and each name of ``window``
-        that covers a column adds a bool ``(T,)`` column ``"is_pad/<name>"`` (True where the offset
-        fell outside the episode). ``ds.count()`` is known without reading. No selected row: an
-        empty dataset.
+        A dataset with one row per held step (or per valid anchor) of the selected episodes. **Row
+        order is not guaranteed** under Ray's default execution options (blocks of parallel tasks
+        arrive as they finish): set ``DataContext.get_current().execution_options.preserve_order =
+        True`` before reading, or ``ds.sort("index")``, for step order (the numbering of
+        ``rb.count_anchors``/``rb.windows_at`` and of ``ReplayBufferDataset``: the ``k``-th row in
+        ``index`` order is item ``k``). Each row has int64 columns ``index`` (the logical index of
+        its step, or of its window's anchor: ``rb[index]``), ``episode`` (its ``Episode.id``) and
+        ``step`` (``index - Episode.start``: the step within the episode, counted from its oldest
+        held step for a ring's partly overwritten episode). The other columns are the leaf names:
+        a leaf of shape ``S`` gives a column of ``S``-shaped values of its dtype (camera frames:
+        ``(H, W, 3)`` uint8 ndarrays); in a window row a named leaf is ``(T, *S)`` with ``T`` its
+        number of offsets, and each name of ``window`` that covers a column adds a bool ``(T,)``
+        column ``"is_pad/<name>"`` (True where the offset fell outside the episode). ``ds.count()``
+        is known without reading. No selected row: an empty dataset.
 
     Raises:
         FormatError: not a buffer folder, or a damaged one (from ``load_from``).
         UnknownLeafError: a column (or a name of ``window``) that is not a leaf or subtree of the space
             (a ``KeyError`` and a ``ValueError``).
         TypeError, ValueError: ``window``, ``pad`` or ``episodes`` the buffer refuses (as
-            ``rb.sample_windows`` would), raised here before any task runs.
+            ``rb.sample_windows`` would); a space with a top-level key ``index``, ``episode`` or
+            ``step`` while ``index_columns`` (the message names it). Raised here, before any task runs.
         StaleReadError: (from a read task) a writer's ring moved past the rows being read since the
             dataset was made; make it again.
     """
     source = TrajstoreDatasource(path_or_url, columns=columns, episodes=episodes, window=window, pad=pad,
-                                 storage_options=storage_options, min_task_rows=min_task_rows)
+                                 storage_options=storage_options, min_task_rows=min_task_rows,
+                                 index_columns=index_columns)
     if read_args.get("override_num_blocks") is None:
         # Ray would ask for 200 blocks and split each task's output to reach them: tiny blocks, each a
         # trip through the object store. Ask for the tasks we will make instead (Ray still splits
@@ -90,7 +103,7 @@ class TrajstoreDatasource(Datasource):
     def __init__(self, path_or_url: str | os.PathLike, *, columns: Iterable[str] | None = None,
                  episodes: Iterable[int] | str | None = None, window: Mapping[str, Any] | None = None,
                  pad: bool | None = None, storage_options: dict[str, Any] | None = None,
-                 min_task_rows: int = MIN_TASK_ROWS):
+                 min_task_rows: int = MIN_TASK_ROWS, index_columns: bool = True):
         super().__init__()
         if isinstance(min_task_rows, bool) or not isinstance(min_task_rows, int) or min_task_rows < 1:
             raise ValueError(f"min_task_rows must be an int >= 1, got {min_task_rows!r}")
@@ -99,7 +112,8 @@ class TrajstoreDatasource(Datasource):
         kwargs = {} if storage_options is None else {"storage_options": storage_options}
         with ReplayBuffer.load_from(path, read_only=True, **kwargs) as rb:
             self.request: RowRequest = make_request(rb, path, storage_options=storage_options, columns=columns,
-                                                    episodes=episodes, window=window, pad=pad)
+                                                    episodes=episodes, window=window, pad=pad,
+                                                    index_columns=index_columns)
             self.episode_starts = episode_starts(rb, self.request)  # for planning only: tasks get the request
 
     def default_num_tasks(self) -> int:
