@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
+from trajstore.cli._advice import cli_words
 from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
 from trajstore.damage import DamagedDataError
 from trajstore.errors import SelectionWarning, TrajstoreError
@@ -44,7 +45,8 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
         raise fail(exc)  # one line: a refused empty selection names the keys the warnings would
     for w in caught:
         if issubclass(w.category, SelectionWarning):
-            console.print(f"[yellow]warning:[/yellow] {escape(' '.join(str(w.message).split()))}", soft_wrap=True)
+            text = cli_words(" ".join(str(w.message).split()))
+            console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     skipped = [i for _, i in summary.skipped]
