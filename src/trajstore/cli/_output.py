@@ -32,6 +32,9 @@ EXIT_CODES_HELP = ("Exit status: 0 ok; 1 damage found (verify; copy without --sk
 
 #: Seconds of work before a progress bar appears (quick commands print no bar).
 PROGRESS_DELAY_S = 1.0
+PROGRESS_HELP = "Show a progress bar on stderr once the work takes a second (--no-progress: never)."
+#: ``--progress/--no-progress`` of a quick command: taken so a script can pass it to every command.
+QUICK_PROGRESS_HELP = "Taken by every command (for scripts); this one is quick and shows no bar."
 
 # Not a terminal (make, CI logs): rich would wrap at 80 columns; tables read better wider.
 console = Console(width=None if sys.stdout.isatty() else 132)
@@ -71,6 +74,12 @@ def show_own_warnings() -> None:
 
     show._trajstore_own = True  # type: ignore[attr-defined]
     warnings.showwarning = show
+
+
+def progress_option(help_text: str = PROGRESS_HELP) -> bool:
+    """``--progress/--no-progress`` (default on), the one definition every command uses (the README: every
+    command takes it); a quick command passes :data:`QUICK_PROGRESS_HELP` and ignores the value."""
+    return typer.Option(True, "--progress/--no-progress", help=help_text)
 
 
 def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str, unit: str,

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from trajstore.cli._advice import cli_words
-from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar, progress_option
 from trajstore.damage import DamagedDataError
 from trajstore.errors import SelectionWarning, TrajstoreError
 
@@ -21,7 +21,7 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
                                                            "data ('success == true', 'task == \"push the T\" and not "
                                                            "interrupted'); default: every held episode."),
          capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the copy (default: unbounded)."),
-         progress: bool = typer.Option(True, help="Show a progress bar."),
+         progress: bool = progress_option(),
          skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Leave out the episodes that cannot be "
                                                                          "read (a missing or damaged payload file) "
                                                                          "and copy the others."),
@@ -56,7 +56,7 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
 
 def merge(paths: List[Path] = typer.Argument(..., help="Source buffer folders, then the new output folder."),
           capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the output (default: unbounded)."),
-          progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+          progress: bool = progress_option()) -> None:
     """Merge buffers with equal step spaces into a new folder (laid out like the first), every held
     episode in the order given."""
     from trajstore.ops.copy import held_steps, merge_buffers

@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail, show_own_warnings
+from trajstore.cli._output import (EXIT_CODES_HELP, EXIT_INTERRUPTED, QUICK_PROGRESS_HELP, console, fail, progress_option,
+                                   show_own_warnings)
 from trajstore.cli.interop import export_app, import_app
 from trajstore.cli import remote
 from trajstore.cli.aloha import import_aloha_command
@@ -62,7 +63,7 @@ def record(
     seed: int = typer.Option(0, help="Episode k of the folder resets the env (and seeds the policy) with seed + k."),
     resume: bool = typer.Option(False, help="Add episodes to the existing folder --out (same env and layout)."),
     reference: Optional[Path] = typer.Option(None, help="Also save the raw steps to this .npz for `verify`."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
 ) -> None:
     """Record episodes into a routed replay buffer. Ctrl-C stops after the current step: the open
     episode is discarded, the finished ones are kept (exit status 130)."""
@@ -94,7 +95,8 @@ def record(
 def info(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
          as_json: bool = typer.Option(False, "--json", help="Print the same as one JSON document."),
          storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
-                                                            help=remote.STORAGE_OPTION_HELP)) -> None:
+                                                            help=remote.STORAGE_OPTION_HELP),
+         progress: bool = progress_option(QUICK_PROGRESS_HELP)) -> None:
     """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk (in the bucket for a URL).
     For a stream buffer: each stream's leaves, storages, samples and measured rates (median period, jitter, gaps)."""
     import json
@@ -141,7 +143,8 @@ STATS_ROWS = 8
 def stats(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON (every field, per element) instead."),
           storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
-                                                             help=remote.STORAGE_OPTION_HELP)) -> None:
+                                                             help=remote.STORAGE_OPTION_HELP),
+          progress: bool = progress_option(QUICK_PROGRESS_HELP)) -> None:
     """Print each numeric leaf's normalisation statistics (min, max, mean, std, q01, q99). For a stream
     buffer: each stream's, over its samples at its own rate."""
     import json
