@@ -400,6 +400,11 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         self._stats = BufferStatistics(self.space, self._stats.keeper, self._reader)
 
     def __repr__(self) -> str:
+        """``ReplayBuffer(<where>, steps=..., ...)``; ``<where>`` is the folder, ``memory``, or for a buffer opened
+        from a URL the URL and the snapshot it reads (not the temporary folder of its small files)."""
         view = self._writer.view() if self._writer is not None else self._views.current()
-        return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={view.count}, capacity={view.ring.capacity}, "
+        where = self.cache_path or "memory"
+        if self._remote is not None:
+            where = f"{self._remote.url}, snapshot={self._remote.snapshot}"
+        return (f"ReplayBuffer({where}, steps={view.count}, capacity={view.ring.capacity}, "
                 f"episodes={view.episodes.count(view.ring.appended)}, storage={type(self.storage).__name__})")
