@@ -123,3 +123,63 @@ def test_the_decorator_keeps_the_signature_and_docstring():
     assert f(1, bee=2) == 3 and f.__doc__ == "Doc." and list(inspect.signature(f).parameters) == ["a", "bee"]
     with pytest.raises(TypeError, match=r"got an unexpected keyword 'be' \(did you mean 'bee'\?\); it takes a, bee"):
         f(1, be=2)
+
+
+# -- OS errors of background writes name the leaf in the message itself ----------------------------------
+
+def _nested_space():
+    return DictSpace({"observation": DictSpace({
+        "pixels": BoxSpace(0, 255, (8, 6, 3), np.uint8, metadata={"kind": "image"}),
+        "state": BoxSpace(-1, 1, (3,), np.float32)}), "action": BoxSpace(-1, 1, (2,), np.float32)})
+
+
+def _step(k):
+    return {"observation": {"pixels": np.full((8, 6, 3), k, np.uint8), "state": np.full(3, k / 10, np.float32)},
+            "action": np.full(2, k / 10, np.float32)}
+
+
+@pytest.mark.parametrize("storage_cls, named", [
+    (ImageStorage, "leaf 'observation/pixels': ImageStorage at {path}/storage/"),
+    (HDF5Storage, "leaves 'observation/state', 'action' of storage '*': HDF5Storage at {path}/storage/"),
+])
+def test_a_full_disk_on_the_write_behind_thread_names_the_leaf(tmp_path, monkeypatch, storage_cls, named):
+    import errno
+    import os
+
+    path = tmp_path / "rb"
+    space = _nested_space()
+    rb = ReplayBuffer.create(DictStorage, space, cache_path=path, **dict_storage_kwargs_from_space(space))
+    rb.append(_step(0))
+    rb.end_episode()
+    original = storage_cls._write
+
+    def disk_full(self, sel, leaves):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/disk/chunk.bin")
+
+    monkeypatch.setattr(storage_cls, "_write", disk_full)
+    rb.append(_step(1))  # staged, then written behind: the error comes at the next call
+    with pytest.raises(OSError) as info:
+        rb.flush()
+    error = info.value
+    assert error.errno == errno.ENOSPC and error.filename == "/disk/chunk.bin"
+    assert str(error).startswith(f"[Errno {errno.ENOSPC}] No space left on device (writing {named.format(path=path)}")
+    assert str(error).endswith("): '/disk/chunk.bin'")
+    assert type(error.__cause__) is OSError and str(error.__cause__) == (f"[Errno {errno.ENOSPC}] No space left on "
+                                                                         "device: '/disk/chunk.bin'")
+    monkeypatch.setattr(storage_cls, "_write", original)
+    rb.close()  # the held step is written once the disk has room
+    with ReplayBuffer.load_from(path) as back:
+        assert len(back) == 2 and back[1]["action"].tolist() == pytest.approx([0.1, 0.1])
+
+
+def test_an_os_error_without_errno_names_the_leaf_too(tmp_path, monkeypatch):
+    space = _nested_space()
+    rb = ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", **dict_storage_kwargs_from_space(space))
+    monkeypatch.setattr(ImageStorage, "_write", lambda self, sel, leaves: (_ for _ in ()).throw(OSError("disk gone")))
+    rb.append(_step(0))
+    with pytest.raises(OSError) as info:
+        rb.flush()
+    assert info.value.errno is None
+    assert str(info.value).startswith("disk gone (writing leaf 'observation/pixels': ImageStorage at ")
+    monkeypatch.undo()
+    rb.close()

@@ -316,12 +316,25 @@ class DictStorage(SpaceStorage):
         return out
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        """Each sub-storage's leaves; an ``OSError`` (a full disk, on the write-behind thread too) is raised
+        again with the same errno and the leaf in its message (the original as ``__cause__``)."""
         for key, sub in self.storages.items():
             try:
                 sub.write_leaves(sel, [leaves[i] for i in self._leaf_positions[key]])
+            except OSError as exc:
+                raise naming_leaves(exc, self._writing(key, sub)) from exc
             except Exception as exc:
-                exc.add_note(f"while writing {key!r} ({type(sub).__name__} at {sub.cache_path or 'memory'})")
+                exc.add_note(f"while {self._writing(key, sub)}")
                 raise
+
+    def _writing(self, key: str, sub: SpaceStorage) -> str:
+        """``"writing leaf 'observation/pixels': ImageStorage at <folder>"`` (the leaves of a part holding several)."""
+        names = [self.nested_separator.join((*self._prefix(key), *path)) for path in tree.leaf_paths(sub.space)]
+        where = f"{type(sub).__name__} at {sub.cache_path or 'memory'}"
+        if len(names) == 1 and key != REST:
+            return f"writing leaf {names[0]!r}: {where}"
+        listed = ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+        return f"writing leaves {listed} of storage {key!r}: {where}"
 
     def _resize(self, length: int) -> None:
         for sub in self.storages.values():
@@ -344,3 +357,12 @@ class DictStorage(SpaceStorage):
     def _after_fork(self) -> None:
         for sub in self.storages.values():
             sub._check_open()  # each child switches itself to read-only in this process
+
+
+def naming_leaves(exc: OSError, writing: str) -> OSError:
+    """An ``OSError`` like ``exc`` (same errno, so the same subclass, and file name) whose message ends with
+    ``(<writing>)``, e.g. ``"[Errno 28] No space left on device (writing leaf 'observation/pixels': ...)"``."""
+    if exc.errno is None:
+        return OSError(f"{exc} ({writing})")
+    text = exc.strerror or str(exc)
+    return OSError(exc.errno, f"{text} ({writing})", *(() if exc.filename is None else (exc.filename,)))
