@@ -39,16 +39,16 @@ def test_incremental_push(tmp_path, bucket_url, storage_options, s3):
     bucket = objects(s3, bucket_url)
     assert {o.split("/", 2)[-1] for o in bucket} == keys(gen1) and len(bucket) == first.uploaded_files
 
-    again = push(tmp_path / "rb", bucket_url, storage_options)  # nothing changed: nothing uploaded
-    assert (again.generation, again.uploaded_files, again.uploaded_bytes) == (2, 0, 0)
+    again = push(tmp_path / "rb", bucket_url, storage_options)  # nothing changed: nothing uploaded, nor a manifest
+    assert (again.generation, again.uploaded_files, again.uploaded_bytes, again.unchanged) == (1, 0, 0, True)
     assert again.skipped_files == again.files and objects(s3, bucket_url) == bucket
-    assert manifest(s3, bucket_url).files == gen1.files
+    assert manifest(s3, bucket_url).to_bytes() == gen1.to_bytes()
 
     record(rb, 3, 3)  # three more episodes
     rb.flush()
     third = push(tmp_path / "rb", bucket_url, storage_options)
     gen3 = manifest(s3, bucket_url)
-    assert third.steps == 72 and third.generation == 3
+    assert third.steps == 72 and third.generation == 2 and not third.unchanged
     # Exactly the objects of the new manifest that the bucket lacked went up ...
     added = {o.split("/", 2)[-1] for o in objects(s3, bucket_url) - bucket}
     assert added == keys(gen3) - keys(gen1) and third.uploaded_files == len(added)
@@ -68,8 +68,8 @@ def test_incremental_push(tmp_path, bucket_url, storage_options, s3):
     gen4 = manifest(s3, bucket_url)
     assert {o.split("/", 2)[-1] for o in objects(s3, bucket_url)} == keys(gen4) | keys(gen3)
     assert fourth.deleted_objects == len(keys(gen1) - keys(gen3) - keys(gen4)) > 0
-    assert sorted(p.rsplit("/", 1)[-1] for p in s3.find(f"{bucket_url}/manifests")) == ["00000003.json",
-                                                                                        "00000004.json"]
+    assert sorted(p.rsplit("/", 1)[-1] for p in s3.find(f"{bucket_url}/manifests")) == ["00000002.json",
+                                                                                        "00000003.json"]
 
 
 def test_retention_keeps_what_recent_snapshots_name(tmp_path, bucket_url, storage_options, s3):
@@ -180,7 +180,8 @@ def test_cli_push_and_pull(tmp_path, bucket_url, storage_options):
     assert out.exit_code == 0, out.output
     assert "pushed 24 steps" in out.output and "0 already there" in out.output
     out = runner.invoke(app, ["push", str(tmp_path / "rb"), bucket_url, *opts])
-    assert "0 uploaded (0 bytes)" in out.output
+    assert out.exit_code == 0 and out.stdout.startswith(f"unchanged: {bucket_url} already holds these 24 steps "
+                                                         "(generation 1 kept, "), out.output
     out = runner.invoke(app, ["pull", bucket_url, str(tmp_path / "copy"), *opts])
     assert out.exit_code == 0 and "pulled" in out.output
     assert verify_buffer(tmp_path / "copy").steps == 24

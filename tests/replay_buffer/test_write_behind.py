@@ -134,7 +134,8 @@ def test_a_background_error_surfaces_at_each_call_until_the_held_steps_are_writt
         rb.append(step(k))
     with pytest.raises(OSError, match="No space") as failure:
         rb.flush()
-    assert any("observation/pixels" in note for note in failure.value.__notes__)  # names the leaf
+    assert "(writing leaf 'observation/pixels': ImageStorage at " in str(failure.value)  # names the leaf
+    assert failure.value.errno == 28 and isinstance(failure.value.__cause__, OSError)
     for call in (rb.flush, rb.end_episode, lambda: rb.append(step(7)), lambda: rb[:]):
         with pytest.raises(OSError, match="No space"):  # still failing: nothing returns ok, nothing is dropped
             call()

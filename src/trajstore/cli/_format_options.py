@@ -1,7 +1,8 @@
 """The options every ``trajstore import FORMAT`` / ``export FORMAT`` command shares, and their parsing.
 
 ``--episodes SELECTION`` (ids ``'0,3,5-9'`` or an expression over episode data, as ``copy --episodes``),
-``--key FROM=TO`` (repeat), ``--progress/--no-progress``.
+``--key FROM=TO`` (repeat); ``--progress/--no-progress`` is every command's
+(:func:`trajstore.cli._output.progress_option`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ EXPORT_EPISODES_HELP = ("Episodes to export: ids ('0,3,5-9') or an expression ov
                         "true and not interrupted'); default: every ended episode.")
 IMPORT_KEY_HELP = "SOURCE_KEY=LEAF, e.g. observation/image=observation/images/front (repeat)."
 EXPORT_KEY_HELP = "LEAF=KEY: the format's name for a leaf, e.g. observation/agent_pos=observation.state (repeat)."
-PROGRESS_HELP = "Show a progress bar."
 
 
 class Camera(str, Enum):
@@ -38,10 +38,6 @@ def export_episodes_option() -> Optional[str]:
 
 def key_option(help_text: str) -> Optional[List[str]]:
     return typer.Option(None, "--key", help=help_text)
-
-
-def progress_option() -> bool:
-    return typer.Option(True, help=PROGRESS_HELP)
 
 
 def parse_pairs(values: Optional[List[str]], option: str = "--key") -> dict[str, str]:

@@ -10,8 +10,8 @@ from typing import List, Optional
 
 import typer
 
-from trajstore.cli._format_options import (IMPORT_KEY_HELP, Camera, import_episodes_option, key_option, parse_pairs,
-                                           progress_option)
+from trajstore.cli._format_options import IMPORT_KEY_HELP, Camera, import_episodes_option, key_option, parse_pairs
+from trajstore.cli._output import progress_option
 from trajstore.errors import TrajstoreError
 
 

@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.cli._advice import cli_words
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar, progress_option
 from trajstore.damage import DamagedDataError
 from trajstore.errors import SelectionWarning, TrajstoreError
 
@@ -20,7 +21,7 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
                                                            "data ('success == true', 'task == \"push the T\" and not "
                                                            "interrupted'); default: every held episode."),
          capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the copy (default: unbounded)."),
-         progress: bool = typer.Option(True, help="Show a progress bar."),
+         progress: bool = progress_option(),
          skip_damaged: bool = typer.Option(False, "--skip-damaged", help="Leave out the episodes that cannot be "
                                                                          "read (a missing or damaged payload file) "
                                                                          "and copy the others."),
@@ -44,7 +45,8 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
         raise fail(exc)  # one line: a refused empty selection names the keys the warnings would
     for w in caught:
         if issubclass(w.category, SelectionWarning):
-            console.print(f"[yellow]warning:[/yellow] {escape(' '.join(str(w.message).split()))}", soft_wrap=True)
+            text = cli_words(" ".join(str(w.message).split()))
+            console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     skipped = [i for _, i in summary.skipped]
@@ -54,7 +56,7 @@ def copy(src: Path = typer.Argument(..., help="Source buffer folder."),
 
 def merge(paths: List[Path] = typer.Argument(..., help="Source buffer folders, then the new output folder."),
           capacity: Optional[int] = typer.Option(None, min=1, help="Ring capacity of the output (default: unbounded)."),
-          progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+          progress: bool = progress_option()) -> None:
     """Merge buffers with equal step spaces into a new folder (laid out like the first), every held
     episode in the order given."""
     from trajstore.ops.copy import held_steps, merge_buffers

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trajstore.cli import remote
-from trajstore.cli._output import console
+from trajstore.cli._output import QUICK_PROGRESS_HELP, console, progress_option
 from trajstore.errors import TrajstoreError
 
 
@@ -21,7 +21,8 @@ def _cell(value: object) -> str:
 def episodes(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
              as_json: bool = typer.Option(False, "--json", help="Print one JSON document (every field)."),
              storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o",
-                                                                help=remote.STORAGE_OPTION_HELP)) -> None:
+                                                                help=remote.STORAGE_OPTION_HELP),
+             progress: bool = progress_option(QUICK_PROGRESS_HELP)) -> None:
     """List the held episodes: id, steps, task, success, interrupted, duration at the buffer's fps
     (from the camera leaves' metadata, or the step space's), and for a ring whether its first steps
     were overwritten. Ids are what --episode and copy --episodes take. For a stream buffer: each stream's

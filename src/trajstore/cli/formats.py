@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
+from trajstore.cli._output import QUICK_PROGRESS_HELP, progress_option
 from trajstore.interop.formats import FORMATS, Format
 
 
@@ -31,7 +32,7 @@ def formats_table() -> Table:
     return table
 
 
-def formats_command() -> None:
+def formats_command(progress: bool = progress_option(QUICK_PROGRESS_HELP)) -> None:
     """List the formats trajstore imports and exports, what a round trip keeps and loses, and the pip extra
     each needs."""
     from trajstore.cli._output import console

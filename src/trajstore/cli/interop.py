@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from trajstore.cli._format_options import (EXPORT_KEY_HELP, Camera, export_episodes_option, import_episodes_option,
                                            key_option, parse_pairs)
+from trajstore.cli._output import progress_option
 from trajstore.errors import TrajstoreError
 
 import_app = typer.Typer(help="Make a new buffer folder from a dataset in another format.", no_args_is_help=True)
@@ -71,7 +72,7 @@ def import_lerobot_command(
     episodes: Optional[str] = import_episodes_option(),
     key: Optional[List[str]] = key_option(LEROBOT_IMPORT_KEY_HELP),
     episode: Optional[List[int]] = typer.Option(None, "--episode", "-e", hidden=True, help=OLD_EPISODE_HELP),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
 ) -> None:
     """Import a LeRobot v3.0 dataset (video, image and numeric features; the task as episode data)."""
     from trajstore.cli._output import console, fail
@@ -116,7 +117,7 @@ def export_lerobot_command(
     robot_type: Optional[str] = typer.Option(None, help="robot_type of meta/info.json."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Leaf not to export, e.g. "
                                                                         "imu/orientation_covariance (repeat)."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
     anchor: Optional[str] = typer.Option(None, help=ANCHOR_HELP),
     streams: Optional[List[str]] = typer.Option(None, "--streams", help=STREAMS_HELP),
     how: Optional[List[str]] = typer.Option(None, "--how", help=HOW_HELP),
@@ -190,7 +191,7 @@ def import_zarr_command(
     camera: Camera = typer.Option(Camera.jpeg, help="How the buffer stores frames."),
     check_bounds: bool = typer.Option(True, help="Refuse NaN in float leaves (--no-check-bounds keeps them)."),
     episodes: Optional[str] = import_episodes_option(),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
 ) -> None:
     """Import a Diffusion Policy zarr replay buffer into a new trajstore buffer folder."""
     from trajstore.cli._output import console, fail
@@ -217,7 +218,7 @@ def export_zarr_command(
     episode: Optional[List[int]] = typer.Option(None, "--episode", hidden=True, help=OLD_EPISODE_HELP),
     key: Optional[List[str]] = typer.Option(None, "--key", help="LEAF=ZARR_KEY, e.g. observation/pixels=img (repeat)."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Leaf not to export (repeat)."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
     fps: Optional[float] = typer.Option(None, help="Stream buffer only: steps on a regular grid at this rate (Hz), "
                                                    "unless --anchor is given."),
     anchor: Optional[str] = typer.Option(None, help=ANCHOR_HELP),

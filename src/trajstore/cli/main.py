@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from trajstore.cli._output import EXIT_CODES_HELP, EXIT_INTERRUPTED, console, fail, show_own_warnings
+from trajstore.cli._output import (EXIT_CODES_HELP, EXIT_INTERRUPTED, QUICK_PROGRESS_HELP, console, fail, progress_option,
+                                   show_own_warnings)
 from trajstore.cli.interop import export_app, import_app
 from trajstore.cli import _record_options, remote
 from trajstore.cli.aloha import import_aloha_command
@@ -62,7 +63,7 @@ def record(
     seed: int = typer.Option(0, help="Episode k of the folder resets the env (and seeds the policy) with seed + k."),
     resume: bool = typer.Option(False, help="Add episodes to the existing folder --out (same env and layout)."),
     reference: Optional[Path] = typer.Option(None, help="Also save the raw steps to this .npz for `verify`."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
     env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help=_record_options.ENV_KWARGS_HELP),
     policy: Optional[str] = typer.Option(None, help=_record_options.POLICY_HELP),
 ) -> None:
@@ -104,7 +105,8 @@ def record(
 def info(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
          as_json: bool = typer.Option(False, "--json", help="Print the same as one JSON document."),
          storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
-                                                            help=remote.STORAGE_OPTION_HELP)) -> None:
+                                                            help=remote.STORAGE_OPTION_HELP),
+         progress: bool = progress_option(QUICK_PROGRESS_HELP)) -> None:
     """Print each leaf's storage, dtype and shape, steps, episodes and bytes on disk (in the bucket for a URL).
     For a stream buffer: each stream's leaves, storages, samples and measured rates (median period, jitter, gaps)."""
     import json
@@ -151,7 +153,8 @@ STATS_ROWS = 8
 def stats(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer (s3://bucket/rb)."),
           as_json: bool = typer.Option(False, "--json", help="Print JSON (every field, per element) instead."),
           storage_option: Optional[list[str]] = typer.Option(None, "--storage-option", "-o",
-                                                             help=remote.STORAGE_OPTION_HELP)) -> None:
+                                                             help=remote.STORAGE_OPTION_HELP),
+          progress: bool = progress_option(QUICK_PROGRESS_HELP)) -> None:
     """Print each numeric leaf's normalisation statistics (min, max, mean, std, q01, q99). For a stream
     buffer: each stream's, over its samples at its own rate."""
     import json

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from trajstore.cli._output import console, fail, progress_bar
+from trajstore.cli._output import console, fail, progress_bar, progress_option
 from trajstore.errors import TrajstoreError
 
 
@@ -19,7 +19,7 @@ def preview(path: Path = typer.Argument(..., help="Buffer folder."),
             camera: Optional[str] = typer.Option(None, help="Camera leaf of a .png sheet, e.g. observation/pixels "
                                                             "(default: the first camera)."),
             every: int = typer.Option(1, min=1, help="Keep every N-th step in a .png sheet."),
-            progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+            progress: bool = progress_option()) -> None:
     """Write a preview of one episode: a .png contact sheet (frames labelled with their step number)
     or an .mp4 video at the buffer's fps."""
     from trajstore.ops.preview import write_preview

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from trajstore._json import loads_bounded
-from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar, progress_option
 from trajstore.damage import DamagedDataError
 from trajstore.errors import TrajstoreError
 
@@ -74,7 +74,7 @@ def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or bein
          retain_seconds: float = typer.Option(3600.0, min=0, help="Keep the objects of snapshots replaced less than "
                                                                  "this long ago, for readers still using them "
                                                                  "(the one this push replaces is always kept)."),
-         progress: bool = typer.Option(True, help="Show a progress bar of the bytes uploaded.")
+         progress: bool = progress_option("Show a progress bar of the bytes uploaded (--no-progress: none).")
          ) -> None:
     """Publish a buffer folder under URL: only files the URL does not hold yet are uploaded, the
     manifest last, so readers see the previous push or this one, never a mix."""
@@ -94,7 +94,7 @@ def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or bein
 def pull(url: str = typer.Argument(..., help="A published buffer: s3://bucket/path or any fsspec URL."),
          folder: Path = typer.Argument(..., help="A new (or empty) local folder."),
          storage_option: Optional[List[str]] = typer.Option(None, "--storage-option", "-o", help=STORAGE_OPTION_HELP),
-         progress: bool = typer.Option(True, help="Show a progress bar of the bytes downloaded.")
+         progress: bool = progress_option("Show a progress bar of the bytes downloaded (--no-progress: none).")
          ) -> None:
     """Copy a published buffer into a new local folder (whole or not at all; every file checked
     against its SHA-256)."""

@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from trajstore.cli._format_options import IMPORT_KEY_HELP, Camera, import_episodes_option, key_option, parse_pairs
+from trajstore.cli._output import progress_option
 from trajstore.errors import TrajstoreError
 
 __all__ = ["import_rlds_command"]
@@ -26,7 +27,7 @@ def import_rlds_command(
     key: Optional[List[str]] = key_option(IMPORT_KEY_HELP + " Source keys are step features, with or without 'steps/'."),
     camera: Camera = typer.Option(Camera.jpeg, help="How to store RGB camera frames (png: lossless)."),
     fps: Optional[float] = typer.Option(None, "--fps", help="Camera rate in Hz (RLDS keeps none; default 10)."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
 ) -> None:
     """Import an RLDS / Open X-Embodiment dataset without TensorFlow: steps/* as leaves, images as cameras,
     is_terminal as terminated, is_last and not is_terminal as truncated, language_instruction as the task,

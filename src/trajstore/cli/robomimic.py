@@ -12,7 +12,8 @@ from typing import List, Optional
 import typer
 
 from trajstore.cli._format_options import (EXPORT_EPISODES_HELP, EXPORT_KEY_HELP, IMPORT_EPISODES_HELP,
-                                           IMPORT_KEY_HELP, PROGRESS_HELP, Camera, parse_pairs)
+                                           IMPORT_KEY_HELP, Camera, parse_pairs)
+from trajstore.cli._output import progress_option
 from trajstore.errors import TrajstoreError
 
 
@@ -31,7 +32,7 @@ def import_robomimic_command(
                                         "control_freq, else 20)."),
     model_file: bool = typer.Option(False, "--model-file", help="Keep each demo's model_file (MJCF XML) as "
                                                                 "episode data."),
-    progress: bool = typer.Option(True, help=PROGRESS_HELP),
+    progress: bool = progress_option(),
 ) -> None:
     """Import a robomimic / LIBERO / MimicGen HDF5 file: one episode per demo, next_obs of the last sample as
     the final observation, masks and env_args kept."""
@@ -63,7 +64,7 @@ def export_robomimic_command(
                                              "refused). Default without --val-fraction: the masks an import kept."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Leaf not to export, e.g. a text leaf "
                                                 "(repeat)."),
-    progress: bool = typer.Option(True, help=PROGRESS_HELP),
+    progress: bool = progress_option(),
 ) -> None:
     """Export a buffer as a robomimic HDF5 file (data/demo_i with obs, next_obs, actions, rewards, dones;
     images gzip-compressed), which robomimic's SequenceDataset reads."""

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 import typer
 
+from trajstore.cli._output import progress_option
 from trajstore.errors import TrajstoreError
 
 
@@ -48,7 +49,7 @@ def import_rosbag_command(
     stamp: Stamp = typer.Option(Stamp.header, help="Sample times: header.stamp (messages without a header: log "
                                                    "time) or the bag's log time."),
     camera: RosCamera = typer.Option(RosCamera.png, help="How to store colour frames (png: lossless)."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    progress: bool = progress_option(),
 ) -> None:
     """Import ROS 2 bags: each topic a stream at its own rate (Image, CompressedImage, JointState, Imu,
     *MultiArray, geometry_msgs twists/poses/wrenches...); a cut-short bag imports its readable prefix."""

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trajstore._urls import is_remote
-from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar
+from trajstore.cli._output import EXIT_DAMAGE, console, fail, progress_bar, progress_option
 from trajstore.errors import TrajstoreError
 
 
@@ -19,7 +19,7 @@ def verify(path: str = typer.Argument(..., help="Buffer folder (a local one: pul
            reference: Optional[Path] = typer.Option(None, help="The .npz saved by `record --reference`: compare "
                                                               "every step with it instead."),
            as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (without --reference)."),
-           progress: bool = typer.Option(True, help="Show a progress bar.")) -> None:
+           progress: bool = progress_option()) -> None:
     """Check a buffer folder: every file its metadata names exists, every payload decodes (every frame
     of every image chunk and video segment, every HDF5 leaf), counts agree. Exit status 1 on damage.
     With --reference: read every step back and compare it with the reference (lossy leaves within

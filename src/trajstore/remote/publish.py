@@ -48,7 +48,12 @@ _HASH_BLOCK = 8 * 2**20
 
 @dataclass(frozen=True)
 class PushReport:
-    """What one push did: files in the snapshot, what was uploaded, what was already there, what was deleted."""
+    """What one push did: files in the snapshot, what was uploaded, what was already there, what was deleted.
+
+    ``unchanged``: the URL held these very files already (the last push's, nothing changed since): no manifest
+    was written, so ``generation`` is the URL's as it was, and nothing was deleted; ``uploaded_files`` is then
+    the number of objects the bucket had lost and got back (usually 0).
+    """
 
     url: str
     generation: int
@@ -59,8 +64,14 @@ class PushReport:
     skipped_files: int
     skipped_bytes: int
     deleted_objects: int
+    unchanged: bool = False
 
     def line(self) -> str:
+        if self.unchanged:
+            again = (f"; {self.uploaded_files} missing objects uploaded again ({self.uploaded_bytes:,} bytes)"
+                     if self.uploaded_files else "")
+            return (f"unchanged: {self.url} already holds these {self.steps} steps (generation {self.generation} "
+                    f"kept, {self.files} files){again}")
         return (f"pushed {self.steps} steps to {self.url} (generation {self.generation}): {self.files} files, "
                 f"{self.uploaded_files} uploaded ({self.uploaded_bytes:,} bytes), {self.skipped_files} already there "
                 f"({self.skipped_bytes:,} bytes), {self.deleted_objects} old objects deleted")
@@ -110,7 +121,9 @@ def _read_prefix(path: Path, size: int) -> bytes:
 def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | None = None, *,
          retain_seconds: float = RETAIN_SECONDS, progress: Callable[[int, int], None] | None = None) -> PushReport:
     """Publish the buffer folder ``folder`` under ``url`` (any fsspec URL: ``s3://bucket/path``,
-    ``file:///path``, a plain local path), incrementally; see the module docstring.
+    ``file:///path``, a plain local path), incrementally; see the module docstring. A push of what the
+    URL holds already (nothing changed since the last push) writes no manifest and keeps the generation:
+    its report says ``unchanged``.
 
     ``retain_seconds``: keep the objects of snapshots replaced less than this long ago (default one
     hour), for readers that opened them (:mod:`~trajstore.remote.retention`); the snapshot this push
@@ -180,6 +193,10 @@ def _push_locked(fs: Any, root: str, folder: Path, url: str, local: bool, lock: 
         else:
             raise FormatError(f"{folder}: the writer deleted payload files being published three times in a row; "
                               "push again when it records more slowly, or after it closes")
+    skipped = [e for e in files.values() if e.key.rsplit("/", 1)[-1] in existing]
+    if previous is not None and _same_files(previous, files):  # nothing changed since the last push
+        return PushReport(url, previous.generation, snap.steps, len(files), sent_files, sent_bytes,
+                          len(skipped), sum(e.size for e in skipped), 0, unchanged=True)
     manifest = Manifest((previous.generation + 1) if previous else 1, files, time.time())
     data = manifest.to_bytes()
     lock.confirm()
@@ -190,9 +207,17 @@ def _push_locked(fs: Any, root: str, folder: Path, url: str, local: bool, lock: 
                                  written_before=lock.acquired_at)
     if stale or old_history:
         fs.rm([*stale, *old_history])
-    skipped = [e for e in files.values() if e.key.rsplit("/", 1)[-1] in existing]
     return PushReport(url, manifest.generation, snap.steps, len(files), sent_files, sent_bytes,
                       len(skipped), sum(e.size for e in skipped), len(stale))
+
+
+def _same_files(previous: Manifest, files: dict[str, Entry]) -> bool:
+    """True if ``files`` are the manifest's: the same paths with the same contents (a payload file's
+    modification time aside: one touched but not changed is not a change)."""
+    def content(entries: dict[str, Entry]) -> dict[str, tuple[str, int, str, str | None]]:
+        return {p: (e.key, e.size, e.sha256, e.kind) for p, e in entries.items()}
+
+    return content(previous.files) == content(files)
 
 
 def _check_unmoved(fs: Any, root: str, url: str, previous: Manifest | None, s3: bool) -> Any:

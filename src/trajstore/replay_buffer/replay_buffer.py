@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
+from trajstore._suggest import check_keywords, suggests_keywords
 from trajstore._urls import local_path, refuse_remote_write
 from trajstore.damage import Damage
 from trajstore.replay_buffer import remote_open
@@ -42,6 +43,9 @@ from trajstore.spaces import Space
 from trajstore.storages._payload import PayloadSource
 from trajstore.storages._selection import select
 from trajstore.storages.base import SpaceStorage, check_capacity, validated_batch, validated_for, validated_step
+
+#: ``ReplayBuffer.create``'s own keywords, listed first in the message about an unknown one.
+_CREATE_KEYWORDS = ("cache_path", "capacity", "multiprocessing", "check_bounds")
 
 
 class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
@@ -99,7 +103,9 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
 
         Raises:
             ValueError: capacity 0, negative or not an int; options the storage refuses.
-            TypeError: ``space`` is not a trajstore Space, or an option the storage does not declare.
+            TypeError: ``space`` is not a trajstore Space, or a keyword neither this nor the storage's ``create``
+                takes (the message names the closest known one: ``"ReplayBuffer.create got an unexpected
+                keyword 'capacty' (did you mean 'capacity'?); it takes ..."``).
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
             UnsupportedSpaceError: the storage cannot take ``space``.
             InvalidValueError: a leaf's ``metadata["stats"]`` is not a reduction it can have
@@ -114,6 +120,8 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         check_leaves(space)  # a bad "stats" mark in a leaf's metadata
         if not (isinstance(storage_cls, type) and issubclass(storage_cls, SpaceStorage)):
             raise TypeError(f"storage_cls must be a SpaceStorage subclass, got {storage_cls!r}")
+        check_keywords(storage_kwargs, (*_CREATE_KEYWORDS, *storage_cls.create_keywords()),
+                       passed_to="ReplayBuffer.create")
         plan = storage_cls.prepare(space, capacity=capacity, cache_path=cache_path, **storage_kwargs)
         with fresh_folder(cache_path) as (path, lock):
             parts = new_parts(storage_cls, space, capacity=capacity, path=path, plan=plan,
@@ -121,6 +129,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
             return cls(parts, cache_path=path, read_only=False, multiprocessing=multiprocessing, lock=lock)
 
     @classmethod
+    @suggests_keywords
     def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True, multiprocessing: bool = False,
                   storage_options: dict[str, Any] | None = None,
                   cache_dir: str | os.PathLike | None = None, payload: PayloadSource | None = None) -> "ReplayBuffer":
@@ -153,6 +162,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
             LockedError: ``read_only=False`` while another process is writing
                 (:class:`~trajstore.errors.AlreadyOpenError`: this process has it open).
             ReadOnlyError: ``read_only=False`` with a URL of object storage (nothing is fetched).
+            TypeError: an unknown keyword (the message names the closest known one).
         """
         if remote_open.is_url(cache_path):  # the URL opener gives a folder and its payload source
             return remote_open.load_url(cls, cache_path, read_only=read_only, multiprocessing=multiprocessing,
@@ -390,6 +400,11 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         self._stats = BufferStatistics(self.space, self._stats.keeper, self._reader)
 
     def __repr__(self) -> str:
+        """``ReplayBuffer(<where>, steps=..., ...)``; ``<where>`` is the folder, ``memory``, or for a buffer opened
+        from a URL the URL and the snapshot it reads (not the temporary folder of its small files)."""
         view = self._writer.view() if self._writer is not None else self._views.current()
-        return (f"ReplayBuffer({self.cache_path or 'memory'}, steps={view.count}, capacity={view.ring.capacity}, "
+        where = self.cache_path or "memory"
+        if self._remote is not None:
+            where = f"{self._remote.url}, snapshot={self._remote.snapshot}"
+        return (f"ReplayBuffer({where}, steps={view.count}, capacity={view.ring.capacity}, "
                 f"episodes={view.episodes.count(view.ring.appended)}, storage={type(self.storage).__name__})")

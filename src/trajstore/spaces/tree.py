@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
+from trajstore._suggest import did_you_mean
 from trajstore.errors import UnknownLeafError
 from trajstore.spaces.base import Space
 
@@ -99,13 +100,15 @@ def subspace(space: Space, path: Path) -> Space:
 
     Raises:
         UnknownLeafError: (a ``KeyError`` and a ``ValueError``) no such path; the message lists the keys at
-            the level where it failed.
+            the level where it failed, and the closest of them (``did you mean 'pixels'?``).
     """
     sub = space
     for i, key in enumerate(path):
         if not _is_dict(sub) or key not in sub.spaces:  # type: ignore[attr-defined]
             known = list(sub.spaces) if _is_dict(sub) else []  # type: ignore[attr-defined]
-            raise UnknownLeafError(f"no key {path_name(path)!r} in the space (at {key!r}; keys there: {known})")
+            close = did_you_mean(key, known) if isinstance(key, str) else None
+            hint = f"did you mean {close!r}? " if close else ""
+            raise UnknownLeafError(f"no key {path_name(path)!r} in the space (at {key!r}; {hint}keys there: {known})")
         sub = sub.spaces[key]  # type: ignore[attr-defined]
     return sub
 

@@ -14,6 +14,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from trajstore._suggest import check_keywords
+
 
 @dataclass(frozen=True)
 class Option:
@@ -38,14 +40,12 @@ def config_from(owner: str, options: Sequence[Option], given: Mapping[str, Any])
     """``{name: checked value}`` for every declared option, from ``given`` (missing ones take defaults).
 
     Raises:
-        TypeError: ``given`` names an option that is not declared (the message lists the declared ones).
+        TypeError: ``given`` names an option that is not declared (the message suggests the closest declared
+            one and lists them all: ``"ImageStorage got an unexpected keyword 'qualty' (did you mean
+            'quality'?); ..."``).
         ValueError: an option's check failed (the message names ``owner`` and the option).
     """
-    names = [o.name for o in options]
-    unknown = sorted(set(given) - set(names))
-    if unknown:
-        takes = ", ".join(names) if names else "no options"
-        raise TypeError(f"{owner} got unexpected options {unknown}; it takes {takes}")
+    check_keywords(given, [o.name for o in options], passed_to=owner)
     config: dict[str, Any] = {}
     for option in options:
         value = given.get(option.name, option.default)

@@ -18,6 +18,7 @@ from trajstore._damage import damaged_file
 from trajstore._folder import constructor, fresh_folder, lock_for
 from trajstore._fs import write_json_atomic
 from trajstore._lock import WriterLock
+from trajstore._suggest import check_keywords
 from trajstore.damage import DamagedDataError
 from trajstore._urls import refuse_remote_write
 from trajstore.errors import FormatError, UnsupportedSpaceError
@@ -90,6 +91,13 @@ class StorageClass(abc.ABC):
         return tuple(o.name for o in cls.options if o.from_metadata)
 
     @classmethod
+    def create_keywords(cls) -> tuple[str, ...]:
+        """The keywords :meth:`create` takes besides ``capacity``, ``cache_path`` and ``multiprocessing``:
+        the declared options' names (a composite storage names its own); for the messages that suggest
+        the closest name to a misspelt one (:mod:`trajstore._suggest`)."""
+        return tuple(o.name for o in cls.options)
+
+    @classmethod
     def _check_config(cls, space: Space, config: dict[str, Any]) -> dict[str, Any]:
         """Checks across options, or of options against the space; returns the config to store."""
         return config
@@ -127,10 +135,12 @@ class StorageClass(abc.ABC):
 
         Raises:
             ValueError: a bad capacity or option value, or no ``cache_path`` for a storage that writes files.
-            TypeError: an option the storage does not declare.
+            TypeError: an option the storage does not declare (the message suggests the closest keyword).
             UnsupportedSpaceError: the storage cannot take ``space``.
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
         """
+        check_keywords(options, ("capacity", "cache_path", "multiprocessing", *cls.create_keywords()),
+                       passed_to=f"{cls.__name__}.create")
         plan = cls.prepare(space, capacity=capacity, cache_path=cache_path, **options)
         with fresh_folder(cache_path) as (path, lock):
             storage = cls._create_owned(space, capacity=check_capacity(capacity), path=path, plan=plan,

@@ -20,6 +20,7 @@ import numpy as np
 
 from trajstore._fs import in_parallel
 from trajstore._lock import WriterLock
+from trajstore._suggest import check_keywords, did_you_mean
 from trajstore.errors import FormatError, UnsupportedSpaceError
 from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages._names import check_key, safe_name
@@ -141,10 +142,17 @@ class DictStorage(SpaceStorage):
                 sub-storage option, or a leaf routed to a file-writing storage without ``cache_path``
                 (each names the key).
             UnsupportedSpaceError: a sub-storage cannot take its part (names the key).
+            TypeError: a keyword it does not take (``"DictStorage.create got an unexpected keyword 'capacty'
+                (did you mean 'capacity'?); ..."``), or a sub-storage option its storage does not declare.
         """
         return super().create(space, capacity=capacity, cache_path=cache_path,  # type: ignore[return-value]
                               multiprocessing=multiprocessing, storage_cls_map=storage_cls_map,
                               key_kwargs=key_kwargs, nested_separator=nested_separator, **kwargs)
+
+    @classmethod
+    def create_keywords(cls) -> tuple[str, ...]:
+        """``("storage_cls_map", "key_kwargs", "nested_separator")``: see :meth:`SpaceStorage.create_keywords`."""
+        return ("storage_cls_map", "key_kwargs", "nested_separator")
 
     @classmethod
     def prepare(cls, space: Space, *, capacity: int | None, cache_path: Any,  # type: ignore[override]
@@ -152,18 +160,19 @@ class DictStorage(SpaceStorage):
                 key_kwargs: Mapping[str, Mapping[str, Any]] | None = None, nested_separator: str = "/",
                 **kwargs: Any) -> dict[str, Any]:
         """Check the layout and every sub-storage's options; returns the plan ``_create`` follows."""
+        check_keywords(kwargs, ("capacity", "cache_path", "multiprocessing", *cls.create_keywords()),
+                       passed_to="DictStorage.create")
         check_capacity(capacity)
         if not isinstance(nested_separator, str) or not nested_separator:
             raise ValueError(f"nested_separator must be a non-empty str, got {nested_separator!r}")
         if storage_cls_map is None:
             raise ValueError("DictStorage.create needs storage_cls_map (or use dict_storage_kwargs_from_space)")
-        if kwargs:
-            raise TypeError(f"DictStorage.create got unexpected options {sorted(kwargs)}; it takes "
-                            "storage_cls_map, key_kwargs, nested_separator")
         key_kwargs = dict(key_kwargs or {})
         unknown = [k for k in key_kwargs if k not in storage_cls_map]
         if unknown:
-            raise ValueError(f"key_kwargs keys {unknown} are not in storage_cls_map {list(storage_cls_map)}")
+            hints = [f"{k!r} -> {c!r}" for k in unknown if (c := did_you_mean(k, storage_cls_map))]
+            hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+            raise ValueError(f"key_kwargs keys {unknown} are not in storage_cls_map {list(storage_cls_map)}{hint}")
         cls.check_space(space)
         layout = plan_layout(space, list(storage_cls_map), nested_separator)  # type: ignore[arg-type]
         children: dict[str, tuple[type[SpaceStorage], Space, Any]] = {}
@@ -307,12 +316,25 @@ class DictStorage(SpaceStorage):
         return out
 
     def _write(self, sel: Selection, leaves: list[np.ndarray]) -> None:
+        """Each sub-storage's leaves; an ``OSError`` (a full disk, on the write-behind thread too) is raised
+        again with the same errno and the leaf in its message (the original as ``__cause__``)."""
         for key, sub in self.storages.items():
             try:
                 sub.write_leaves(sel, [leaves[i] for i in self._leaf_positions[key]])
+            except OSError as exc:
+                raise naming_leaves(exc, self._writing(key, sub)) from exc
             except Exception as exc:
-                exc.add_note(f"while writing {key!r} ({type(sub).__name__} at {sub.cache_path or 'memory'})")
+                exc.add_note(f"while {self._writing(key, sub)}")
                 raise
+
+    def _writing(self, key: str, sub: SpaceStorage) -> str:
+        """``"writing leaf 'observation/pixels': ImageStorage at <folder>"`` (the leaves of a part holding several)."""
+        names = [self.nested_separator.join((*self._prefix(key), *path)) for path in tree.leaf_paths(sub.space)]
+        where = f"{type(sub).__name__} at {sub.cache_path or 'memory'}"
+        if len(names) == 1 and key != REST:
+            return f"writing leaf {names[0]!r}: {where}"
+        listed = ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+        return f"writing leaves {listed} of storage {key!r}: {where}"
 
     def _resize(self, length: int) -> None:
         for sub in self.storages.values():
@@ -335,3 +357,12 @@ class DictStorage(SpaceStorage):
     def _after_fork(self) -> None:
         for sub in self.storages.values():
             sub._check_open()  # each child switches itself to read-only in this process
+
+
+def naming_leaves(exc: OSError, writing: str) -> OSError:
+    """An ``OSError`` like ``exc`` (same errno, so the same subclass, and file name) whose message ends with
+    ``(<writing>)``, e.g. ``"[Errno 28] No space left on device (writing leaf 'observation/pixels': ...)"``."""
+    if exc.errno is None:
+        return OSError(f"{exc} ({writing})")
+    text = exc.strerror or str(exc)
+    return OSError(exc.errno, f"{text} ({writing})", *(() if exc.filename is None else (exc.filename,)))

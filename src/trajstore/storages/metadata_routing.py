@@ -20,6 +20,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Mapping, Optional
 
+from trajstore._suggest import suggests_keywords
 from trajstore.errors import RoutingWarning, UnsupportedSpaceError
 from trajstore.spaces import DictSpace, Space, tree
 from trajstore.storages._options import config_from
@@ -40,6 +41,7 @@ def _default_storage() -> type[SpaceStorage]:
     return HDF5Storage
 
 
+@suggests_keywords
 def dict_storage_kwargs_from_space(
     space: DictSpace,
     *,
@@ -97,8 +99,10 @@ def dict_storage_kwargs_from_space(
             that storage refuses (naming the leaf and the option). Options that conflict with each
             other are refused by ``DictStorage.create``, naming the key, before any folder is made.
         TypeError: an option for a leaf's storage (``kind_kwargs[kind]``, ``key_kwargs[key]``) that the
-            storage does not declare, naming the leaf and the option. Whether a storage takes a leaf
-            never depends on such an option.
+            storage does not declare, naming the leaf, the option and the closest declared one
+            (``"leaf 'cam': ImageStorage got an unexpected keyword 'qualty' (did you mean 'quality'?); ..."``).
+            Whether a storage takes a leaf never depends on such an option. A keyword this function does
+            not take, with the closest one it does.
         KeyError: a ``key_storage_cls`` / ``key_kwargs`` key is not a leaf or sub-dict of ``space``.
         UnsupportedSpaceError: ``key_storage_cls`` forces a leaf onto a storage that cannot take it.
     """
@@ -194,7 +198,8 @@ def _refusal(cls: type[SpaceStorage], space: Space, kwargs: Mapping[str, Any], n
     try:
         config_from(cls.__name__, cls.options, kwargs)
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"leaf {name!r} goes to {cls.__name__} by its kind or key: {exc}") from None
+        raise type(exc)(f"leaf {name!r}: {exc} (options for the storage the leaf goes to by its kind or "
+                        "key: kind_kwargs, key_kwargs)") from None
     try:
         cls.check_space_with(space, kwargs)
     except UnsupportedSpaceError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trajstore._folder import FolderOwner, fresh_folder, lock_for
+from trajstore._suggest import check_keywords, keywords_of, suggests_keywords
 from trajstore._urls import local_path, refuse_remote_write
 from trajstore.errors import UnknownLeafError
 from trajstore.replay_buffer.episode_data import episode_data, flag
@@ -79,10 +80,12 @@ class StreamBuffer(StreamReads, FolderOwner):
             InvalidValueError: a bad stream name (non-empty letters, digits, ``_ - .``, at most 100
                 characters; not ``timestamp`` or ``is_pad``), a bad ``"stats"`` mark in a leaf's metadata.
             TypeError: ``streams`` is not a non-empty mapping of Spaces, ``check_bounds`` not a bool, an
-                unknown routing keyword.
+                unknown keyword (the message names the closest known one).
             StorageExistsError: ``cache_path`` is a file or a non-empty folder.
         """
         refuse_remote_write(cache_path, "StreamBuffer.create")
+        check_keywords(routing, ("cache_path", "streams", "check_bounds", "multiprocessing",
+                                 *keywords_of(dict_storage_kwargs_from_space)[1:]), passed_to="StreamBuffer.create")
         if cache_path is None:
             raise TypeError("StreamBuffer.create needs a cache_path (a stream buffer lives in a folder)")
         if not isinstance(check_bounds, bool):
@@ -116,6 +119,7 @@ class StreamBuffer(StreamReads, FolderOwner):
             return cls(state, cache_path=path, read_only=False, multiprocessing=multiprocessing, lock=lock)
 
     @classmethod
+    @suggests_keywords
     def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True,
                   multiprocessing: bool = False) -> "StreamBuffer":
         """Reopen a stream buffer folder. A writer (``read_only=False``) ends an episode the last writer
