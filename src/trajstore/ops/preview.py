@@ -1,39 +1,44 @@
-"""Look at an episode: a contact sheet of one camera (PNG, Pillow) or a video of every camera (MP4, PyAV).
+"""Look at an episode: a contact sheet (PNG, Pillow) or a video (MP4, PyAV), both with plots of the
+low-dim leaves (matplotlib, the ``preview`` extra) and the episode data.
 
-* ``.png``: every ``every``-th frame of one camera in a grid of :data:`SHEET_COLUMNS` columns, each
-  labelled with its step number in the episode (``t=0``, ``t=5``, ...) on a strip under the frame.
-  A tile is ``W`` pixels wide and ``H + LABEL_HEIGHT`` high, so the sheet is
-  ``min(n, SHEET_COLUMNS) * W`` by ``ceil(n / SHEET_COLUMNS) * (H + LABEL_HEIGHT)`` for ``n`` tiles.
-* ``.mp4``: one frame per step (frame count = the episode's steps), every camera side by side
-  (shorter ones padded with black at the bottom), H.264 at the buffer's frame rate
-  (:func:`~trajstore.ops.episodes.buffer_fps`; :data:`DEFAULT_FPS` when the
-  metadata has none), written through trajstore's own segment encoder (temp file, then rename).
+* ``.png``: a caption with the episode data (task, success, ...), then one row per camera of at most
+  :data:`~trajstore.ops.preview_data.DEFAULT_FRAMES` frames evenly spaced over the episode (``frames=K``)
+  or every ``every``-th frame, each labelled with its step and time, then the plots of the low-dim
+  leaves (state, action, reward; one subplot per leaf, x axis = step, the frames' steps marked), then
+  notes (leaves not plotted and why; the extra to install for plots). Layout and sizes:
+  :mod:`trajstore.ops.preview_sheet`; which steps, times and leaves: :mod:`trajstore.ops.preview_data`.
+* ``.mp4``: one frame per step (frame count = the episode's steps), every camera side by side, the
+  plots on the right with a red cursor at the current step, H.264 at the buffer's frame rate
+  (:func:`~trajstore.ops.episodes.buffer_fps`; :data:`DEFAULT_FPS` when the metadata has none).
+  Layout: :mod:`trajstore.ops.preview_video`.
 
 Single-channel frames (depth, grayscale; ``(H, W)`` or ``(H, W, 1)``, uint8 or uint16) are shown as
-gray, scaled from the episode's min..max to 0..255.
+gray, scaled from the shown frames' min..max to 0..255. Without matplotlib the preview is written
+without plots and :attr:`PreviewResult.notes` says which extra brings them.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
-import numpy as np
+from typing import Any, Callable
 
 from trajstore.errors import UnknownLeafError
-from trajstore.ops.episodes import buffer_fps, camera_keys, episode_position
+from trajstore.ops.episodes import camera_keys
+from trajstore.ops.preview_data import DEFAULT_FRAMES, READ_BATCH, choose_steps, gather, to_rgb
+from trajstore.ops.preview_plots import EXTRA_NOTE, PlotImage, plot_series
+from trajstore.ops.preview_sheet import (LABEL_HEIGHT, SHEET_COLUMNS, caption_text, camera_block, compose,
+                                         contact_sheet, sheet_width)
+from trajstore.ops.preview_video import panel_size, write_side_by_side
 from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 from trajstore.spaces import tree
 
-SHEET_COLUMNS = 8
-LABEL_HEIGHT = 14
+__all__ = ["PreviewResult", "write_preview", "contact_sheet", "to_rgb", "write_side_by_side", "LABEL_HEIGHT",
+           "SHEET_COLUMNS", "DEFAULT_FPS", "DEFAULT_FRAMES", "READ_BATCH", "SUFFIXES"]
+
 #: Frame rate of an MP4 preview when neither the cameras nor the buffer declare one (Hz).
 DEFAULT_FPS = 30.0
-#: Steps decoded at a time.
-READ_BATCH = 128
 SUFFIXES = (".png", ".mp4")
 
 Progress = Callable[[int], None]
@@ -41,37 +46,62 @@ Progress = Callable[[int], None]
 
 @dataclass
 class PreviewResult:
+    """What :func:`write_preview` wrote.
+
+    Attributes:
+        frames: frames per camera row of the sheet, or frames of the video.
+        size: ``(width, height)`` in pixels.
+        steps: the sheet's steps (counted from the episode's first step); every step for a video.
+        plots: the leaves plotted; ``skipped``: leaf -> why it is not; ``notes``: lines printed under the
+            plots (and by the CLI), e.g. the extra that brings plots.
+        tiles_at: camera -> top-left pixel of its first tile on the sheet (PNG only).
+    """
+
     path: str
     episode: int  # Episode.id
     cameras: list[str]
-    frames: int  # tiles of the sheet, or frames of the video
-    size: tuple[int, int]  # (width, height) in pixels
+    frames: int
+    size: tuple[int, int]
     fps: float | None = None  # video only
     fps_source: str | None = None
+    steps: list[int] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    tiles_at: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def line(self) -> str:
         what = (f"{self.frames} frames at {self.fps:g} fps ({self.fps_source})" if self.fps is not None
                 else f"{self.frames} frames")
-        return (f"{self.path}: episode {self.episode}, {', '.join(self.cameras)}, {what}, "
+        text = (f"{self.path}: episode {self.episode}, {', '.join(self.cameras)}, {what}, "
                 f"{self.size[0]}x{self.size[1]} pixels")
+        if self.plots:
+            text += f"; plots of {', '.join(self.plots)}"
+        return "\n".join([text] + self.notes)
 
 
 def write_preview(path: str | os.PathLike, episode: int, out: str | os.PathLike, *, camera: str | None = None,
-                  every: int = 1, progress: Progress | None = None) -> PreviewResult:
-    """Write a preview of episode ``episode`` (an ``Episode.id``) of the buffer at ``path`` to ``out``.
+                  frames: int | None = None, every: int | None = None, plots: bool = True,
+                  progress: Progress | None = None) -> PreviewResult:
+    """Write a preview of episode ``episode`` (an ``Episode.id``) of the buffer at ``path`` to ``out``
+    (``.png`` or ``.mp4``; what each holds: the module docstring).
 
     Args:
-        camera: the camera leaf of a ``.png`` sheet (default: the first camera in the space's order).
-        every: keep every ``every``-th step in a ``.png`` sheet (>= 1).
-        progress: called with a number of steps after each batch decoded.
+        camera: show only this camera leaf (default: every camera of the buffer).
+        frames: frames per camera of a ``.png`` sheet, evenly spaced (default 16; every step of a shorter
+            episode); ``every``: every ``every``-th step instead. Not both; neither applies to ``.mp4``.
+        plots: draw the plots of the low-dim leaves (needs matplotlib; without it the preview is written
+            without them and a note says ``pip install 'trajstore[preview]'``).
+        progress: called with a number of steps after each batch of frames read.
 
     Raises:
-        ValueError: ``out`` ends in neither ``.png`` nor ``.mp4``; ``every`` < 1; the buffer has no
-            camera leaf; ``camera`` is not one of them (names the cameras).
+        ValueError: ``out`` ends in neither ``.png`` nor ``.mp4``; ``frames``/``every`` not an int >= 1,
+            both given, or given for ``.mp4``; the buffer has no camera leaf; ``camera`` is not one of
+            them (names the cameras); the episode has no steps.
         UnknownLeafError: (a ``ValueError``) ``camera`` is no leaf of the buffer at all.
-        IndexError: no held episode has that id.
+        IndexError: no held episode has that id (names the held ids).
         FormatError: ``path`` is not a buffer folder.
-        ImportError: ``.mp4`` without PyAV (``pip install trajstore[video]``).
+        ImportError: ``.mp4`` without PyAV (``pip install 'trajstore[video]'``).
         Nothing is written when one of these is raised.
     """
     out = Path(out)
@@ -79,102 +109,87 @@ def write_preview(path: str | os.PathLike, episode: int, out: str | os.PathLike,
     if suffix not in SUFFIXES:
         raise ValueError(f"{out}: unknown preview format {out.suffix or '(no suffix)'!r}; use .png (a contact "
                          "sheet) or .mp4 (a video)")
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise ValueError(f"every must be an int >= 1, got {every!r}")
+    choose_steps(1, frames, every)  # checks frames and every before anything is read
+    if suffix == ".mp4" and (frames is not None or every is not None):
+        raise ValueError("frames and every choose the frames of a .png sheet; an .mp4 preview shows every step")
     with ReplayBuffer.load_from(path, read_only=True) as rb:
-        cameras = camera_keys(rb)
-        if not cameras:
-            raise ValueError(f"{path} has no camera leaf to preview (leaves of an image or video storage, or tagged "
-                             f"kind=image/depth); its leaves: {[k for k in _leaf_names(rb)]}")
-        if camera is not None and camera not in cameras:
-            leaves = {tree.path_name(p) for p in tree.leaf_paths(rb.space)}
-            error = ValueError if camera in leaves else UnknownLeafError  # UnknownLeafError: no such leaf at all
-            raise error(f"{path} has no camera {camera!r}; its cameras: {cameras}")
-        k = episode_position(rb, episode)
-        ep = rb.episode(k)
+        cameras = _cameras(rb, path, camera)
         if suffix == ".png":
-            chosen = [camera or cameras[0]]
-            frames = _frames(rb, ep.start, ep.stop, chosen, every, progress)[0]
-            sheet = contact_sheet(frames, np.arange(0, len(ep), every))
-            _save_atomic(out, lambda tmp: sheet.save(tmp, format="PNG"))
-            return PreviewResult(str(out), ep.id, chosen, len(frames), sheet.size)
-        fps, source, _ = buffer_fps(rb)
-        if fps is None:
-            fps, source = DEFAULT_FPS, f"default: {source}"
-        frames = _frames(rb, ep.start, ep.stop, cameras, 1, progress)
-        size = write_side_by_side(out, frames, fps)
-        return PreviewResult(str(out), ep.id, cameras, len(ep), size, fps, source)
+            return _sheet(rb, episode, out, cameras, frames, every, plots, progress)
+        return _video(rb, episode, out, cameras, plots, progress)
 
 
-def _leaf_names(rb: ReplayBuffer) -> list[str]:
+def _cameras(rb: ReplayBuffer, path: Any, camera: str | None) -> list[str]:
+    cameras = camera_keys(rb)
     sep = getattr(rb.storage, "nested_separator", "/")
-    return [tree.path_name(p, sep) for p in tree.leaf_paths(rb.space)]
+    if not cameras:
+        leaves = [tree.path_name(p, sep) for p in tree.leaf_paths(rb.space)]
+        raise ValueError(f"{path} has no camera leaf to preview (leaves of an image or video storage, or tagged "
+                         f"kind=image/depth); its leaves: {leaves}")
+    if camera is None:
+        return cameras
+    if camera not in cameras:
+        leaves = {tree.path_name(p, sep) for p in tree.leaf_paths(rb.space)}
+        error = ValueError if camera in leaves else UnknownLeafError  # UnknownLeafError: no such leaf at all
+        raise error(f"{path} has no camera {camera!r}; its cameras: {cameras}")
+    return [camera]
 
 
-def _frames(rb: ReplayBuffer, start: int, stop: int, cameras: Sequence[str], every: int,
-            progress: Progress | None) -> list[np.ndarray]:
-    """Frames of each camera at steps ``start, start + every, ... < stop``, as display RGB uint8."""
-    sep = getattr(rb.storage, "nested_separator", "/")
-    paths = [tree.parse_name(c, sep) for c in cameras]
-    wanted = np.arange(start, stop, every)
-    parts: list[list[np.ndarray]] = [[] for _ in cameras]
-    for a in range(0, len(wanted), READ_BATCH):
-        idx = wanted[a:a + READ_BATCH]
-        batch = rb.get_at(idx)  # one gather (the leaves not asked for are read too: a preview is small)
-        for i, p in enumerate(paths):
-            parts[i].append(np.asarray(tree.get(batch, p)))
-        if progress is not None:
-            progress(len(idx))
-    return [to_rgb(np.concatenate(chunks)) for chunks in parts]
-
-
-def to_rgb(frames: np.ndarray) -> np.ndarray:
-    """``(N, H, W, 3)`` uint8 for display: RGB uint8 as it is; single-channel frames scaled min..max to gray."""
-    if frames.ndim == 4 and frames.shape[-1] == 3 and frames.dtype == np.uint8:
-        return frames
-    gray = frames[..., 0] if frames.ndim == 4 else frames
-    lo, hi = (float(gray.min()), float(gray.max())) if gray.size else (0.0, 1.0)
-    scaled = ((gray.astype(np.float64) - lo) * (255.0 / (hi - lo if hi > lo else 1.0))).round().astype(np.uint8)
-    return np.repeat(scaled[..., None], 3, axis=-1)
-
-
-def contact_sheet(frames: np.ndarray, steps: Sequence[int], columns: int = SHEET_COLUMNS) -> Any:
-    """A ``PIL.Image`` grid of ``frames`` ``(N, H, W, 3)`` uint8, tile ``i`` labelled ``t=steps[i]``
-    (size: see the module docstring)."""
-    from PIL import Image, ImageDraw
-
-    n, h, w = len(frames), frames.shape[1], frames.shape[2]
-    cols = max(1, min(n, columns))
-    rows = max(1, math.ceil(n / cols))
-    sheet = Image.new("RGB", (cols * w, rows * (h + LABEL_HEIGHT)), "black")
-    draw = ImageDraw.Draw(sheet)
-    for i, (frame, step) in enumerate(zip(frames, steps)):
-        x, y = (i % cols) * w, (i // cols) * (h + LABEL_HEIGHT)
-        sheet.paste(Image.fromarray(np.ascontiguousarray(frame)), (x, y))
-        draw.text((x + 2, y + h + 1), f"t={int(step)}", fill="white")
-    return sheet
-
-
-def write_side_by_side(out: Path, cameras: Sequence[np.ndarray], fps: float) -> tuple[int, int]:
-    """Encode the cameras' frames (each ``(N, H_i, W_i, 3)`` uint8, same ``N``) side by side as H.264 MP4
-    at ``fps`` Hz; returns the picture ``(width, height)``."""
-    from trajstore.storages.frames._video_codec import EncoderSettings, SegmentEncoder
-
-    height = max(f.shape[1] for f in cameras)
-    padded = [np.pad(f, ((0, 0), (0, height - f.shape[1]), (0, 0), (0, 0))) for f in cameras]
-    frames = np.concatenate(padded, axis=2)
-    width = frames.shape[2]
-    tmp_final = out.with_name(f".{out.name}.{os.getpid()}.part.mp4")
-    encoder = SegmentEncoder(tmp_final, height, width, fps, EncoderSettings(crf=18, gop_size=30))
+def _plot_notes(series: dict, skipped: dict[str, str], plots: bool) -> tuple[bool, list[str]]:
+    """``(draw plots?, notes)``."""
+    notes = []
+    if skipped:
+        notes.append("not plotted: " + ", ".join(f"{k} ({why})" for k, why in skipped.items()))
+    if not plots:
+        return False, notes
+    if not series:
+        return False, notes + ["no low-dim leaf to plot"]
     try:
-        for a in range(0, len(frames), READ_BATCH):
-            encoder.encode(frames[a:a + READ_BATCH])
-        encoder.close()
-    except BaseException:
-        encoder.discard()
-        raise
-    os.replace(tmp_final, out)
-    return width, height
+        from trajstore.ops.preview_plots import load_matplotlib
+
+        load_matplotlib()
+    except ImportError:
+        return False, notes + [f"no plots: {EXTRA_NOTE}"]
+    return True, notes
+
+
+def _sheet(rb: ReplayBuffer, episode: int, out: Path, cameras: list[str], frames: int | None, every: int | None,
+           plots: bool, progress: Progress | None) -> PreviewResult:
+    ep = gather(rb, episode, cameras, frames=frames, every=every, series=plots, progress=progress)
+    draw, notes = _plot_notes(ep.series, ep.skipped, plots)
+    times = None if ep.times is None else list(ep.times)
+    blocks = {cam: camera_block(cam, ep.frames[cam], ep.steps, times) for cam in cameras}
+    width = sheet_width(list(blocks.values()))
+    plot = plot_series(ep.series, width=width, marks=list(ep.steps), units=ep.units).pixels if draw else None
+    sheet = compose(_caption(ep), blocks, plot, notes)
+    _save_atomic(out, lambda tmp: sheet.image.save(tmp, format="PNG"))
+    return PreviewResult(str(out), ep.id, cameras, len(ep.steps), sheet.image.size, steps=ep.steps.tolist(),
+                         plots=list(ep.series) if draw else [], skipped=ep.skipped, notes=notes,
+                         tiles_at=sheet.tiles_at)
+
+
+def _video(rb: ReplayBuffer, episode: int, out: Path, cameras: list[str], plots: bool,
+           progress: Progress | None) -> PreviewResult:
+    ep = gather(rb, episode, cameras, steps="all", series=plots, progress=progress)
+    fps, source = ep.fps, ep.fps_source
+    if fps is None:
+        fps, source = DEFAULT_FPS, f"default: {source}"
+    draw, notes = _plot_notes(ep.series, ep.skipped, plots)
+    plot: PlotImage | None = None
+    if draw:
+        video_h = max(f.shape[1] for f in ep.frames.values())
+        width, height, columns = panel_size(video_h, len(ep.series))
+        plot = plot_series(ep.series, width=width, height=height, columns=columns, units=ep.units)
+    size = write_side_by_side(out, [ep.frames[c] for c in cameras], fps, plot)
+    return PreviewResult(str(out), ep.id, cameras, len(ep), size, fps, source, steps=ep.steps.tolist(),
+                         plots=list(ep.series) if draw else [], skipped=ep.skipped, notes=notes)
+
+
+def _caption(ep: Any) -> str:
+    duration = None if ep.fps is None else len(ep) / ep.fps
+    return caption_text(ep.id, len(ep), ep.data, duration_s=duration,
+                        time_source=None if ep.fps is None else f"at {ep.fps:g} fps, {ep.fps_source}",
+                        interrupted=ep.interrupted)
 
 
 def _save_atomic(out: Path, save: Callable[[Path], None]) -> None:
