@@ -20,7 +20,7 @@ import numpy as np
 #: Pixels per row of subplots.
 PLOT_ROW_HEIGHT = 220
 #: A subplot is at least this wide (pixels); the number of columns follows from the width.
-PLOT_MIN_COLUMN_WIDTH = 420
+PLOT_MIN_COLUMN_WIDTH = 320
 #: Steps marked with light vertical lines (the frames of a sheet) when there are at most this many.
 MAX_MARKS = 32
 DPI = 100

@@ -6,8 +6,10 @@ Layout, top to bottom, all blocks left-aligned on a white sheet ``width`` pixels
 1. the caption (:func:`caption_text`, wrapped to the width): ``CAPTION_PAD + lines * CAPTION_LINE +
    CAPTION_PAD`` pixels;
 2. per camera a block (:func:`camera_block`): a ``HEADER_HEIGHT`` strip with the camera's name, then
-   ``ceil(K / columns)`` rows of ``columns = min(K, MAX_ROW_TILES)`` tiles; a tile is the frame itself
-   (``W x H``, unscaled) over a ``LABEL_HEIGHT`` strip with its step and time;
+   ``ceil(K / columns)`` rows of ``columns = min(K, MAX_ROW_TILES)`` tiles; a tile is the frame
+   (``W x H``, scaled by :func:`tile_scale`: up by an integer factor, nearest neighbour, when narrower
+   than ``MIN_TILE_WIDTH``; down by an integer factor (box filter) when its long side exceeds
+   ``MAX_TILE_SIDE``) over a ``LABEL_HEIGHT`` strip with its step and time;
 3. the plots (:mod:`trajstore.ops.preview_plots`), ``width`` wide, when there are any;
 4. notes (skipped leaves, a missing extra), ``NOTE_LINE`` pixels each plus ``CAPTION_PAD``.
 """
@@ -30,6 +32,9 @@ NOTE_LINE = 16
 MIN_WIDTH = 640
 #: Tiles per row of a camera block (a default sheet of 16 frames is one row per camera).
 MAX_ROW_TILES = 16
+#: Frames narrower than this are shown scaled up (pixels); frames longer than ``MAX_TILE_SIDE`` scaled down.
+MIN_TILE_WIDTH = 64
+MAX_TILE_SIDE = 256
 #: Columns of :func:`contact_sheet` when called on its own.
 SHEET_COLUMNS = 8
 CAPTION_FONT, HEADER_FONT, LABEL_FONT, NOTE_FONT = 14, 12, 11, 12
@@ -108,15 +113,37 @@ def contact_sheet(frames: np.ndarray, steps: Sequence[int], columns: int = SHEET
     return sheet
 
 
+def tile_scale(height: int, width: int) -> tuple[int, int]:
+    """``(up, down)`` integer factors a ``height x width`` frame is shown at on a sheet (one of them is 1)."""
+    if width < MIN_TILE_WIDTH:
+        return -(-MIN_TILE_WIDTH // width), 1
+    return 1, max(1, -(-max(height, width) // MAX_TILE_SIDE))
+
+
+def scaled_for_display(frames: np.ndarray) -> np.ndarray:
+    """``frames`` ``(K, H, W, 3)`` uint8 at the size :func:`tile_scale` chooses."""
+    from PIL import Image
+
+    up, down = tile_scale(frames.shape[1], frames.shape[2])
+    if up > 1:
+        return frames.repeat(up, axis=1).repeat(up, axis=2)
+    if down > 1:
+        return np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(f)).reduce(down)) for f in frames])
+    return frames
+
+
 def camera_block(name: str, frames: np.ndarray, steps: Sequence[int], times: Sequence[float] | None = None,
                  columns: int = MAX_ROW_TILES) -> Any:
-    """A ``HEADER_HEIGHT`` strip naming the camera over :func:`contact_sheet` of its frames."""
+    """A ``HEADER_HEIGHT`` strip naming the camera over :func:`contact_sheet` of its frames, scaled as
+    :func:`tile_scale` says."""
     from PIL import Image, ImageDraw
 
-    grid = contact_sheet(frames, steps, columns, times)
+    h, w = frames.shape[1:3]
+    up, down = tile_scale(h, w)
+    grid = contact_sheet(scaled_for_display(frames), steps, columns, times)
     block = Image.new("RGB", (grid.width, HEADER_HEIGHT + grid.height), "white")
-    ImageDraw.Draw(block).text((2, 2), f"{name}  ({frames.shape[2]}x{frames.shape[1]})", fill="black",
-                               font=font(HEADER_FONT))
+    shown = f", shown x{up}" if up > 1 else (f", shown 1/{down}" if down > 1 else "")
+    ImageDraw.Draw(block).text((2, 2), f"{name}  ({w}x{h}{shown})", fill="black", font=font(HEADER_FONT))
     block.paste(grid, (0, HEADER_HEIGHT))
     return block
 
