@@ -103,3 +103,14 @@ def test_caption_has_the_episode_and_its_data():
                               interrupted=True)
     assert data_first == "episode 4: 9 steps, interrupted\ntask: stack · success: false · seed: 3 · operator: ana"
     assert caption_text(1, 2, {}).endswith("(no episode data)")
+
+
+def test_large_frames_are_reduced_by_an_integer_factor():
+    from trajstore.ops.preview_sheet import camera_block, scaled_for_display
+
+    frames = np.random.default_rng(1).integers(0, 256, (2, 480, 640, 3), dtype=np.uint8)
+    shown = scaled_for_display(frames)
+    assert shown.shape == (2, 160, 214, 3)  # 1/3 (ceil), as Pillow's reduce
+    np.testing.assert_array_equal(shown[1], np.asarray(Image.fromarray(frames[1]).reduce(3)))
+    block = camera_block("cam", frames, [0, 5], [0.0, 0.5])
+    assert block.size == (2 * 214, HEADER_HEIGHT + 160 + LABEL_HEIGHT)
