@@ -103,6 +103,8 @@ def test_caption_has_the_episode_and_its_data():
                               interrupted=True)
     assert data_first == "episode 4: 9 steps, interrupted\ntask: stack · success: false · seed: 3 · operator: ana"
     assert caption_text(1, 2, {}).endswith("(no episode data)")
+    assert caption_text(1, 2, {}, overwritten=True).startswith(
+        "episode 1: 2 steps, oldest steps overwritten (steps counted from the first held one)\n")
 
 
 def test_large_frames_are_reduced_by_an_integer_factor():

@@ -57,7 +57,7 @@ def label_lines(step: int, seconds: float | None) -> list[str]:
 
 
 def caption_text(episode_id: int, length: int, data: Mapping[str, Any], *, duration_s: float | None = None,
-                 time_source: str | None = None, interrupted: bool = False) -> str:
+                 time_source: str | None = None, interrupted: bool = False, overwritten: bool = False) -> str:
     """The caption of a preview: a line for the episode, then its JSON data (``task`` first), e.g.
 
     ``episode 3: 300 steps, 30.00 s (10 fps (metadata of observation/pixels))`` /
@@ -68,6 +68,8 @@ def caption_text(episode_id: int, length: int, data: Mapping[str, Any], *, durat
         head += f", {duration_s:.2f} s" + (f" ({time_source})" if time_source else "")
     if interrupted:
         head += ", interrupted"
+    if overwritten:
+        head += ", oldest steps overwritten (steps counted from the first held one)"
     keys = sorted(data, key=lambda k: (k != "task", k != "success", list(data).index(k)))
     items = [f"{k}: {v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in
              ((k, data[k]) for k in keys)]
