@@ -9,7 +9,8 @@ Layout, top to bottom, all blocks left-aligned on a white sheet ``width`` pixels
    ``ceil(K / columns)`` rows of ``columns = min(K, MAX_ROW_TILES)`` tiles; a tile is the frame
    (``W x H``, scaled by :func:`tile_scale`: up by an integer factor, nearest neighbour, when narrower
    than ``MIN_TILE_WIDTH``; down by an integer factor (box filter) when its long side exceeds
-   ``MAX_TILE_SIDE``) over a ``LABEL_HEIGHT`` strip with its step and time;
+   ``MAX_TILE_SIDE``) over a ``LABEL_HEIGHT`` strip with its step and time (a block is at least as
+   wide as its header's text);
 3. the plots (:mod:`trajstore.ops.preview_plots`), ``width`` wide, when there are any;
 4. notes (skipped leaves, a missing extra), ``NOTE_LINE`` pixels each plus ``CAPTION_PAD``.
 """
@@ -143,9 +144,11 @@ def camera_block(name: str, frames: np.ndarray, steps: Sequence[int], times: Seq
     h, w = frames.shape[1:3]
     up, down = tile_scale(h, w)
     grid = contact_sheet(scaled_for_display(frames), steps, columns, times)
-    block = Image.new("RGB", (grid.width, HEADER_HEIGHT + grid.height), "white")
     shown = f", shown x{up}" if up > 1 else (f", shown 1/{down}" if down > 1 else "")
-    ImageDraw.Draw(block).text((2, 2), f"{name}  ({w}x{h}{shown})", fill="black", font=font(HEADER_FONT))
+    title = f"{name}  ({w}x{h}{shown})"
+    width = max(grid.width, int(font(HEADER_FONT).getlength(title)) + 4)  # a short row still shows its name
+    block = Image.new("RGB", (width, HEADER_HEIGHT + grid.height), "white")
+    ImageDraw.Draw(block).text((2, 2), title, fill="black", font=font(HEADER_FONT))
     block.paste(grid, (0, HEADER_HEIGHT))
     return block
 
