@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from tests.cli.buffers import DATA, FPS, H, LENGTHS, W, make_buffer
 from trajstore.cli.main import app
-from trajstore.ops.preview import LABEL_HEIGHT, SHEET_COLUMNS, write_preview
+from trajstore.ops.preview import LABEL_HEIGHT, to_rgb, write_preview
+from trajstore.ops.preview_sheet import CAPTION_LINE, CAPTION_PAD, HEADER_HEIGHT, MIN_WIDTH
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.ops.episodes import summarize_episodes
 from trajstore.spaces import BoxSpace, DictSpace
@@ -66,26 +67,34 @@ def test_episode_fps_from_the_step_space_or_none(tmp_path):
 
 def test_png_contact_sheet_has_the_expected_size(tmp_path):
     path = make_buffer(tmp_path / "rb", depth=True)
-    result = cli("preview", path, "--episode", 2, "--out", tmp_path / "sheet.png", "--every", 2)
+    result = cli("preview", path, "--episode", 2, "--out", tmp_path / "sheet.png", "--every", 2, "--no-plots")
     assert result.exit_code == 0, result.output
     tiles = len(range(0, LENGTHS[2], 2))  # 5
+    up = 2  # 32 px wide frames are shown twice as large
+    caption = 2 * CAPTION_PAD + 2 * CAPTION_LINE
+    block = HEADER_HEIGHT + up * H + LABEL_HEIGHT
     with Image.open(tmp_path / "sheet.png") as im:
-        assert im.size == (tiles * W, H + LABEL_HEIGHT)
+        assert im.size == (MIN_WIDTH, caption + 2 * block)  # one row per camera: pixels, depth
         sheet = np.asarray(im.convert("RGB"))
     with ReplayBuffer.load_from(path) as rb:
-        first = rb[rb.episode(2).start]["observation"]["pixels"]
-    np.testing.assert_array_equal(sheet[:H, :W], first)  # PNG frames: the tile is the frame itself
-    assert sheet[H:, :W].max() > 0  # the label was drawn
-    write_preview(path, 2, tmp_path / "depth.png", camera="observation/depth")
+        shown = rb.get_at(rb.episode(2).start + np.arange(0, LENGTHS[2], 2))["observation"]
+    y = caption + HEADER_HEIGHT
+    for i in range(tiles):  # PNG frames: the tile is the frame itself, scaled up
+        np.testing.assert_array_equal(sheet[y:y + up * H, i * up * W:(i + 1) * up * W],
+                                      shown["pixels"][i].repeat(up, 0).repeat(up, 1))
+    assert sheet[y + up * H:y + up * H + LABEL_HEIGHT, :up * W].max() > 100  # the label was drawn
+    gray = to_rgb(shown["depth"])
+    np.testing.assert_array_equal(sheet[y + block:y + block + up * H, :up * W], gray[0].repeat(up, 0).repeat(up, 1))
+    only = write_preview(path, 2, tmp_path / "depth.png", camera="observation/depth", plots=False)
+    assert only.cameras == ["observation/depth"] and only.frames == LENGTHS[2]  # 9 <= 16: every step
     with Image.open(tmp_path / "depth.png") as im:
-        rows = -(-LENGTHS[2] // SHEET_COLUMNS)
-        assert im.size == (SHEET_COLUMNS * W, rows * (H + LABEL_HEIGHT))
+        assert im.size == (MIN_WIDTH, caption + block)
 
 
 def test_mp4_has_one_frame_per_step_and_every_camera(tmp_path):
     av = pytest.importorskip("av")
     path = make_buffer(tmp_path / "rb", depth=True)
-    result = cli("preview", path, "--episode", 3, "--out", tmp_path / "ep.mp4")
+    result = cli("preview", path, "--episode", 3, "--out", tmp_path / "ep.mp4", "--no-plots")
     assert result.exit_code == 0, result.output
     with av.open(str(tmp_path / "ep.mp4")) as c:
         stream = c.streams.video[0]

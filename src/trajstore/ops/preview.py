@@ -189,7 +189,7 @@ def _caption(ep: Any) -> str:
     duration = None if ep.fps is None else len(ep) / ep.fps
     return caption_text(ep.id, len(ep), ep.data, duration_s=duration,
                         time_source=None if ep.fps is None else f"at {ep.fps:g} fps, {ep.fps_source}",
-                        interrupted=ep.interrupted)
+                        interrupted=ep.interrupted, overwritten=ep.overwritten)
 
 
 def _save_atomic(out: Path, save: Callable[[Path], None]) -> None:

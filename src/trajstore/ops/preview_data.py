@@ -96,7 +96,8 @@ class EpisodePreview:
 
     Attributes:
         id, start, stop, interrupted, data: the episode (``Episode.id``, logical steps ``[start, stop)``,
-            its JSON data dict).
+            its JSON data dict); ``overwritten``: a ring overwrote its oldest steps (steps are counted
+            from the first held one).
         steps: int64 ``(K,)``, the chosen steps counted from ``start``.
         times: float64 ``(K,)`` seconds since the episode's first step, or ``None`` (no timestamp, no fps).
         time_source: where ``times`` come from (``"leaf timestamp"``, ``"10 fps (metadata of ...)"``, ...).
@@ -117,6 +118,7 @@ class EpisodePreview:
     time_source: str
     fps: float | None
     fps_source: str
+    overwritten: bool = False
     frames: dict[str, np.ndarray] = field(default_factory=dict)
     series: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -152,7 +154,7 @@ def gather(rb: Any, episode: int, cameras: Sequence[str], *, frames: int | None 
     names, skipped = plottable_leaves(rb) if series else ([], {})
     stamp = _timestamp_leaf(rb)
     out = EpisodePreview(ep.id, ep.start, ep.stop, bool(ep.interrupted), dict(ep.data), chosen, None, "none",
-                         fps, fps_source, skipped=skipped)
+                         fps, fps_source, bool(ep.overwritten), skipped=skipped)
     low = names + ([stamp] if stamp is not None else [])
     if low:
         values = _read(rb, ep.id, np.arange(n), low, None)

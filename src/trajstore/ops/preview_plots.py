@@ -20,7 +20,7 @@ import numpy as np
 #: Pixels per row of subplots.
 PLOT_ROW_HEIGHT = 220
 #: A subplot is at least this wide (pixels); the number of columns follows from the width.
-PLOT_MIN_COLUMN_WIDTH = 420
+PLOT_MIN_COLUMN_WIDTH = 320
 #: Steps marked with light vertical lines (the frames of a sheet) when there are at most this many.
 MAX_MARKS = 32
 DPI = 100
@@ -100,6 +100,7 @@ def plot_series(series: Mapping[str, np.ndarray], *, width: int, columns: int | 
     if not series:
         raise ValueError("no low-dim leaf to plot")
     Figure, FigureCanvasAgg = load_matplotlib()
+    from matplotlib.ticker import MaxNLocator
     names = list(series)
     cols = columns or max(1, min(len(names), width // PLOT_MIN_COLUMN_WIDTH))
     rows = math.ceil(len(names) / cols)
@@ -121,6 +122,7 @@ def plot_series(series: Mapping[str, np.ndarray], *, width: int, columns: int | 
         ax.set_xlim(0, n - 1) if n > 1 else ax.set_xlim(-0.5, 0.5)
         ax.set_title(name + (f" [{units[name]}]" if name in units else ""), fontsize=9)
         ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, lw=0.4, alpha=0.5)
         if values.shape[1] > 1:
             ax.legend(fontsize=6, ncol=min(values.shape[1], 4), loc="best", framealpha=0.6)

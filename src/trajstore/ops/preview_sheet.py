@@ -6,8 +6,11 @@ Layout, top to bottom, all blocks left-aligned on a white sheet ``width`` pixels
 1. the caption (:func:`caption_text`, wrapped to the width): ``CAPTION_PAD + lines * CAPTION_LINE +
    CAPTION_PAD`` pixels;
 2. per camera a block (:func:`camera_block`): a ``HEADER_HEIGHT`` strip with the camera's name, then
-   ``ceil(K / columns)`` rows of ``columns = min(K, MAX_ROW_TILES)`` tiles; a tile is the frame itself
-   (``W x H``, unscaled) over a ``LABEL_HEIGHT`` strip with its step and time;
+   ``ceil(K / columns)`` rows of ``columns = min(K, MAX_ROW_TILES)`` tiles; a tile is the frame
+   (``W x H``, scaled by :func:`tile_scale`: up by an integer factor, nearest neighbour, when narrower
+   than ``MIN_TILE_WIDTH``; down by an integer factor (box filter) when its long side exceeds
+   ``MAX_TILE_SIDE``) over a ``LABEL_HEIGHT`` strip with its step and time (a block is at least as
+   wide as its header's text);
 3. the plots (:mod:`trajstore.ops.preview_plots`), ``width`` wide, when there are any;
 4. notes (skipped leaves, a missing extra), ``NOTE_LINE`` pixels each plus ``CAPTION_PAD``.
 """
@@ -30,6 +33,9 @@ NOTE_LINE = 16
 MIN_WIDTH = 640
 #: Tiles per row of a camera block (a default sheet of 16 frames is one row per camera).
 MAX_ROW_TILES = 16
+#: Frames narrower than this are shown scaled up (pixels); frames longer than ``MAX_TILE_SIDE`` scaled down.
+MIN_TILE_WIDTH = 64
+MAX_TILE_SIDE = 256
 #: Columns of :func:`contact_sheet` when called on its own.
 SHEET_COLUMNS = 8
 CAPTION_FONT, HEADER_FONT, LABEL_FONT, NOTE_FONT = 14, 12, 11, 12
@@ -52,7 +58,7 @@ def label_lines(step: int, seconds: float | None) -> list[str]:
 
 
 def caption_text(episode_id: int, length: int, data: Mapping[str, Any], *, duration_s: float | None = None,
-                 time_source: str | None = None, interrupted: bool = False) -> str:
+                 time_source: str | None = None, interrupted: bool = False, overwritten: bool = False) -> str:
     """The caption of a preview: a line for the episode, then its JSON data (``task`` first), e.g.
 
     ``episode 3: 300 steps, 30.00 s (10 fps (metadata of observation/pixels))`` /
@@ -63,6 +69,8 @@ def caption_text(episode_id: int, length: int, data: Mapping[str, Any], *, durat
         head += f", {duration_s:.2f} s" + (f" ({time_source})" if time_source else "")
     if interrupted:
         head += ", interrupted"
+    if overwritten:
+        head += ", oldest steps overwritten (steps counted from the first held one)"
     keys = sorted(data, key=lambda k: (k != "task", k != "success", list(data).index(k)))
     items = [f"{k}: {v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in
              ((k, data[k]) for k in keys)]
@@ -108,15 +116,39 @@ def contact_sheet(frames: np.ndarray, steps: Sequence[int], columns: int = SHEET
     return sheet
 
 
+def tile_scale(height: int, width: int) -> tuple[int, int]:
+    """``(up, down)`` integer factors a ``height x width`` frame is shown at on a sheet (one of them is 1)."""
+    if width < MIN_TILE_WIDTH:
+        return -(-MIN_TILE_WIDTH // width), 1
+    return 1, max(1, -(-max(height, width) // MAX_TILE_SIDE))
+
+
+def scaled_for_display(frames: np.ndarray) -> np.ndarray:
+    """``frames`` ``(K, H, W, 3)`` uint8 at the size :func:`tile_scale` chooses."""
+    from PIL import Image
+
+    up, down = tile_scale(frames.shape[1], frames.shape[2])
+    if up > 1:
+        return frames.repeat(up, axis=1).repeat(up, axis=2)
+    if down > 1:
+        return np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(f)).reduce(down)) for f in frames])
+    return frames
+
+
 def camera_block(name: str, frames: np.ndarray, steps: Sequence[int], times: Sequence[float] | None = None,
                  columns: int = MAX_ROW_TILES) -> Any:
-    """A ``HEADER_HEIGHT`` strip naming the camera over :func:`contact_sheet` of its frames."""
+    """A ``HEADER_HEIGHT`` strip naming the camera over :func:`contact_sheet` of its frames, scaled as
+    :func:`tile_scale` says."""
     from PIL import Image, ImageDraw
 
-    grid = contact_sheet(frames, steps, columns, times)
-    block = Image.new("RGB", (grid.width, HEADER_HEIGHT + grid.height), "white")
-    ImageDraw.Draw(block).text((2, 2), f"{name}  ({frames.shape[2]}x{frames.shape[1]})", fill="black",
-                               font=font(HEADER_FONT))
+    h, w = frames.shape[1:3]
+    up, down = tile_scale(h, w)
+    grid = contact_sheet(scaled_for_display(frames), steps, columns, times)
+    shown = f", shown x{up}" if up > 1 else (f", shown 1/{down}" if down > 1 else "")
+    title = f"{name}  ({w}x{h}{shown})"
+    width = max(grid.width, int(font(HEADER_FONT).getlength(title)) + 4)  # a short row still shows its name
+    block = Image.new("RGB", (width, HEADER_HEIGHT + grid.height), "white")
+    ImageDraw.Draw(block).text((2, 2), title, fill="black", font=font(HEADER_FONT))
     block.paste(grid, (0, HEADER_HEIGHT))
     return block
 
