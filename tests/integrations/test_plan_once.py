@@ -73,7 +73,9 @@ def test_ray_rows_build_the_plan_on_the_driver_only(tmp_path, plans):
     assert request.total == len(anchors)
     assert actions.shape == (len(anchors), 4, 2)
     assert actions[:, :, 0].tolist() == [[a + k for k in range(4)] for a in anchors]
-    assert set(rows[0]) == {"action", "is_pad/action"}  # only the column asked for (step_id is not read)
+    # the column asked for and the row's place (step_id is not read)
+    assert set(rows[0]) == {"action", "is_pad/action", "index", "episode", "step"}
+    assert np.concatenate([r["index"] for r in rows]).tolist() == anchors
 
 
 def test_unknown_names_raise_unknown_leaf_error(tmp_path):
