@@ -84,23 +84,13 @@ def plan_leaves(space: Space, key_map: Mapping[str, str], exclude: Iterable[str]
         dtype = np.dtype(bool) if isinstance(leaf, BinarySpace) else np.dtype(leaf.dtype)
         if key == "dones":
             dtype = np.dtype(np.int64)  # robomimic's dones are int64 0/1
-        layout = _camera_layout(leaf)
+        layout = FrameLayout.of_camera(leaf)
         shape = layout.stored_shape(leaf.shape)
         camera = leaf.metadata.get("kind") == "image" and dtype == np.uint8 and len(shape) == 3 and shape[2] == 3
         plans.append(LeafPlan(path, leaf, key, dtype, camera, layout if camera else FrameLayout()))
     if not any(p.obs for p in plans):
         raise InvalidValueError("the buffer has no 'observation' leaf: robomimic's obs/ group would be empty")
     return plans
-
-
-def _camera_layout(leaf: Space) -> FrameLayout:
-    """The layout a ``kind="image"`` leaf of 3 axes declares (``"CHW"``: written channel last); else ``"HWC"``."""
-    if leaf.metadata.get("kind") != "image" or len(getattr(leaf, "shape", ())) != 3:
-        return FrameLayout()
-    try:
-        return FrameLayout.of(leaf)
-    except ValueError:  # another declared layout: written as it is
-        return FrameLayout()
 
 
 def ended_episodes(rb: Any, episodes: Iterable[int] | str | None) -> list[Any]:

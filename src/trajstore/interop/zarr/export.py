@@ -91,23 +91,13 @@ def _plan_leaves(space: Space, key_map: Mapping[str, str], exclude: set[str]) ->
         owner[key] = name
         zarr_dtype = leaf.metadata.get("zarr_dtype")
         dtype = np.dtype(zarr_dtype) if zarr_dtype else np.dtype(leaf.dtype)
-        layout = _camera_layout(leaf)
+        layout = FrameLayout.of_camera(leaf)
         shape = layout.stored_shape(leaf.shape)
         frames = (leaf.metadata.get("kind") == "image" and dtype == np.uint8 and len(shape) == 3 and shape[2] == 3)
         plans.append(_LeafPlan(path, leaf, key, dtype, frames, layout if frames else FrameLayout()))
     if not plans:
         raise ValueError("every leaf is excluded: nothing to export")
     return plans
-
-
-def _camera_layout(leaf: Space) -> FrameLayout:
-    """The layout a ``kind="image"`` leaf declares (``"CHW"``: written channel last); ``"HWC"`` otherwise."""
-    if leaf.metadata.get("kind") != "image" or len(getattr(leaf, "shape", ())) != 3:
-        return FrameLayout()
-    try:
-        return FrameLayout.of(leaf)
-    except ValueError:  # another declared layout: written as it is
-        return FrameLayout()
 
 
 class _ChunkAlignedWriter:

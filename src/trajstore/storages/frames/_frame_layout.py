@@ -61,6 +61,17 @@ class FrameLayout:
         return cls(CHW if declared == CHW and len(space.shape) == 3 else HWC)
 
     @classmethod
+    def of_camera(cls, leaf: Any) -> "FrameLayout":
+        """The layout a 3-axis ``kind="image"`` leaf declares, for an export writing channel-last frames;
+        ``"HWC"`` for any other leaf or a layout that is neither (written as it is). Never raises."""
+        if (getattr(leaf, "metadata", None) or {}).get("kind") != "image" or len(getattr(leaf, "shape", ())) != 3:
+            return cls(HWC)
+        try:
+            return cls.of(leaf)
+        except ValueError:
+            return cls(HWC)
+
+    @classmethod
     def recorded(cls, config: Any) -> "FrameLayout":
         """The layout a stored config records (``None``: ``"HWC"``, as every folder before ``"CHW"`` existed).
 
