@@ -19,6 +19,7 @@ from trajstore.cli.formats import formats_command
 from trajstore.cli.rlds import import_rlds_command
 from trajstore.cli.robomimic import export_robomimic_command, import_robomimic_command
 from trajstore.cli.rosbag import import_rosbag_command
+from trajstore.cli.view import view_command
 from trajstore.errors import StorageExistsError, TrajstoreError
 
 app = typer.Typer(help="Record and inspect trajstore replay buffers. " + EXIT_CODES_HELP, no_args_is_help=True,
@@ -36,6 +37,7 @@ import_app.command("robomimic")(import_robomimic_command)
 export_app.command("robomimic")(export_robomimic_command)
 import_app.command("aloha")(import_aloha_command)
 app.command("formats")(formats_command)
+app.command("view")(view_command)
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 
