@@ -27,6 +27,7 @@ EXTRA_OF_MODULE = {
     "pygame": "sim",
     "google_crc32c": "rlds",
     "matplotlib": "preview",
+    "playwright": "dev",
 }
 
 _MODULE_IN_REASON = re.compile(r"could not import '([\w.]+)'|No module named '([\w.]+)'")
