@@ -103,7 +103,9 @@ class BufferAPI:
         space = self._space_of(key)
         dims = int(math.prod(tuple(space.shape)))
         names = space.metadata.get("names")
-        if not (isinstance(names, list) and len(names) == dims and all(isinstance(n, str) for n in names)):
+        if isinstance(names, (list, tuple)) and len(names) == dims and all(isinstance(n, str) for n in names):
+            names = list(names)
+        else:
             names = [key] if dims == 1 and not tuple(space.shape) else [f"{key}[{i}]" for i in range(dims)]
         units = space.metadata.get("units")
         return {"key": key, "dims": dims, "names": names, "units": units if isinstance(units, str) else None,
