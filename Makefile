@@ -1,5 +1,6 @@
 # make demo: fresh venv, install core + sim only, record PushT episodes, print the layout, read every step back.
 # make train: add torch to that venv, train a small policy on the demo's successful episodes (examples/train_policy.py).
+# make view: open the demo's buffer in the browser (trajstore view).
 # make test: fresh venv, install every extra, run the whole suite (what CI runs).
 # make test-quick: a venv of its own with the core and the test tools only, run the tests not marked slow.
 # make bench-formats: the importers against the formats' own readers (benchmarks/format_imports.py).
@@ -15,7 +16,7 @@ EPISODES ?= 10
 ALL_EXTRAS := dev,sim,video,torch,lerobot,zarr,ray,remote,rlds,preview
 QUICK_VENV ?= .venv-quick
 
-.PHONY: demo train test test-quick venv clean interop-check robomimic-check bench-training bench-formats
+.PHONY: demo train view test test-quick venv clean interop-check robomimic-check bench-training bench-formats
 
 # One venv, stamped per install level: the demo installs core + sim (seconds with a warm cache),
 # train adds the CPU torch, test installs every extra.
@@ -50,8 +51,14 @@ train: $(VENV)/.installed-torch
 	test -d $(DEMO)/pusht || $(MAKE) demo
 	$(PY) examples/train_policy.py --buffer $(DEMO)/pusht
 
+# Screenshots of the viewer's browser tests are kept in test-artifacts/.
 test: venv
-	$(PY) -m pytest -q
+	TRAJSTORE_TEST_ARTIFACTS=test-artifacts $(PY) -m pytest -q
+
+# Look at the demo's episodes in the browser (trajstore view; Ctrl-C stops).
+view: $(VENV)/.installed-sim
+	test -d $(DEMO)/pusht || $(MAKE) demo
+	$(VENV)/bin/trajstore view $(DEMO)/pusht --open
 
 # The core and the test tools only: modules of optional features skip, saying which extra they need.
 $(QUICK_VENV)/.installed: pyproject.toml
