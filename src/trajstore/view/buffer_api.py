@@ -41,6 +41,8 @@ __all__ = ["BufferAPI", "ViewRequestError"]
 
 #: Window requests kept (one per episode and leaf set read): a page steps through one episode at a time.
 _REQUESTS_KEPT = 64
+#: Most points per line of a series answer: longer episodes are sent every k-th step (``"every": k``).
+MAX_SERIES_POINTS = 20_000
 #: Widest final-observation leaf whose values are sent (a wider one is left out of the answer).
 _FINAL_VALUES = 64
 #: Statistics fields sent to the page.
@@ -89,8 +91,8 @@ class BufferAPI:
     def _camera_info(self, key: str) -> dict[str, Any]:
         space = self._space_of(key)
         meta = space.metadata
-        layout = "CHW" if meta.get("layout") == "CHW" else "HWC"
         shape = tuple(space.shape)
+        layout = "CHW" if meta.get("layout") == "CHW" and len(shape) == 3 else "HWC"
         if layout == "CHW":
             shape = (shape[1], shape[2], shape[0])
         fps = meta.get("fps")
@@ -163,9 +165,13 @@ class BufferAPI:
         except (TrajstoreError, ValueError) as exc:
             raise ViewRequestError(400, str(exc)) from None
         with self._lock:
+            self._refresh()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                ids = selection.select(self.rb.episodes)
+                try:
+                    ids = selection.select(self.rb.episodes)
+                except (TrajstoreError, ValueError) as exc:  # ids that are not held
+                    raise ViewRequestError(400, str(exc)) from None
             notes = [str(w.message) for w in caught]
         return {"ids": [int(i) for i in ids], "selection": text, "notes": notes}
 
@@ -184,7 +190,8 @@ class BufferAPI:
             n = len(ep)
             info = gather(self.rb, episode_id, [], every=1, series=False) if n else None
             final, final_cameras = self._final(k)
-            return {"id": ep.id, "start": ep.start, "stop": ep.stop, "steps": n, "done": bool(ep.done),
+            return {"id": ep.id, "start": ep.start, "stop": ep.stop, "first": self._first(ep), "steps": n,
+                    "done": bool(ep.done),
                     "interrupted": bool(ep.interrupted), "overwritten": bool(ep.overwritten),
                     "data": _jsonable(dict(ep.data)),
                     "times": None if info is None or info.times is None else _floats(info.times),
@@ -207,8 +214,9 @@ class BufferAPI:
         return values, cameras
 
     def series(self, episode_id: int) -> dict[str, Any]:
-        """``{"step": [0..n-1], "series": {leaf: [[dim 0 at each step], ...]}}`` of the plottable leaves;
-        NaN as ``None``.
+        """``{"step": [0, k, 2k, ...], "every": k, "series": {leaf: [[dim 0 at each step], ...]}}`` of the
+        plottable leaves, NaN as ``None``; ``k`` is 1 up to :data:`MAX_SERIES_POINTS` steps, then the
+        smallest stride that keeps the points within it.
 
         Raises:
             ViewRequestError: 404, no held episode has that id.
@@ -221,19 +229,28 @@ class BufferAPI:
         if info is None:
             return {"step": [], "series": {key: [] for key in self._leaves}}
         n = len(info)
-        return {"step": list(range(n)),
-                "series": {key: [_floats(col) for col in values.T] for key, values in info.series.items()}}
+        every = max(1, -(-n // MAX_SERIES_POINTS))  # a long episode is sent every k-th step
+        x = np.arange(0, n, every)
+        return {"step": x.tolist(), "every": every,
+                "series": {key: [_floats(col[x]) for col in values.T] for key, values in info.series.items()}}
 
     # -- frames ------------------------------------------------------------------------------
-    def frame(self, episode_id: int, step: int, camera: str) -> tuple[bytes, str]:
+    def frame(self, episode_id: int, step: int, camera: str, first: int | None = None) -> tuple[bytes, str]:
         """``(image bytes, content type)`` of camera ``camera`` at step ``step`` (counted from the episode's
-        first held step) of episode ``episode_id``.
+        first held step) of episode ``episode_id``. ``first``: the episode's ``first`` as the page got it;
+        when a ring has overwritten the episode's start since, its steps are counted from another step.
 
         Raises:
-            ViewRequestError: 404, no such camera, episode, or step in it.
+            ViewRequestError: 404, no such camera, episode, or step in it; 409, ``first`` is not the
+                episode's first held step any more (the page reloads the episode).
         """
         self._check_camera(camera)
         with self._lock:
+            if first is not None:
+                now = self._first(self.rb.episode(self._position(episode_id)))
+                if now != first:
+                    raise ViewRequestError(409, f"a ring overwrote the start of episode {episode_id}: its first held "
+                                                f"step is now {now}, not {first}; reload the episode")
             n = self._length(episode_id)
             if not 0 <= step < n:
                 raise ViewRequestError(404, f"episode {episode_id} has steps 0..{n - 1}, not {step}")
@@ -243,6 +260,8 @@ class BufferAPI:
             except IndexError as exc:  # a ring overwrote the step meanwhile (StaleReadError)
                 raise ViewRequestError(404, f"episode {episode_id} step {step}: {exc}") from None
             frame = np.asarray(tree.get(batch, tree.parse_name(camera, self._sep)))[0]
+        if frame.size == 0:
+            raise ViewRequestError(404, f"{camera} holds empty frames (shape {frame.shape})")
         return encode_frame(frame, layout=self._space_of(camera).metadata.get("layout"),
                             lossless=self._lossless[camera])
 
@@ -268,6 +287,10 @@ class BufferAPI:
     def _refresh(self) -> None:
         if getattr(self.rb, "read_only", False):
             self.rb.refresh()
+
+    def _first(self, ep: Any) -> int:
+        """The episode's first held step, counted over every step appended (moves when a ring overwrites it)."""
+        return int(self.rb.total_steps - len(self.rb) + ep.start)
 
     def _position(self, episode_id: int) -> int:
         try:
@@ -304,7 +327,7 @@ def _floats(values: Any) -> list:
 
 
 def _json_scalar(v: Any) -> Any:
-    return v if isinstance(v, (str, bool, int, float)) or v is None else str(v)
+    return _jsonable(v)
 
 
 def _jsonable(value: Any) -> Any:

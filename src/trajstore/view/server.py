@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import threading
 import webbrowser
 from http import HTTPStatus
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from trajstore.errors import StaleReadError
 from trajstore.view.buffer_api import BufferAPI, ViewRequestError
 
 __all__ = ["ViewServer", "serve", "STATIC_TYPES"]
@@ -39,6 +41,8 @@ STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; ch
                 ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
 _STATIC_NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?")
 _EPISODE_ROUTE = re.compile(r"/api/episode/(-?\d{1,19})(/series|/frame/(-?\d{1,19})|/final_frame)?")
+#: Seconds a connection may sit idle or half-sent before it is closed.
+IDLE_SECONDS = 60
 #: Longest selection text taken (the parser is linear, this bounds the work of one request).
 MAX_SELECTION_CHARS = 10_000
 
@@ -57,8 +61,8 @@ class ViewServer:
     def __init__(self, api: BufferAPI, host: str, port: int, owned: Any = None):
         self.api = api
         self._owned = owned  # a buffer this server opened and closes
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(api))
-        self._httpd.daemon_threads = True
+        server_cls = _HTTPServer6 if ":" in host else _HTTPServer
+        self._httpd = server_cls((host, port), _handler_for(api, _allowed_hosts(host)))
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{self._httpd.server_address[1]}/"
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="trajstore-view", daemon=True)
@@ -93,13 +97,31 @@ class ViewServer:
         return f'<a href="{self.url}" target="_blank">trajstore view of {self.api.title}: {self.url}</a>'
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the page opens several connections at once; 5 makes some wait a SYN retry (1 s)
+
+
+class _HTTPServer6(_HTTPServer):
+    address_family = socket.AF_INET6
+
+
+def _allowed_hosts(host: str) -> set[str] | None:
+    """Host header names the server answers (without the port), or ``None`` for any: a page served on
+    127.0.0.1 must not be readable by another site through DNS rebinding (its name resolving to 127.0.0.1)."""
+    if host in ("0.0.0.0", "::", ""):
+        return None  # every interface: the user chose to serve the network
+    return {host.lower(), "localhost", "127.0.0.1", "[::1]", f"[{host.lower()}]"}
+
+
 def serve(rb_or_path: Any, *, host: str = "127.0.0.1", port: int = 0, open_browser: bool = False,
           storage_options: dict[str, Any] | None = None) -> ViewServer:
     """Start the viewer of a buffer and return it running (on a background thread).
 
     Args:
-        rb_or_path: an open :class:`~trajstore.ReplayBuffer` (left open when the server stops), or a
-            buffer folder or URL (``s3://bucket/rb``, opened read-only with ``storage_options`` as
+        rb_or_path: an open :class:`~trajstore.ReplayBuffer` (left open when the server stops; a buffer
+            open for writing is viewed through a reader of its folder opened here, which sees what the
+            writer flushes, so recording goes on undisturbed), or a buffer folder or URL (``s3://bucket/rb``, opened read-only with ``storage_options`` as
             :meth:`~trajstore.ReplayBuffer.load_from` does; closed when the server stops).
         host: address to bind; 127.0.0.1 (this machine only) by default. ``port``: 0 picks a free one.
         open_browser: open the page in the system's browser.
@@ -109,11 +131,17 @@ def serve(rb_or_path: Any, *, host: str = "127.0.0.1", port: int = 0, open_brows
 
     Raises:
         FormatError: the path is not a buffer folder; the errors of ``load_from``.
-        OSError: the port is taken (``EADDRINUSE``).
+        OSError: the port is taken (``EADDRINUSE``), the host is no address of this machine.
+        ValueError: a buffer being written that has no folder (in memory: nothing another thread may read).
     """
     from trajstore.replay_buffer.replay_buffer import ReplayBuffer
 
     owned = None
+    if isinstance(rb_or_path, ReplayBuffer) and not rb_or_path.read_only:
+        if rb_or_path.cache_path is None:
+            raise ValueError("an in-memory buffer being written cannot be viewed (the server reads on threads of "
+                             "its own): give it a cache_path, or view it once closed")
+        rb_or_path = rb_or_path.cache_path  # a reader of the folder: the writer's own state is never touched
     if isinstance(rb_or_path, ReplayBuffer):
         rb, title = rb_or_path, str(rb_or_path.published_snapshot[0] if rb_or_path.published_snapshot
                                     else rb_or_path.cache_path or "memory buffer")
@@ -131,11 +159,12 @@ def serve(rb_or_path: Any, *, host: str = "127.0.0.1", port: int = 0, open_brows
     return server
 
 
-def _handler_for(api: BufferAPI) -> type[BaseHTTPRequestHandler]:
+def _handler_for(api: BufferAPI, hosts: set[str] | None) -> type[BaseHTTPRequestHandler]:
     root = _static_root()
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "trajstore-view"
+        timeout = IDLE_SECONDS  # an idle or half-sent connection is closed, not held by a thread for ever
         protocol_version = "HTTP/1.1"  # keep-alive: the page fetches many frames
         # Headers and body are two writes: with Nagle on, the client's delayed ACK holds each answer
         # ~40 ms (25 frames/s at most, whatever the frame size).
@@ -150,11 +179,33 @@ def _handler_for(api: BufferAPI) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per frame is noise
             pass
 
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (ConnectionError, TimeoutError):  # the page went away or stalled: nothing to tell anyone
+                self.close_connection = True
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """The standard library's own errors (a malformed request line, an unknown method) as JSON too."""
+            body = _json({"error": f"{code} {message or HTTPStatus(code).phrase}"})
+            self.send_response(code, message)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+                self.wfile.write(body)
+
         def _answer(self, send_body: bool) -> None:
             try:
+                if hosts is not None and _host_name(self.headers.get("Host", "")) not in hosts:
+                    raise ViewRequestError(403, "this viewer answers requests for its own address only (the Host "
+                                                "header names another)")
                 status, body, ctype = _route(api, root, self.path)
             except ViewRequestError as exc:
                 status, body, ctype = exc.status, _json({"error": str(exc)}), "application/json"
+            except StaleReadError as exc:  # a ring overwrote what was being read: the page asks again
+                status, body, ctype = 409, _json({"error": str(exc)}), "application/json"
             except Exception as exc:  # noqa: BLE001 - the page gets the message, never a dropped connection
                 status, body = HTTPStatus.INTERNAL_SERVER_ERROR, _json({"error": f"{type(exc).__name__}: {exc}"})
                 ctype = "application/json"
@@ -188,7 +239,7 @@ def _route(api: BufferAPI, root: Path, raw_path: str) -> tuple[int, bytes, str]:
         raise ViewRequestError(400, f"bad query string: {exc}") from None
     path = parts.path
     if path in ("/", "/index.html"):
-        return 200, (root / "index.html").read_bytes(), STATIC_TYPES[".html"]
+        return _static(root, "index.html")
     if path.startswith("/static/"):
         return _static(root, path[len("/static/"):])
     if path == "/api/buffer":
@@ -214,7 +265,10 @@ def _route(api: BufferAPI, root: Path, raw_path: str) -> tuple[int, bytes, str]:
     if what == "/final_frame":
         body, ctype = api.final_frame(episode, camera)
     else:
-        body, ctype = api.frame(episode, int(step), camera)
+        first = query.get("first", [""])[0]
+        if first not in ("", "null") and not re.fullmatch(r"\d{1,19}", first):
+            raise ViewRequestError(400, f"first must be a step number, got {first[:40]!r}")
+        body, ctype = api.frame(episode, int(step), camera, int(first) if first not in ("", "null") else None)
     return 200, body, ctype
 
 
@@ -227,6 +281,14 @@ def _static(root: Path, name: str) -> tuple[int, bytes, str]:
     if root.resolve() not in file.parents or not file.is_file():
         raise ViewRequestError(404, f"no static file {name[:200]!r}")
     return 200, file.read_bytes(), STATIC_TYPES[suffix]
+
+
+def _host_name(header: str) -> str:
+    """The name of a Host header without its port: ``localhost:8765`` -> ``localhost``, ``[::1]:80`` -> ``[::1]``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[: header.find("]") + 1]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def _one(query: dict[str, list[str]], name: str) -> str:
