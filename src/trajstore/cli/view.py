@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from typing import Optional
 
 import typer
 from rich.markup import escape
 
 from trajstore.cli import remote
-from trajstore.cli._output import console, fail, progress_option
+from trajstore.cli._output import console, error_console, fail, progress_option
 
 
-def view_command(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pushed buffer "
+def view_command(path: str = typer.Argument(..., metavar="PATH_OR_URL", help="Buffer folder, or the URL of a pushed buffer "
                                                       "(s3://bucket/rb)."),
                  port: int = typer.Option(8765, help="Port to listen on (0: any free one)."),
                  host: str = typer.Option("127.0.0.1", help="Address to bind: 127.0.0.1 answers this machine "
@@ -34,16 +36,25 @@ def view_command(path: str = typer.Argument(..., help="Buffer folder, or the URL
                    "--anchor CAMERA_STREAM` then `trajstore import zarr OUT.zarr RB`, and view RB")
     if not 0 <= port <= 65535:
         raise fail(f"--port must be 0..65535, got {port}")
+    host = host.strip().strip("[]")  # [::1] as in a URL
+    if not host:
+        raise fail("--host must name an address: 127.0.0.1 (this machine), ::1, or 0.0.0.0 (every network)")
+    options = remote.parse_storage_options(storage_option)
     try:
-        server = serve(path, host=host, port=port, open_browser=open_browser,
-                       storage_options=remote.parse_storage_options(storage_option))
+        server = serve(path, host=host, port=port, open_browser=open_browser, storage_options=options)
     except OSError as exc:
-        if getattr(exc, "errno", None) == 98:
+        if exc.errno == errno.EADDRINUSE:
             raise fail(f"port {port} on {host} is taken: give another with --port N (or --port 0 for any free one)")
+        if isinstance(exc, socket.gaierror) or exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            raise fail(f"--host {host}: cannot listen there ({exc.strerror or exc}); give an address of this "
+                       "machine, e.g. 127.0.0.1")
         raise remote.remote_failure(path, path, exc)
     except (TrajstoreError, ValueError, ImportError, *remote.backend_errors()) as exc:
         raise remote.remote_failure(path, path, exc)
     console.print(f"viewing {escape(path)} at [bold]{server.url}[/bold] (Ctrl-C stops)", soft_wrap=True)
+    if host in ("0.0.0.0", "::"):
+        error_console.print(f"warning: listening on every network ({host}): anyone who can reach port "
+                            f"{server.port} can read this buffer", soft_wrap=True)
     try:
         server.wait()
     except KeyboardInterrupt:

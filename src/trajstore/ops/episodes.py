@@ -76,13 +76,14 @@ class EpisodeSummary:
 def camera_keys(rb: "ReplayBuffer") -> list[str]:
     """Keys (joined by the layout's separator) of the camera leaves, in the space's order: leaves held
     by an image or video storage, or tagged with a camera ``kind`` (:data:`CAMERA_KINDS`) and of
-    frame shape ``(H, W)``, ``(H, W, 1)`` or ``(H, W, 3)``."""
+    frame shape ``(H, W)``, ``(H, W, 1)`` or ``(H, W, 3)`` (``(1, H, W)`` or ``(3, H, W)`` with ``layout="CHW"``)."""
     holders = leaf_holders(rb.storage)
     sep = getattr(rb.storage, "nested_separator", "/")
     keys = []
     for path, leaf in tree.leaves(rb.space):
         shape = tuple(getattr(leaf, "shape", ()))
-        frame_like = len(shape) == 2 or (len(shape) == 3 and shape[2] in (1, 3))
+        chw = leaf.metadata.get("layout") == "CHW"
+        frame_like = len(shape) == 2 or (len(shape) == 3 and shape[0 if chw else 2] in (1, 3))
         if type(holders[path]).__name__ in FRAME_STORAGES or (leaf.metadata.get("kind") in CAMERA_KINDS
                                                                 and frame_like):
             keys.append(tree.path_name(path, sep))

@@ -179,7 +179,8 @@ def gather(rb: Any, episode: int, cameras: Sequence[str], *, frames: int | None 
 
 def to_rgb(frames: np.ndarray, layout: Any = None) -> np.ndarray:
     """``(N, H, W, 3)`` uint8 for display: RGB uint8 as it is; ``layout="CHW"`` frames transposed first;
-    single-channel frames scaled from their min..max to gray."""
+    single-channel frames scaled from their min..max to gray (over the finite values: NaN and infinite
+    pixels, a depth camera's "no return", are black)."""
     if layout == "CHW" and frames.ndim == 4:
         frames = np.moveaxis(frames, 1, -1)
     if frames.ndim == 4 and frames.shape[-1] == 3 and frames.dtype == np.uint8:
@@ -188,8 +189,10 @@ def to_rgb(frames: np.ndarray, layout: Any = None) -> np.ndarray:
         gray_like = frames
     else:
         gray_like = frames[..., 0] if frames.ndim == 4 else frames
-    lo, hi = (float(gray_like.min()), float(gray_like.max())) if gray_like.size else (0.0, 1.0)
-    scaled = ((gray_like.astype(np.float64) - lo) * (255.0 / (hi - lo if hi > lo else 1.0))).round().astype(np.uint8)
+    values = gray_like.astype(np.float64)
+    finite = np.isfinite(values)
+    lo, hi = (float(values[finite].min()), float(values[finite].max())) if finite.any() else (0.0, 1.0)
+    scaled = np.where(finite, (values - lo) * (255.0 / (hi - lo if hi > lo else 1.0)), 0.0).round().astype(np.uint8)
     return scaled if scaled.ndim == 4 else np.repeat(scaled[..., None], 3, axis=-1)
 
 
