@@ -19,6 +19,7 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
     rb = namespace["rb"]
+    assert namespace["server"].url.startswith("http://127.0.0.1:")  # trajstore view's Python call
     assert len(rb) == 32 and rb.episodes[0].stop == 32
     assert namespace["ep"].data == {"task": "push the T", "success": True} and namespace["ep"].has_final_observation
     assert namespace["final"]["pixels"].shape == (96, 96, 3) and namespace["final"]["pixels"].dtype == "uint8"

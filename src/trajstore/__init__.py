@@ -10,7 +10,7 @@ Subpackages, from the bottom layer up (imports point down only):
 - edges, on the buffer's public API: :mod:`trajstore.recording` (gymnasium recorders),
   :mod:`trajstore.training` (torch datasets, normaliser, Ray), :mod:`trajstore.interop` (LeRobot,
   zarr), :mod:`trajstore.ops` (copy, merge, verify, info, preview), :mod:`trajstore.remote`
-  (object storage), :mod:`trajstore.cli` (the command line).
+  (object storage), :mod:`trajstore.view` (the browser viewer), :mod:`trajstore.cli` (the command line).
 """
 
 from trajstore.backends import to_torch
