@@ -42,7 +42,8 @@ window.TV = window.TV || {};
       this.inflight = 0;
       this.center = 0;
       const pixels = cameras.reduce((sum, c) => sum + 4 * c.width * c.height, 0) || 1;
-      this.maxFrames = Math.max(64, Math.floor(CACHE_BYTES / pixels)) * Math.max(1, cameras.length);
+      this.maxSteps = Math.max(16, Math.floor(CACHE_BYTES / pixels)); // steps whose frames fit the budget
+      this.maxFrames = this.maxSteps * Math.max(1, cameras.length);
     }
 
     get(camera, step) { return this.entries.get(`${camera}\0${step}`); }
@@ -78,6 +79,7 @@ window.TV = window.TV || {};
     /** Queue the frames of [center - behind, center + ahead], nearest first; drop queued ones outside. */
     prefetch(center, ahead, behind) {
       this.center = center;
+      ahead = Math.min(ahead, Math.floor(this.maxSteps / 2)); // never prefetch what the budget evicts at once
       const lo = Math.max(0, center - behind), hi = Math.min(this.n - 1, center + ahead);
       this.queue = this.queue.filter((e) => {
         const keep = e.step >= lo && e.step <= hi;
