@@ -11,7 +11,9 @@ Cases:
 * **frames**: one episode of ``--frame-steps`` steps per camera kind (96x96 JPEG, 480x640 JPEG, 480x640
   H.264 video), every frame fetched in order over HTTP keep-alive as the page does when stepping;
   frames/s and the ratio to 30 fps (above 1: stepping keeps up with playback). With the browser also:
-  ArrowRight pressed for every step, each time waiting until the next frame is drawn on the canvas.
+  ArrowRight pressed for every step, each time waiting until the next frame is drawn on the canvas
+  (bounded by Playwright's round trip), and the page's own playback at 1x and 4x (the cameras declare
+  30 fps): steps/s from play to the last step, and the steps whose frame was never drawn.
 
     python benchmarks/view_server.py [--episodes 20000] [--steps 5] [--frame-steps 300] [--no-browser]
 
@@ -144,6 +146,32 @@ def browser_steps(b, folder: Path, steps: int) -> float:
         return rate
 
 
+def browser_playback(b, folder: Path, steps: int, speed: str) -> tuple[float, int]:
+    """``(steps/s, steps not drawn)`` of the page's own playback at ``speed`` over ``steps`` steps: every
+    drawn step is recorded by watching the canvas's data-drawn-step."""
+    from trajstore.view import serve
+
+    with serve(folder) as s:
+        page = b.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(s.url + "#episode=0&step=0")
+        page.wait_for_function("() => window.trajstoreViewer && window.trajstoreViewer.ready", timeout=120_000)
+        page.select_option("#speed", speed)
+        page.evaluate(f"""() => {{
+            window.__drawn = new Set();
+            const c = document.querySelector('canvas.camera[data-camera="{CAMERA}"]');
+            new MutationObserver(() => window.__drawn.add(c.dataset.drawnStep))
+                .observe(c, {{attributes: true, attributeFilter: ["data-drawn-step"]}});
+        }}""")
+        t0 = time.perf_counter()
+        page.click("#play")
+        page.wait_for_function(f"() => window.trajstoreViewer.step === {steps - 1} && window.trajstoreViewer.ready",
+                               timeout=300_000)
+        rate = (steps - 1) / (time.perf_counter() - t0)
+        drawn = page.evaluate("() => window.__drawn.size")
+        page.close()
+        return rate, steps - 1 - drawn
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=20_000)
@@ -173,7 +201,11 @@ def main(argv: list[str] | None = None) -> None:
             if b is not None:
                 rate = browser_steps(b[1], folder, min(args.frame_steps, 120))
                 rows.append(("frames", f"{label}: ArrowRight in Chromium, each frame drawn",
-                             f"{rate:.0f} steps/s", f"{rate / PLAYBACK_FPS:.1f}x 30 fps"))
+                             f"{rate:.0f} steps/s", f"{rate / PLAYBACK_FPS:.1f}x 30 fps (Playwright's round trip)"))
+                for speed in ("1", "4"):
+                    rate, missed = browser_playback(b[1], folder, args.frame_steps, speed)
+                    rows.append(("playback", f"{label}: the page playing at {speed}x ({float(speed) * 30:g} steps/s asked)",
+                                 f"{rate:.1f} steps/s", f"{missed} steps not drawn"))
     finally:
         if b is not None:
             b[1].close()
