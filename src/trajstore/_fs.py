@@ -73,7 +73,8 @@ def write_json_atomic(path: str | os.PathLike, data: Any, *, indent: int | None 
             Python cannot write, too deep; see :func:`trajstore._json.dumps_checked`); nothing is written.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Per thread: two threads of one process replacing the same file must not share (and rename away) one temp file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     payload = dumps_checked(data, what=str(path), indent=indent,
                             separators=None if indent else (",", ":")).encode()
     with open(tmp, "wb") as f:

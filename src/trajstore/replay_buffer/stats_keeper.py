@@ -51,7 +51,7 @@ import numpy as np
 
 from trajstore._damage import damaged_file
 from trajstore._fs import read_json, write_json_atomic
-from trajstore.errors import FormatError
+from trajstore.errors import FormatError, InvalidValueError
 from trajstore.replay_buffer.leaf_stats import LeafAccumulator, check_leaves, has_stats
 from trajstore.replay_buffer.metadata import META_FILE
 from trajstore.replay_buffer.ring import RingState
@@ -238,7 +238,13 @@ class StatsKeeper:
                 # Compact JSON: rewritten at commits. No fsync of the folder here: the metadata's rename,
                 # in the same folder, is fsynced after it, and a rename lost to a power cut leaves an id
                 # the metadata does not name (ignored: statistics recomputed from the data).
-                write_json_atomic(folder / STATS_FILE, live.to_json(stats_id), indent=None, sync_folder=False)
+                try:
+                    write_json_atomic(folder / STATS_FILE, live.to_json(stats_id), indent=None, sync_folder=False)
+                except InvalidValueError:
+                    # Sums of finite values can overflow (1e308 + 1e308 = inf), which JSON cannot hold: the
+                    # steps are committed without statistics (readers compute them from the data), never lost.
+                    self.descriptor = None
+                    return None
                 self.descriptor = {"file": STATS_FILE, "id": stats_id, "first": live.first, "stop": live.stop}
                 self._changed = False
             return dict(self.descriptor)
