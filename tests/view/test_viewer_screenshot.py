@@ -17,7 +17,7 @@ CAMERA = "observation/pixels"
 
 
 @pytest.mark.slow
-def test_the_page_over_pusht_demonstrations(tmp_path):
+def test_the_page_over_pusht_demonstrations(tmp_path, monkeypatch):
     from PIL import Image
 
     from trajstore.recording.pusht_recording import record_pusht
@@ -25,9 +25,10 @@ def test_the_page_over_pusht_demonstrations(tmp_path):
 
     summary = record_pusht(tmp_path / "pusht", 3, progress=False)
     assert summary.successes >= 1
+    monkeypatch.chdir(tmp_path)  # the page's title is the path given: "pusht", as a user types it
     pw, browser = launch()
     try:
-        with serve(tmp_path / "pusht") as s:
+        with serve("pusht") as s:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(s.url + "#episode=1&step=40")
             page.wait_for_function("() => window.trajstoreViewer && window.trajstoreViewer.ready", timeout=60_000)

@@ -104,7 +104,8 @@ window.TV = window.TV || {};
         title,
         width: this._width(div),
         height: PLOT_HEIGHT,
-        scales: {x: {time: false}},
+        // A leaf constant over the episode (a flag never set) gets a unit-wide range, not uPlot's 0..100.
+        scales: {x: {time: false}, y: {range: (u, lo, hi) => (lo === hi ? [lo - 1, hi + 1] : uPlot.rangeNum(lo, hi, 0.1, true))}},
         series: [
           {label: "step", value: (u, v) => (v === null || v === undefined ? "—" : String(v))},
           ...names.map((name, i) => ({label: shortName(name, leaf.key), stroke: colour(i), width: 1.5,

@@ -264,7 +264,7 @@
       // A live writer may have added episodes since the list was read: read it again to show them.
       if (answer.ids.some((id) => !app.list.has(id))) app.list.setColumns(await api("/api/episodes"));
     } catch (err) {
-      if (token === app.filterToken) filterError(err.message);
+      if (token === app.filterToken) { filterError(err.message); filterNotes([]); }  // an old warning would mislead
       return;
     }
     if (token !== app.filterToken) return;
@@ -348,7 +348,7 @@
     const fps = b.fps ? h("span", {title: `fps from ${b.fps_source}`}, h("b", {class: "num"}, TV.fmtNum(b.fps)), " fps")
       : h("span", {title: "no fps in the buffer: played at 30"}, "fps unknown");
     const parts = [h("span", {}, h("b", {class: "num"}, b.steps), " steps"),
-                   h("span", {}, h("b", {class: "num"}, b.episodes), " episodes"), fps];
+                   h("span", {}, h("b", {class: "num"}, b.episodes), b.episodes === 1 ? " episode" : " episodes"), fps];
     if (b.capacity) parts.push(h("span", {title: "a ring: the oldest steps are overwritten"}, "ring of ",
                                  h("b", {class: "num"}, b.capacity)));
     parts.push(h("span", {}, h("b", {class: "num"}, b.cameras.length), b.cameras.length === 1 ? " camera" : " cameras"));
