@@ -180,3 +180,16 @@ def test_a_chw_camera_in_hdf5_and_a_2d_chw_leaf(tmp_path):
         assert got.shape == (8, 10, 3) and (got == (200, 0, 50)).all()
         depth = np.asarray(Image.open(io.BytesIO(get(s, "/api/episode/0/frame/0?camera=observation/flat").body)))
         assert depth[0, 0, 0] == 0 and depth[..., 0].max() == 255  # scaled over the finite pixels
+
+
+def test_a_lost_first_timestamp_leaves_the_other_times(tmp_path):
+    from trajstore.storages import HDF5Storage
+
+    sp = DictSpace({"x": BoxSpace(-1, 1, (2,), np.float32), "timestamp": BoxSpace(0, 1e9, (), np.float64)})
+    rb = ReplayBuffer.create(HDF5Storage, sp, cache_path=tmp_path / "rb", check_bounds=False)
+    rb.extend({"x": np.zeros((3, 2), np.float32), "timestamp": np.array([np.nan, 50.0, 50.25])})
+    rb.end_episode()
+    rb.close()
+    with serve(tmp_path / "rb") as s:
+        e = get(s, "/api/episode/0").json()
+    assert e["times"] == [None, 0.0, 0.25] and e["time_source"] == "leaf timestamp"

@@ -166,7 +166,9 @@ def gather(rb: Any, episode: int, cameras: Sequence[str], *, frames: int | None 
                 out.units[name] = units
         if stamp is not None:
             t = np.asarray(tree.get(values, tree.parse_name(stamp, sep)), np.float64).reshape(n)
-            out.times, out.time_source = t[chosen] - t[0], f"leaf {stamp}"
+            finite = t[np.isfinite(t)]  # a first stamp lost (NaN) must not blank every time
+            origin = finite[0] if finite.size else 0.0
+            out.times, out.time_source = t[chosen] - origin, f"leaf {stamp}"
     if out.times is None and fps is not None:
         out.times, out.time_source = chosen / fps, f"{fps:g} fps ({fps_source})"
     if cameras:
