@@ -1,6 +1,4 @@
 import json
-import urllib.error
-import urllib.request
 
 import pytest
 
