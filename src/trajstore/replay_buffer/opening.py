@@ -64,9 +64,10 @@ def new_parts(storage_cls: type[SpaceStorage], space: Space, *, capacity: int | 
 
 
 def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: WriterLock | None,
-               payload: PayloadSource | None = None) -> BufferParts:
+               payload: PayloadSource | None = None, left_open: str = "interrupted") -> BufferParts:
     """The parts of the buffer folder ``path``; a writer (``read_only=False``, ``lock`` held) also ends
-    the episode a dead writer left open and migrates an older format (both committed at once).
+    the episode a dead writer left open (``left_open="interrupted"``) or discards its steps
+    (``"discard"``), and migrates an older format (both committed at once).
     ``payload``: the source of the folder's payload files when they are elsewhere (a URL's mirror).
 
     A read-only open of a folder whose payload files are missing warns with a
@@ -121,7 +122,10 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
         committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds,
                               commits=commits)
         writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
-        writer.end_interrupted_episode()
+        if left_open == "discard":
+            writer.discard_episode()
+        else:
+            writer.end_interrupted_episode()
         if log is not None and (log.position is None or log.position.index is None):
             writer.commit(own=False)  # migrate: the log (or its index), then trajstore.json naming it
         return BufferParts(storage, finals, stats, writer, None, check_bounds)

@@ -29,6 +29,7 @@ from trajstore.replay_buffer.remote_open import RemoteOrigin
 from trajstore.replay_buffer.damage_report import damage_in
 from trajstore.replay_buffer.episode_access import EpisodeAccess
 from trajstore.replay_buffer.episode_data import episode_data, flag
+from trajstore.replay_buffer.episode_keys import EpisodeEnd, EpisodeKeys, KeyGuard, checked_key, end_episode_once
 from trajstore.replay_buffer.leaf_stats import check_leaves
 from trajstore.replay_buffer.metadata import read_meta
 from trajstore.replay_buffer.opening import (BufferParts, close_parts, forked_views, new_parts, open_parts,
@@ -80,6 +81,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         self._stats = BufferStatistics(self.space, parts.stats, self._reader)
         self._remote: Any = None  # a buffer opened from a URL: its RemoteFolder (remote_open.py)
         self._damage: tuple[View, Damage] | None = None  # rb.damaged of the view it was computed for
+        self._keys = EpisodeKeys()  # end_episode(episode_key=): the keys held
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -132,7 +134,8 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
     @suggests_keywords
     def load_from(cls, cache_path: str | os.PathLike, *, read_only: bool = True, multiprocessing: bool = False,
                   storage_options: dict[str, Any] | None = None,
-                  cache_dir: str | os.PathLike | None = None, payload: PayloadSource | None = None) -> "ReplayBuffer":
+                  cache_dir: str | os.PathLike | None = None, payload: PayloadSource | None = None,
+                  left_open: str = "interrupted") -> "ReplayBuffer":
         """Reopen a buffer folder; the space, storage layout and episodes come from the folder.
 
         ``cache_path`` may be a URL: ``file://`` opens the local folder; another fsspec URL
@@ -144,8 +147,9 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         URL's opener gives it, :mod:`~trajstore.replay_buffer.remote_open`), else ``None``.
 
         A writer (``read_only=False``) ends an episode the last writer left open (a crash, a close
-        without ``end_episode``) as *interrupted* and commits that at once; a reader sees it as the
-        open episode. A folder of format 1 or 2 opens as it is for reading; a writer migrates it to
+        without ``end_episode``) as *interrupted* and commits that at once (``left_open="discard"``: drops
+        its steps instead, so an episode is wholly there or absent, for writers that retry by
+        ``episode_key``); a reader sees it as the open episode. A folder of format 1 or 2 opens as it is for reading; a writer migrates it to
         version 3 at once and atomically (:mod:`~trajstore.replay_buffer.metadata`).
 
         A folder whose payload files (image chunks, video segments) are partly missing opens read-only
@@ -163,15 +167,19 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
                 (:class:`~trajstore.errors.AlreadyOpenError`: this process has it open).
             ReadOnlyError: ``read_only=False`` with a URL of object storage (nothing is fetched).
             TypeError: an unknown keyword (the message names the closest known one).
+            ValueError: ``left_open`` is not ``"interrupted"`` or ``"discard"``.
         """
         if remote_open.is_url(cache_path):  # the URL opener gives a folder and its payload source
             return remote_open.load_url(cls, cache_path, read_only=read_only, multiprocessing=multiprocessing,
                                         storage_options=storage_options, cache_dir=cache_dir)
+        if left_open not in ("interrupted", "discard"):
+            raise ValueError(f"left_open must be 'interrupted' or 'discard', got {left_open!r}")
         path = Path(local_path(cache_path))
         read_meta(path)  # not a buffer folder: a FormatError before anything else
         lock = lock_for(path, read_only)
         try:
-            parts = open_parts(path, read_only=read_only, multiprocessing=multiprocessing, lock=lock, payload=payload)
+            parts = open_parts(path, read_only=read_only, multiprocessing=multiprocessing, lock=lock, payload=payload,
+                               left_open=left_open)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -268,7 +276,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         writer.set_at(sel, validated_for(self.space, value, sel, check_bounds=self.check_bounds))
 
     def end_episode(self, final_observation: Any = None, *, interrupted: bool = False, flush: bool = True,
-                    **data: Any) -> None:
+                    episode_key: str | None = None, **data: Any) -> EpisodeEnd:
         """End the current episode at the last appended step and :meth:`flush`: its steps, data and final
         observation are committed together (data first, then metadata). Steps appended afterwards start
         a new episode; calling it twice in a row does nothing more.
@@ -281,8 +289,16 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
                 ``Episode.interrupted`` (``done`` False), as a fragment left by a crashed writer is.
             flush: ``False`` closes the episode without committing it: the next :meth:`flush` (or a later
                 ``end_episode``, or :meth:`close`) commits it with its steps (a bulk import of many episodes).
+            episode_key: a string naming this episode across crashes and retries (``"robot3/2026-12-01/7"``):
+                kept as ``data["episode_key"]``; a key already committed in this buffer (or in its sharded
+                dataset) discards the appended steps instead and returns ``duplicate=True``
+                (:mod:`~trajstore.replay_buffer.episode_keys`). See :meth:`has_episode_key`.
             **data: JSON values kept in the episode log (``task="push"``, ``success=True``, ``seed=3``),
                 read back as ``episode(k).data``; NumPy scalars become Python values, tuples lists.
+
+        Returns:
+            an :class:`~trajstore.replay_buffer.episode_keys.EpisodeEnd`: the episode's id (``None`` when
+            nothing was committed), its key, whether it was a duplicate, its steps.
 
         Raises:
             InvalidValueError: a value of ``data`` is not JSON (names the key), ``final_observation``
@@ -297,9 +313,24 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         writer = self._writable()
         interrupted, flush = flag("end_episode: interrupted", interrupted), flag("end_episode: flush", flush)
         checked = episode_data(data)
+        key = checked_key(episode_key)
         final = (None if final_observation is None
                  else self._finals.validated(final_observation, check_bounds=self.check_bounds))
-        writer.end_episode(final, checked, interrupted, flush=flush)
+        return end_episode_once(writer, self._keys, self.episodes, key, final, checked, interrupted, flush)
+
+    def has_episode_key(self, key: str) -> bool:
+        """Whether an episode ended with ``episode_key=key`` is held (committed, or ended with ``flush=False``).
+        A ring keeps the keys of its held episodes only."""
+        key = checked_key(key)
+        if self._writer is None:  # a reader's episodes change with refresh: scanned each time, O(episodes)
+            return key in EpisodeKeys().known(self.episodes)
+        return key in self._keys.known(self.episodes)
+
+    def share_episode_keys(self, guard: KeyGuard | None) -> None:
+        """Check ``end_episode(episode_key=)`` against ``guard`` too, and commit under its lock (a sharded
+        dataset's writers share one: :mod:`trajstore.shards`)."""
+        self._writable()
+        self._keys.share(guard)
 
     def discard_episode(self) -> int:
         """Drop the steps of the episode being recorded; returns how many (0 when none is open).
