@@ -54,6 +54,9 @@ class KeyGuard(Protocol):
         """A context manager: held while this buffer commits ``key``; yields whether ``key`` is already
         committed elsewhere."""
 
+    def close(self) -> None:
+        """Let go of what it holds open (called when the buffer closes)."""
+
 
 def checked_key(key: Any) -> str | None:
     """``key`` if it is ``None`` or a non-empty str of at most :data:`MAX_KEY_LENGTH` characters.
@@ -93,6 +96,11 @@ class EpisodeKeys:
     def add(self, key: str) -> None:
         if self._keys is not None:
             self._keys.add(key)
+
+    def close(self) -> None:
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None
 
     @contextmanager
     def claim(self, key: str, episodes: Sequence[Any]) -> Iterator[bool]:

@@ -79,12 +79,14 @@ class EpisodeList(Sequence):
         return {"id": self.ids, "steps": stops - np.maximum(starts, self._oldest), "done": done,
                 "interrupted": interrupted, "overwritten": starts < self._oldest}
 
-    def data_values(self, key: str) -> list[Any]:
-        """The value of data key ``key`` of each episode (the open one has no data),
-        :data:`~trajstore.replay_buffer.data_columns.MISSING` where it lacks it: the log's lines are
+    def data_values(self, key: str, start: int = 0) -> list[Any]:
+        """The value of data key ``key`` of each episode from position ``start`` on (the open one has no
+        data), :data:`~trajstore.replay_buffer.data_columns.MISSING` where it lacks it: the log's lines are
         scanned, not parsed one by one (:meth:`~trajstore.replay_buffer.episode_store.DataStore.values`)."""
-        out = self._table.store.values(self._table.ids, key)
-        return out + [MISSING] if self._n > len(self._table) else out
+        if type(start) is not int or start < 0:
+            raise ValueError(f"start must be an int >= 0, got {start!r}")
+        out = self._table.store.values(self._table.ids[start:], key)
+        return out + [MISSING] if self._n > max(len(self._table), start) else out
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, (list, tuple, EpisodeList)):

@@ -218,6 +218,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
             if not discard:
                 raise
         finally:
+            self._keys.close()
             self._release_lock()
             self.closed = True
 
