@@ -112,3 +112,9 @@ def test_open_refuses_what_is_not_a_dataset(tmp_path):
     (ds.path / "trajstore-dataset.json").write_text("[1, 2")
     with pytest.raises(FormatError):
         ShardedDataset.open(ds.path)
+
+
+def test_a_dataset_opened_as_a_buffer_says_what_to_use(tmp_path):
+    ds = make(tmp_path)
+    with pytest.raises(FormatError, match="is a sharded dataset: read it with ShardedBuffer.load_from"):
+        ReplayBuffer.load_from(ds.path)

@@ -87,6 +87,9 @@ def read_meta(folder: Path) -> dict[str, Any]:
         if folder.is_dir() and (folder / "streams.json").is_file():
             raise FormatError(f"{folder} is a stream buffer: open it with StreamBuffer.load_from "
                               "(trajstore.streams)")
+        if folder.is_dir() and (folder / "trajstore-dataset.json").is_file():
+            raise FormatError(f"{folder} is a sharded dataset: read it with ShardedBuffer.load_from, write a "
+                              "shard with ShardedDataset.open(path).writer(name) (trajstore.shards)")
         if not folder.exists() and (url := _collapsed_url(folder)):
             hint = (f" ({url} is a URL: commands that take a folder read a local one; `trajstore pull {url} "
                     "FOLDER` copies it here, and `trajstore info`, `episodes`, `stats` and "
