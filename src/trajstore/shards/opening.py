@@ -56,9 +56,10 @@ def open_shard(folder: Path, name: str, storage_options: dict[str, Any] | None =
         rb = ReplayBuffer.load_from(where, read_only=True, **kwargs)
     except FormatError as exc:
         raise FormatError(f"shard {name!r} of the dataset {folder} ({where}): {exc}") from exc
-    if rb.capacity is not None:
+    capacity = rb.capacity
+    if capacity is not None:
         rb.close()
-        raise ValueError(f"shard {name!r} ({where}) is a ring (capacity={rb.capacity}): a sharded dataset reads "
+        raise ValueError(f"shard {name!r} ({where}) is a ring (capacity={capacity}): a sharded dataset reads "
                          "unbounded shards only (create the dataset with capacity=None)")
     return rb
 
