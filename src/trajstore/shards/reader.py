@@ -19,6 +19,13 @@ name an episode stably by ``(shard, local id)`` (:meth:`ShardedBuffer.locate_epi
 ``episode_key`` writers put in its data (:meth:`ShardedBuffer.find_episode`). Copies sent to other
 processes (pickling, DataLoader workers, Ray tasks) show the same steps as the original
 (:attr:`ShardedBuffer.shard_steps`), so indices agree between processes until they refresh.
+
+**Statistics** (``stats()``) are the shards' own (committed by each writer, else computed by the shard
+from its data) merged leaf by leaf (:mod:`~trajstore.shards.statistics`): count, min, max, mean and std
+equal NumPy's over the union of the steps shown; quantiles are within their ``quantile_error``. A copy
+pinned to older counts (above) merges each shard's statistics of all its committed steps.
+
+Ring shards are refused (a dataset's shards are unbounded: ``capacity=None``).
 """
 
 from __future__ import annotations
@@ -359,11 +366,12 @@ def open_read_only(path: str | os.PathLike, *, multiprocessing: bool = False,
                    storage_options: dict[str, Any] | None = None) -> Any:
     """A folder opened for reading: a :class:`ShardedBuffer` for a sharded dataset, else
     ``ReplayBuffer.load_from(path, read_only=True, ...)`` (what the torch dataset and Ray Data open)."""
+    from trajstore._urls import local_path
     from trajstore.replay_buffer.replay_buffer import ReplayBuffer
     from trajstore.replay_buffer.remote_open import is_url
     from trajstore.shards.layout import is_dataset
 
-    if not is_url(path) and is_dataset(path):
+    if not is_url(path) and is_dataset(local_path(path)):
         return ShardedBuffer.load_from(path, storage_options=storage_options)
     kwargs = {} if storage_options is None else {"storage_options": storage_options}
     return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing, **kwargs)
