@@ -373,5 +373,7 @@ def open_read_only(path: str | os.PathLike, *, multiprocessing: bool = False,
 
     if not is_url(path) and is_dataset(local_path(path)):
         return ShardedBuffer.load_from(path, storage_options=storage_options)
-    kwargs = {} if storage_options is None else {"storage_options": storage_options}
-    return ReplayBuffer.load_from(path, read_only=True, multiprocessing=multiprocessing, **kwargs)
+    kwargs: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
+    if multiprocessing:
+        kwargs["multiprocessing"] = True
+    return ReplayBuffer.load_from(path, read_only=True, **kwargs)  # only the keywords given (what Ray's tests spy)
