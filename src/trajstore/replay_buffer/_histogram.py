@@ -135,8 +135,9 @@ class Histograms:
         return batch
 
     def _cover(self, x: np.ndarray, valid: np.ndarray | None,
-               bounds: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """Widen each cell's range, if needed, to the narrowest that holds its counted bins and the batch."""
+               bounds: tuple[np.ndarray, np.ndarray] | None = None, min_width: np.ndarray | None = None) -> None:
+        """Widen each cell's range, if needed, to the narrowest that holds its counted bins and the batch
+        (``min_width``, float64 ``(E,)`` powers of two or 0: and whose width is at least that)."""
         if bounds is not None:
             lo, hi = bounds
         elif valid is None:
@@ -148,6 +149,8 @@ class Histograms:
         fresh = seen & (self.width == 0)
         with np.errstate(over="ignore", invalid="ignore"):  # a range near float64's largest values
             grow = fresh | (seen & ((lo < self.low) | (hi >= self.low + self.bins * self.width)))
+        if min_width is not None:
+            grow |= seen & (self.width < min_width)
         if not grow.any():
             return
         rows = np.flatnonzero(grow)
@@ -164,6 +167,8 @@ class Histograms:
         if self.integer:
             floor = np.maximum(floor, 1.0)
         width = np.where(old_width > 0, old_width, floor)
+        if min_width is not None:
+            width = np.maximum(width, min_width[rows])
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             guess = (need_hi - need_lo) / self.bins
             guess = np.where(guess > 0, 2.0 ** np.floor(np.log2(np.where(guess > 0, guess, 1.0))), 0.0)
@@ -191,6 +196,37 @@ class Histograms:
             new_counts[k] = np.rint(moved).astype(np.int64).reshape(len(k), self.bins)
         self.counts[rows] = new_counts
         self.low[rows], self.width[rows] = low, width
+
+    def merge(self, other: "Histograms") -> None:
+        """Count ``other``'s values too (a histogram of the same cells and dtype, of other steps).
+
+        The range widens (as :meth:`add` widens it) to hold both histograms' counted bins, with a width at
+        least ``other``'s: both are aligned on powers of two, so each of ``other``'s bins lies inside one
+        bin of the result and the counts stay exact (the quantile bound is the result's width).
+
+        Raises:
+            ValueError: another number of cells or bins.
+        """
+        if other.counts.shape != self.counts.shape:
+            raise ValueError(f"cannot merge a histogram of {other.counts.shape} counts into one of {self.counts.shape}")
+        if self.unit or not other.counts.any():
+            self.counts += other.counts  # 1-byte integers: the same fixed bins
+            return
+        occupied = other.counts > 0
+        seen = occupied.any(axis=1)
+        first = occupied.argmax(axis=1)
+        last = other.bins - 1 - occupied[:, ::-1].argmax(axis=1)
+        lo = np.where(seen, other.low + first * other.width, np.inf)
+        hi = np.where(seen, other.low + last * other.width, -np.inf)
+        self._cover(np.zeros((0, len(lo))), None, (lo, hi), np.where(seen, other.width, 0.0))
+        rows = np.flatnonzero(seen)
+        starts = other.low[rows, None] + np.arange(other.bins) * other.width[rows, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            target = np.floor((starts - self.low[rows, None]) / self.width[rows, None])
+        target = np.clip(np.nan_to_num(target), 0, self.bins - 1).astype(np.intp)
+        flat = (target + np.arange(len(rows))[:, None] * self.bins).ravel()
+        moved = np.bincount(flat, weights=other.counts[rows].ravel().astype(np.float64), minlength=len(rows) * self.bins)
+        self.counts[rows] += np.rint(moved).astype(np.int64).reshape(len(rows), self.bins)
 
     def order_statistic(self, j: np.ndarray, vmin: np.ndarray, vmax: np.ndarray) -> np.ndarray:
         """Estimates of the ``j[e]``-th smallest value (0-based) of each element, shape ``(E,)``.

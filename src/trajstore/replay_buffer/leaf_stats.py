@@ -274,6 +274,20 @@ class LeafAccumulator:
     def to_json(self) -> dict[str, Any]:
         return {"moments": self.moments.to_json(), "histogram": self.hist.to_json()}
 
+    def merge(self, other: "LeafAccumulator") -> None:
+        """Count ``other``'s steps too (an accumulator of the same leaf over other steps, e.g. another
+        shard's): moments by Chan et al.'s rule, histograms re-binned (:meth:`Histograms.merge`); count,
+        min, max, mean and std are then those of the union to float64 rounding.
+
+        Raises:
+            ValueError: an accumulator of another shape or reduction.
+        """
+        if (other.shape, other.reduction, other.dtype) != (self.shape, self.reduction, self.dtype):
+            raise ValueError(f"cannot merge statistics of shape {other.shape} ({other.reduction}, {other.dtype}) into "
+                             f"{self.shape} ({self.reduction}, {self.dtype})")
+        self.moments.merge(other.moments)
+        self.hist.merge(other.hist)
+
     # -- several per-element leaves as one (stats_keeper.RangeStats counts them in one pass) -------
     def joinable(self) -> tuple[Any, ...] | None:
         """Leaves with the same key can be counted as one accumulator of their elements side by side

@@ -401,6 +401,26 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         self._check_open()
         return self._views.refresh()
 
+    def committed_view(self, *, newest: bool = False) -> View:
+        """The :class:`~trajstore.replay_buffer.view.View` (ring state and episode table, immutable for a
+        reader) that reads use now; ``newest=True``: the newest one the writer committed, not adopted (a
+        reader looks at the folder; compare with :func:`~trajstore.replay_buffer.view.is_stale`). For
+        wrappers that read several buffers as one (:mod:`trajstore.shards`). A writer's view holds its
+        staged steps too."""
+        if self._writer is not None:
+            return self._now()
+        self._check_open()
+        return self._views.latest() if newest else self._views.current()
+
+    def range_stats(self) -> Any:
+        """The accumulators behind :meth:`stats`: a :class:`~trajstore.replay_buffer.stats_keeper.RangeStats`
+        (moments and histograms of each numeric leaf over the held steps), to combine buffers' statistics
+        (``LeafAccumulator.merge``). Shared with the buffer: copy before changing it.
+
+        Raises:
+            as :meth:`stats`."""
+        return self._statistics()
+
     # -- the parts -------------------------------------------------------------------------
     def _now(self) -> View:
         """The view for counts and episodes (the writer's includes its staged steps)."""

@@ -1,21 +1,14 @@
-"""Sharded datasets: many writers (collector processes, robots), one dataset.
+"""Many writers, one dataset: a folder of shards (:mod:`~trajstore.shards.layout`), each an ordinary buffer
+folder with its own writer.
 
-:class:`ShardedDataset` makes the folder and gives each writer its shard (a ``ReplayBuffer``);
-``ShardedBuffer`` reads every shard as one read-only buffer with global episode and step numbering.
-``end_episode(episode_key=...)`` commits an episode once in the whole dataset (:mod:`trajstore.shards.keys`).
+:class:`ShardedDataset` makes the folder and gives each writer process its shard (a ``ReplayBuffer``);
+:class:`ShardedBuffer` (:mod:`~trajstore.shards.reader`) reads every shard as one read-only buffer with
+global episode and step numbering. ``end_episode(episode_key=...)`` commits an episode once in the whole
+dataset (:mod:`~trajstore.shards.keys`).
 """
-
-from typing import Any
 
 from trajstore.shards.dataset import ShardedDataset
 from trajstore.shards.layout import is_dataset
+from trajstore.shards.reader import ShardedBuffer
 
 __all__ = ["ShardedBuffer", "ShardedDataset", "is_dataset"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ShardedBuffer":  # the reader imports the training API; loaded when asked for
-        from trajstore.shards.reader import ShardedBuffer
-
-        return ShardedBuffer
-    raise AttributeError(f"module 'trajstore.shards' has no attribute {name!r}")

@@ -58,6 +58,8 @@ class RowRequest:
             (``rb.published_snapshot``): every task opens that one, even after a later push replaced
             it (:func:`trajstore.remote.mirror.read_snapshot`), so all rows come from one snapshot.
         index_columns: rows carry the :data:`ROW_COLUMNS`.
+        shard_steps: for a sharded dataset (:class:`~trajstore.shards.ShardedBuffer`), ``{shard: steps}`` the
+            driver saw: every task shows those steps, so all number the rows alike.
     """
 
     path: str
@@ -69,6 +71,7 @@ class RowRequest:
     bytes_per_row: int
     snapshot: tuple[str, str] | None = None
     index_columns: bool = True
+    shard_steps: dict[str, int] | None = None
 
     def open(self) -> ReplayBuffer:
         """The buffer, opened read-only (with ``storage_options`` only when they were given).
@@ -76,6 +79,10 @@ class RowRequest:
         Raises:
             FormatError: (a URL) the snapshot the driver read was replaced and is past the push's retention.
         """
+        if self.shard_steps is not None:
+            from trajstore.shards import ShardedBuffer
+
+            return ShardedBuffer.load_from(self.path, storage_options=self.storage_options, steps=self.shard_steps)
         if self.snapshot is not None:
             from trajstore.remote.mirror import reopen_remote
 
@@ -125,7 +132,8 @@ def make_request(rb: ReplayBuffer, path: str, *, storage_options: dict[str, Any]
                       columns=tuple(tree.path_name(paths[i]) for i in request.leaves), window=request,
                       first_step=rb.total_steps - len(rb), total=int(rb.count_anchors(request)),
                       bytes_per_row=_bytes_per_row(rb.space, request.plan) + (24 if index_columns else 0),
-                      snapshot=rb.published_snapshot, index_columns=bool(index_columns))
+                      snapshot=rb.published_snapshot, index_columns=bool(index_columns),
+                      shard_steps=getattr(rb, "shard_steps", None))
 
 
 def episode_starts(rb: ReplayBuffer, request: RowRequest) -> np.ndarray:

@@ -19,7 +19,7 @@ from ray.data.datasource import Datasource, ReadTask
 
 from trajstore.training._ray_rows import (MIN_TASK_ROWS, RowRequest, absolute, episode_starts, make_request,
                                               read_rows, rows_per_block, split_rows)
-from trajstore.replay_buffer import ReplayBuffer
+from trajstore.shards.reader import open_read_only
 
 __all__ = ["TrajstoreDatasource", "read_trajstore"]
 
@@ -35,7 +35,9 @@ def read_trajstore(path_or_url: str | os.PathLike, *, columns: Iterable[str] | N
 
     Args:
         path_or_url: a buffer folder, or a URL that ``ReplayBuffer.load_from`` opens (with the
-            ``remote`` support); a local path is made absolute for the workers.
+            ``remote`` support); a local path is made absolute for the workers. A sharded dataset's
+            folder reads every shard as one buffer (:class:`~trajstore.shards.ShardedBuffer`; every
+            task shows the steps the driver saw).
         columns: leaf names (``"observation/pixels"``; a subtree name stands for its leaves) to
             read; default every leaf. Only these leaves are read and decoded.
         episodes: episode ids (``Episode.id``), a selection text (``"0,3,5-9"``,
@@ -110,7 +112,7 @@ class TrajstoreDatasource(Datasource):
         self.min_task_rows = min_task_rows
         path = absolute(path_or_url)
         kwargs = {} if storage_options is None else {"storage_options": storage_options}
-        with ReplayBuffer.load_from(path, read_only=True, **kwargs) as rb:
+        with open_read_only(path, **kwargs) as rb:  # a sharded dataset's folder opens as one buffer
             self.request: RowRequest = make_request(rb, path, storage_options=storage_options, columns=columns,
                                                     episodes=episodes, window=window, pad=pad,
                                                     index_columns=index_columns)

@@ -48,7 +48,8 @@ class ReplayBufferDataset(Dataset):
     Args:
         buffer: a :class:`ReplayBuffer`, the path of a buffer folder, or the URL of a pushed buffer
             (``s3://bucket/rb``), opened read-only; or an aligned view of a stream buffer
-            (``StreamBuffer.aligned(...)``: it pickles as its folder and arguments).
+            (``StreamBuffer.aligned(...)``: it pickles as its folder and arguments); or a sharded dataset
+            (:class:`~trajstore.shards.ShardedBuffer`, or its folder's path: every shard as one buffer).
         storage_options: fsspec options (endpoint, credentials) for a URL ``buffer``, as for
             :meth:`ReplayBuffer.load_from`; ``TypeError`` with a :class:`ReplayBuffer`.
         transform: optional function applied to each item (nested dict of tensors).
@@ -116,8 +117,9 @@ class ReplayBufferDataset(Dataset):
                  image_dtype: str = "uint8"):
         image_layout, image_dtype = check_image_options(image_layout, image_dtype)
         if not isinstance(buffer, TrainingAPI):  # a ReplayBuffer or an aligned view
-            buffer = ReplayBuffer.load_from(buffer, read_only=True, multiprocessing=multiprocessing,
-                                            storage_options=storage_options)
+            from trajstore.shards.reader import open_read_only  # a sharded dataset's folder opens as one buffer
+
+            buffer = open_read_only(buffer, multiprocessing=multiprocessing, storage_options=storage_options)
         elif storage_options is not None:
             raise TypeError("storage_options go with a path or URL; this buffer is already open")
         windows = delta_indices is not None or delta_timestamps is not None
