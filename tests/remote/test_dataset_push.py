@@ -93,3 +93,30 @@ def test_the_push_and_pull_commands_take_a_dataset(tmp_path, bucket_url, storage
                                    *_options(storage_options)])
     assert out.exit_code == 0, out.output
     assert "3 shards" in out.output and ShardedDataset.open(tmp_path / "back").shards == ds.shards
+
+
+def test_a_pushed_dataset_reads_from_its_url_as_from_the_folder(tmp_path, bucket_url, storage_options):
+    from trajstore.shards import ShardedBuffer
+    from trajstore.training.torch import ReplayBufferDataset
+
+    ds = make_fleet(tmp_path / "fleet")
+    push_dataset(ds.path, bucket_url, storage_options)
+    with ShardedBuffer.load_from(ds.path) as local, \
+            ShardedBuffer.load_from(bucket_url, storage_options=storage_options) as remote:
+        assert remote.shard_names == local.shard_names == ("robot0", "robot1", "robot2")
+        assert len(remote) == len(local) and list(remote.episodes) == list(local.episodes)
+        np.testing.assert_array_equal(remote[:]["observation"]["camera"], local[:]["observation"]["camera"])
+        assert remote.find_episode("robot2/3") == local.find_episode("robot2/3") == local.num_episodes - 1
+        rng = np.random.default_rng(0)
+        windows = remote.sample_windows(8, 2, rng=rng)
+        assert windows["action"].shape == (8, 2, 2)
+    with ds.writer("robot3") as rb:  # a new shard, pushed: a refresh of the URL's reader sees it
+        rb.extend(episode_steps(3, 0))
+        rb.end_episode(episode_key="robot3/0")
+    with ShardedBuffer.load_from(bucket_url, storage_options=storage_options) as remote:
+        push_dataset(ds.path, bucket_url, storage_options)
+        assert remote.refresh() and remote.shard_names[-1] == "robot3"
+        assert remote.find_episode("robot3/0") == remote.num_episodes - 1
+    pytest.importorskip("torch")
+    data = ReplayBufferDataset(bucket_url, storage_options=storage_options)
+    assert len(data) == len(ShardedBuffer.load_from(ds.path))

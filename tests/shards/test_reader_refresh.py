@@ -95,7 +95,7 @@ def test_damaged_and_half_made_shards(tmp_path):
     (root / "shards" / "b" / "trajstore.json").write_text("{ not json")
     with pytest.raises(FormatError, match=r"shard 'b' .*shards/b"):
         ShardedBuffer.load_from(root)
-    with pytest.raises(FormatError, match="not a sharded dataset"):
+    with pytest.raises(FormatError, match="not a sharded trajstore dataset"):
         ShardedBuffer.load_from(root / "shards" / "a")
     (root / "trajstore-dataset.json").write_text(json.dumps({"format": "trajstore.dataset", "version": 9}))
     with pytest.raises(FormatError, match="version 9"):

@@ -1,6 +1,7 @@
 """``ShardedBuffer``: every shard of a dataset folder read as one read-only replay buffer.
 
-``ShardedBuffer.load_from(path)`` opens each committed shard (:func:`~trajstore.shards.layout.shard_names`)
+``ShardedBuffer.load_from(path)`` opens each committed shard (:func:`~trajstore.shards.layout.shard_names`;
+for the URL of a pushed dataset, those its dataset file lists: :mod:`~trajstore.shards.remote`)
 read-only with ``ReplayBuffer.load_from`` and shows them as one buffer: ``len``, ``[i]``/``get_at`` (an
 int, a slice, an int array in any order with repeats, a bool mask), ``episodes``, ``episode(k)``,
 ``get_episode``, ``final_observation``, ``sample``, ``sample_windows``, ``window_request``,
@@ -46,8 +47,7 @@ from trajstore.replay_buffer.view import FixedView
 from trajstore.shards.catalog import Catalog, catalog, shard_part
 from trajstore.shards.concat_storage import ConcatFinals, ConcatStorage
 from trajstore.shards.episodes import ShardEpisodes
-from trajstore.shards.layout import shard_names
-from trajstore.shards.opening import check_space, dataset_folder, dataset_space, open_shard
+from trajstore.shards.opening import check_space, dataset_folder, dataset_space, listed_shards, open_shard
 from trajstore.shards.statistics import merged_stats
 from trajstore.spaces import Space
 
@@ -102,16 +102,16 @@ class ShardedBuffer(TrainingAPI):
             ValueError: a shard whose space is not the dataset's (its ``template/``'s, else the first
                 shard's; names the shard), a ring shard, or a URL.
         """
-        folder = dataset_folder(path)
-        names = shard_names(folder) if steps is None else list(steps)
+        folder = dataset_folder(path, storage_options)
+        names = listed_shards(folder, storage_options) if steps is None else list(steps)
         buffers: dict[str, Any] = {}
         try:
             for name in names:
-                if steps is not None and name not in shard_names(folder):
+                if steps is not None and name not in listed_shards(folder, storage_options):
                     raise FormatError(f"shard {name!r} of the dataset {folder} is not there (it was when the "
                                       "reader that was copied opened it)")
                 buffers[name] = open_shard(folder, name, storage_options)
-            space = dataset_space(folder, next(iter(buffers.values()), None))
+            space = dataset_space(folder, next(iter(buffers.values()), None), storage_options)
             if space is None:
                 raise FormatError(f"the dataset {folder} has neither a template/ nor a shard: its space is unknown")
             for name, rb in buffers.items():
@@ -134,7 +134,7 @@ class ShardedBuffer(TrainingAPI):
         changed = self._pinned
         for rb in self._buffers.values():
             changed |= bool(rb.refresh())
-        new = [n for n in shard_names(self.cache_path) if n not in self._buffers]
+        new = [n for n in listed_shards(self.cache_path, self.storage_options) if n not in self._buffers]
         opened: dict[str, Any] = {}
         try:
             for name in new:
@@ -371,9 +371,15 @@ def open_read_only(path: str | os.PathLike, *, multiprocessing: bool = False,
     from trajstore.replay_buffer.remote_open import is_url
     from trajstore.shards.layout import is_dataset
 
-    if not is_url(path) and is_dataset(local_path(path)):
+    if (is_dataset(local_path(path)) if not is_url(path) else _is_remote_dataset(str(path), storage_options)):
         return ShardedBuffer.load_from(path, storage_options=storage_options)
     kwargs: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
     if multiprocessing:
         kwargs["multiprocessing"] = True
     return ReplayBuffer.load_from(path, read_only=True, **kwargs)  # only the keywords given (what Ray's tests spy)
+
+
+def _is_remote_dataset(url: str, storage_options: dict[str, Any] | None) -> bool:
+    from trajstore.shards.remote import is_remote_dataset
+
+    return is_remote_dataset(url, storage_options)
