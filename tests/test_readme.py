@@ -19,6 +19,10 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
     rb = namespace["rb"]
+    assert (namespace["fleet_len"], namespace["fleet_episodes"]) == (120, 6)  # Fleets: the retry of job 4 dropped
+    assert namespace["job4_where"] == ("robot1", 1) and [e.duplicate for e in namespace["retried"]] == [True, False]
+    assert namespace["fleet_windows"]["action"].shape == (32, 8, 6)
+    assert np.isclose(namespace["fleet_stats"].mean[0], np.mean([j / 10 for j in range(6)]), atol=1e-6)
     assert namespace["server"].url.startswith("http://127.0.0.1:")  # trajstore view's Python call
     assert len(rb) == 32 and rb.episodes[0].stop == 32
     assert namespace["ep"].data == {"task": "push the T", "success": True} and namespace["ep"].has_final_observation
