@@ -71,6 +71,10 @@ def test_a_url_without_a_dataset_or_with_a_bad_file_is_refused(tmp_path, bucket_
                                                               "shards": ["../etc"]}).encode())
     with pytest.raises(FormatError, match="shard name"):
         remote_shard_names(bucket_url, storage_options)
+    s3.pipe_file(f"{root}/trajstore-dataset.json", json.dumps({"format": "trajstore.dataset", "version": 1,
+                                                              "shards": ["a", "b", "a"]}).encode())
+    with pytest.raises(FormatError, match="a shard is listed twice"):
+        remote_shard_names(bucket_url, storage_options)
     s3.pipe_file(f"{root}/trajstore-dataset.json", b"{not json")
     with pytest.raises(FormatError):
         pull_dataset(bucket_url, tmp_path / "out", storage_options)

@@ -118,3 +118,143 @@ def test_a_dataset_opened_as_a_buffer_says_what_to_use(tmp_path):
     ds = make(tmp_path)
     with pytest.raises(FormatError, match="is a sharded dataset: read it with ShardedBuffer.load_from"):
         ReplayBuffer.load_from(ds.path)
+
+
+def test_flush_false_with_a_key_in_a_shard_commits_at_once(tmp_path):
+    # the key is checked and committed under the dataset's lock: no other shard can commit it meanwhile
+    ds = make(tmp_path)
+    with ds.writer("a") as a, ds.writer("b") as b:
+        assert not record(a, 0, 0, episode_key="k", flush=False).duplicate
+        with ReplayBuffer.load_from(ds.path / "shards" / "a") as reader:
+            assert reader.has_episode_key("k")  # on disk already
+        assert record(b, 1, 0, episode_key="k", flush=False).duplicate
+
+
+def test_a_symlinked_shard_is_not_a_shard(tmp_path):
+    ds = make(tmp_path)
+    with ds.writer("real") as rb:
+        record(rb, 0, 0, episode_key="k")
+    (ds.path / "shards" / "alias").symlink_to(ds.path / "shards" / "real")
+    assert ds.shards == ["real"]
+    with ds.reader() as reader:
+        assert reader.num_episodes == 1
+    with pytest.raises(FormatError, match="symbolic link"):
+        ds.writer("alias")
+
+
+def test_a_shard_that_is_a_ring_or_of_another_space_is_refused_by_the_writer(tmp_path):
+    from tests.replay_buffer.test_replay_buffer import make as make_buffer
+    ds = make(tmp_path)
+    space = fleet_space()
+    ReplayBuffer.create(DictStorage, space, cache_path=ds.path / "shards" / "ring", capacity=10,
+                        **dict_storage_kwargs_from_space(space)).close()
+    with pytest.raises(FormatError, match="a ring"):
+        ds.writer("ring")
+    make_buffer(ds.path / "shards", name="other").close()
+    with pytest.raises(FormatError, match="space is not the template's"):
+        ds.writer("other")
+
+
+def test_a_template_that_is_not_empty_missing_or_a_link_is_refused(tmp_path):
+    import shutil
+    ds = make(tmp_path)
+    with ReplayBuffer.load_from(ds.path / "template", read_only=False) as template:
+        template.extend(episode_steps(0, 0))
+        template.end_episode()
+    with pytest.raises(FormatError, match="template must be an empty, unbounded buffer"):
+        ds.writer("a")
+    shutil.rmtree(ds.path / "template")
+    with pytest.raises(FormatError, match="template .*is missing or a symbolic link"):
+        ds.writer("a")
+    (ds.path / "template").symlink_to(tmp_path)
+    with pytest.raises(FormatError, match="missing or a symbolic link"):
+        ds.writer("a")
+    assert list((ds.path / "shards").iterdir()) == []
+
+
+def test_a_failed_shard_copy_leaves_nothing(tmp_path, monkeypatch):
+    import shutil
+    ds = make(tmp_path)
+    real = shutil.copytree
+
+    depth = [0]
+
+    def full_disk(src, dst, *args, **kw):  # shutil recurses through the module's name: only the top call fails
+        depth[0] += 1
+        try:
+            real(src, dst, *args, **kw)  # written, then the disk is full
+        finally:
+            depth[0] -= 1
+        if depth[0] == 0:
+            raise OSError(28, "No space left on device")
+        return dst
+
+    monkeypatch.setattr(shutil, "copytree", full_disk)
+    with pytest.raises(OSError, match="the new shard could not be made"):
+        ds.writer("a")
+    assert list((ds.path / "shards").iterdir()) == []
+    monkeypatch.setattr(shutil, "copytree", real)
+    with ds.writer("a") as rb:
+        assert len(rb) == 0
+
+
+def test_a_killed_create_leaves_no_half_made_dataset(tmp_path):
+    import subprocess
+    import sys
+    script = ("import os, sys\n"
+              "from tests.shards.test_dataset import make\n"
+              "import trajstore._fs as fs\n"
+              "real = fs.write_json_atomic\n"
+              "def die(*a, **k):\n"
+              "    os._exit(9)  # killed before the dataset file is written\n"
+              "import trajstore.shards.dataset as d\n"
+              "d.write_json_atomic = die\n"
+              "from pathlib import Path\n"
+              "make(Path(sys.argv[1]))\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 9, out.stderr[-2000:]
+    assert not (tmp_path / "fleet").exists()
+    ds = make(tmp_path)  # created afresh (the dead run's hidden folder is cleared)
+    assert ds.shards == [] and [p.name for p in tmp_path.iterdir()] == ["fleet"]
+
+
+def test_a_stopped_holder_of_the_key_lock_times_out_with_a_clear_error(tmp_path, monkeypatch):
+    import fcntl
+    import os
+
+    from trajstore.shards import keys
+    ds = make(tmp_path)
+    monkeypatch.setattr(keys, "LOCK_TIMEOUT", 0.3)
+    fd = os.open(ds.path / "keys.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held, as by a writer stopped in its commit
+    try:
+        with ds.writer("a") as rb:
+            rb.extend(episode_steps(0, 0))
+            with pytest.raises(LockedError, match="keys.lock: another writer of the dataset has held the key lock"):
+                rb.end_episode(episode_key="k")
+            assert rb.num_episodes == 1 and not rb.episodes[0].done  # still open: nothing committed
+            os.close(fd)
+            fd = None
+            assert not rb.end_episode(episode_key="k").duplicate
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def test_set_episode_data_refuses_a_bad_key_at_once(tmp_path):
+    import gymnasium
+
+    from trajstore.errors import InvalidValueError
+    from trajstore.recording import RecordEpisodes
+    env = RecordEpisodes(gymnasium.make("CartPole-v1"), tmp_path / "rb")
+    with pytest.raises(InvalidValueError, match="episode_key must be a str"):
+        env.set_episode_data(episode_key=5, task="x")
+    env.set_episode_data(episode_key="job/1")
+    env.reset(seed=0)
+    done = False
+    while not done:
+        _, _, term, trunc, _ = env.step(0)
+        done = term or trunc
+    env.close()
+    with ReplayBuffer.load_from(tmp_path / "rb") as rb:
+        assert rb.episode(0).data["episode_key"] == "job/1" and "task" not in rb.episode(0).data

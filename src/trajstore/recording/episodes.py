@@ -27,6 +27,7 @@ import numpy as np
 
 from trajstore.recording.step import StepRecorder, render_frame, step_space
 from trajstore.recording.vector import RecordVectorEpisodes
+from trajstore.replay_buffer.episode_keys import checked_key
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.episode_data import episode_data
 from trajstore.spaces import DictSpace, from_gymnasium
@@ -120,10 +121,13 @@ class RecordEpisodes(gymnasium.Wrapper):
         """JSON data to store with the current episode (e.g. ``task="push the T"``, ``success=True``).
 
         Called between episodes, the data goes to the next one. Repeated keys take the last value.
+        ``episode_key="..."`` is the episode's key (``ReplayBuffer.end_episode``'s keyword: committed once).
 
         Raises:
-            InvalidValueError: a value is not JSON (names the key); nothing is kept.
+            InvalidValueError: a value is not JSON (names the key), or a bad ``episode_key``; nothing is kept.
         """
+        if "episode_key" in data:
+            checked_key(data["episode_key"])
         self._episode_data.update(episode_data(data))
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:

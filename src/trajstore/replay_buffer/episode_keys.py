@@ -62,7 +62,8 @@ def checked_key(key: Any) -> str | None:
     """``key`` if it is ``None`` or a non-empty str of at most :data:`MAX_KEY_LENGTH` characters.
 
     Raises:
-        InvalidValueError: not a str, empty, too long, or holding a NUL or a line break.
+        InvalidValueError: not a str, empty or only white space, too long, holding a NUL or a line break, or
+            not encodable as UTF-8 (a lone surrogate).
     """
     if key is None:
         return None
@@ -72,6 +73,12 @@ def checked_key(key: Any) -> str | None:
         raise InvalidValueError(f"end_episode: episode_key must have 1..{MAX_KEY_LENGTH} characters, got {len(key)}")
     if any(c in key for c in "\x00\n\r"):
         raise InvalidValueError(f"end_episode: episode_key {key[:80]!r} holds a NUL or a line break")
+    if not key.strip():
+        raise InvalidValueError(f"end_episode: episode_key {key[:80]!r} is only white space")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidValueError(f"end_episode: episode_key {key[:80]!r} is not valid Unicode (a lone surrogate)") from None
     return key
 
 
@@ -81,6 +88,11 @@ class EpisodeKeys:
     def __init__(self) -> None:
         self._keys: set[str] | None = None
         self._guard: KeyGuard | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Whether the keys are checked against a guard (a dataset's other shards)."""
+        return self._guard is not None
 
     def share(self, guard: KeyGuard | None) -> None:
         """Check keys against ``guard`` too (a dataset's other shards), and commit under its lock."""
@@ -117,6 +129,10 @@ def end_episode_once(writer: Any, keys: EpisodeKeys, episodes: Sequence[Any], ke
     """End the writer's open episode (:meth:`BufferWriter.end_episode`), under ``key`` when one is given:
     a key already committed discards the open episode's steps instead (see the module docstring)."""
     view = writer.view()
+    if key is not None and view.ring.capacity is not None:
+        raise ValueError(f"end_episode: episode_key needs an unbounded buffer; this is a ring "
+                         f"(capacity={view.ring.capacity}), whose appends overwrite committed episodes before "
+                         "a retry could be found a duplicate")
     table, appended = view.episodes, view.ring.appended
     is_open = table.is_open(appended)
     episode_id, steps = (table.next_id, appended - table.open_start) if is_open else (None, 0)
@@ -126,6 +142,7 @@ def end_episode_once(writer: Any, keys: EpisodeKeys, episodes: Sequence[Any], ke
     with keys.claim(key, episodes) as committed:
         if committed:
             return EpisodeEnd(None, key, True, writer.discard_episode())
-        writer.end_episode(final, {**data, KEY_FIELD: key}, interrupted, flush=flush)
+        # Shared keys are committed under the guard's lock: flush=False would let another shard commit the key first.
+        writer.end_episode(final, {**data, KEY_FIELD: key}, interrupted, flush=flush or keys.shared)
     keys.add(key)
     return EpisodeEnd(episode_id, key, False, steps)

@@ -293,7 +293,9 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
             episode_key: a string naming this episode across crashes and retries (``"robot3/2026-12-01/7"``):
                 kept as ``data["episode_key"]``; a key already committed in this buffer (or in its sharded
                 dataset) discards the appended steps instead and returns ``duplicate=True``
-                (:mod:`~trajstore.replay_buffer.episode_keys`). See :meth:`has_episode_key`.
+                (:mod:`~trajstore.replay_buffer.episode_keys`). See :meth:`has_episode_key`. Unbounded
+                buffers only. In a shard of a dataset a keyed episode is committed at once (``flush`` is
+                taken as ``True``): the key is checked and committed under the dataset's lock.
             **data: JSON values kept in the episode log (``task="push"``, ``success=True``, ``seed=3``),
                 read back as ``episode(k).data``; NumPy scalars become Python values, tuples lists.
 
@@ -306,7 +308,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
                 does not fit the observation space (names the leaf), or ``interrupted`` or ``flush`` is not a
                 ``bool`` (or NumPy bool; names the argument).
             ValueError: ``final_observation`` but no ``observation`` key in the space; data or a final
-                observation but no step appended since the last episode ended.
+                observation but no step appended since the last episode ended; ``episode_key`` in a ring.
             ReadOnlyError: the buffer was opened read-only. Nothing is written when one of these is raised.
             OSError, ...: a write or the commit failed (a full disk): the episode stays open, its steps held
                 (see :meth:`flush`); calling ``end_episode`` again commits it once the cause is gone.

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from trajstore._fs import read_json, write_json_atomic
+from trajstore._fs import read_json, staged_folder, write_json_atomic
 from trajstore._lock import LOCK_FILE
 from trajstore._urls import local_path, refuse_remote_write
 from trajstore.errors import FormatError, StorageExistsError
@@ -33,6 +33,9 @@ from trajstore.shards.layout import (DATASET_FILE, DATASET_FORMAT, DATASET_VERSI
                                      check_shard_name, shard_names)
 from trajstore.spaces import Space
 from trajstore.storages.base import SpaceStorage
+
+#: The dataset file is small; a larger one is refused unread.
+MAX_DATASET_FILE = 4 << 20
 
 
 def read_dataset_meta(path: Path) -> dict[str, Any]:
@@ -45,6 +48,8 @@ def read_dataset_meta(path: Path) -> dict[str, Any]:
     if not file.is_file():
         raise FormatError(f"{path} is not a sharded trajstore dataset (no {DATASET_FILE}); a single buffer "
                           "opens with ReplayBuffer.load_from")
+    if file.stat().st_size > MAX_DATASET_FILE:
+        raise FormatError(f"{file}: {file.stat().st_size} bytes, more than a dataset file holds ({MAX_DATASET_FILE})")
     meta = read_json(file, "the dataset file")
     if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
         raise FormatError(f"{file}: not a {DATASET_FORMAT} file")
@@ -77,19 +82,12 @@ class ShardedDataset:
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise StorageExistsError(f"{root} already exists and is not an empty folder; open it with "
                                      "ShardedDataset.open")
-        made = not root.exists()
-        try:
-            ReplayBuffer.create(storage_cls, space, cache_path=root / TEMPLATE_DIR, capacity=None,
+        with staged_folder(root) as staged:  # whole or absent: a crash leaves no half-made dataset at root
+            staged.mkdir()
+            ReplayBuffer.create(storage_cls, space, cache_path=staged / TEMPLATE_DIR, capacity=None,
                                 check_bounds=check_bounds, **storage_kwargs).close()
-            (root / SHARDS_DIR).mkdir()
-            write_json_atomic(root / DATASET_FILE, {"format": DATASET_FORMAT, "version": DATASET_VERSION})
-        except BaseException:
-            if (root / TEMPLATE_DIR).exists() or (root / SHARDS_DIR).exists():
-                shutil.rmtree(root / TEMPLATE_DIR, ignore_errors=True)
-                shutil.rmtree(root / SHARDS_DIR, ignore_errors=True)
-            if made:
-                shutil.rmtree(root, ignore_errors=True)
-            raise
+            (staged / SHARDS_DIR).mkdir()
+            write_json_atomic(staged / DATASET_FILE, {"format": DATASET_FORMAT, "version": DATASET_VERSION})
         return cls(root)
 
     @classmethod
@@ -119,20 +117,51 @@ class ShardedDataset:
 
         Raises:
             TypeError, ValueError: a bad shard name (letters, digits and ``._-``, up to 128).
+            FormatError: the shard's folder is a symbolic link, a ring, or holds another space than the
+                dataset's template; the template is missing, a link, or not empty.
             LockedError: another process is writing this shard.
+            OSError: the new shard could not be copied (a full disk): nothing of it is left.
             the errors of :meth:`ReplayBuffer.load_from`.
         """
         name = check_shard_name(shard)
         folder = self.path / SHARDS_DIR / name
+        if folder.is_symlink():
+            raise FormatError(f"{folder} is a symbolic link, not a shard of the dataset {self.path}")
+        space = self._template_space()
         if not (folder / "trajstore.json").is_file():
             self._make_shard(folder)
         rb = ReplayBuffer.load_from(folder, read_only=False, left_open=left_open, multiprocessing=multiprocessing)
-        rb.share_episode_keys(DatasetKeys(self.path, name))
+        try:
+            if rb.capacity is not None or rb.space != space:
+                raise FormatError(f"{folder} is not a shard of the dataset {self.path}: "
+                                  + (f"a ring (capacity={rb.capacity})" if rb.capacity is not None
+                                     else "its space is not the template's"))
+            rb.share_episode_keys(DatasetKeys(self.path, name))
+        except BaseException:
+            rb.close()
+            raise
         return rb
+
+    def _template_space(self) -> Space:
+        """The template's space, the template checked: a real folder holding an empty, unbounded buffer."""
+        template = self.path / TEMPLATE_DIR
+        if template.is_symlink() or not (template / "trajstore.json").is_file():
+            raise FormatError(f"{template}: the dataset's template (an empty buffer folder every new shard copies) "
+                              "is missing or a symbolic link")
+        with ReplayBuffer.load_from(template) as rb:
+            if len(rb) or rb.num_episodes or rb.capacity is not None:
+                raise FormatError(f"{template}: the dataset's template must be an empty, unbounded buffer; it holds "
+                                  f"{len(rb)} steps (capacity {rb.capacity})")
+            return rb.space
 
     def _make_shard(self, folder: Path) -> None:
         hidden = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:12]}.new")
-        shutil.copytree(self.path / TEMPLATE_DIR, hidden, ignore=shutil.ignore_patterns(LOCK_FILE))
+        try:
+            shutil.copytree(self.path / TEMPLATE_DIR, hidden, ignore=shutil.ignore_patterns(LOCK_FILE))
+        except (OSError, shutil.Error) as exc:  # a full disk: nothing of the new shard is left
+            shutil.rmtree(hidden, ignore_errors=True)
+            raise OSError(f"{folder}: the new shard could not be made from {self.path / TEMPLATE_DIR} "
+                          f"({str(exc)[:300]})") from None
         try:
             os.rename(hidden, folder)
         except OSError:  # another process made it first (or a stray empty folder is there)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from trajstore.errors import LockedError
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.replay_buffer.data_columns import MISSING
 from trajstore.replay_buffer.episode_keys import KEY_FIELD
@@ -50,6 +52,25 @@ class _ShardKeys:
         self.reader.close()
 
 
+#: Seconds a keyed commit waits for another writer's commit (milliseconds, normally).
+LOCK_TIMEOUT = 60.0
+
+
+def _wait_for(fd: int, lock: Path) -> None:
+    deadline, pause = time.monotonic() + LOCK_TIMEOUT, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise LockedError(f"{lock}: another writer of the dataset has held the key lock for "
+                                  f"{LOCK_TIMEOUT:.0f} s (stopped in its commit?); this episode was not "
+                                  "committed: end_episode may be called again") from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
 class DatasetKeys:
     """The :class:`~trajstore.replay_buffer.episode_keys.KeyGuard` of shard ``own`` of the dataset at ``root``."""
 
@@ -71,10 +92,16 @@ class DatasetKeys:
     @contextmanager
     def claim(self, key: str) -> Iterator[bool]:
         """Held (exclusive ``flock`` of ``keys.lock``) while the shard commits ``key``; yields whether
-        another shard has committed it already."""
-        fd = os.open(self._root / KEYS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        another shard has committed it already.
+
+        Raises:
+            LockedError: the lock stayed held for :data:`LOCK_TIMEOUT` seconds (a writer stopped in its
+                commit: SIGSTOP, a debugger); nothing was committed.
+        """
+        lock = self._root / KEYS_LOCK
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _wait_for(fd, lock)
             yield self.committed_elsewhere(key)
         finally:
             os.close(fd)  # drops the flock

@@ -48,9 +48,10 @@ def check_shard_name(name: object) -> str:
 
 
 def shard_names(path: str | Path) -> list[str]:
-    """The committed shards of the dataset at ``path``, sorted by name (the global numbering's order)."""
+    """The committed shards of the dataset at ``path``, sorted by name (the global numbering's order).
+    A symbolic link is not a shard (it could name another shard, or a folder outside the dataset)."""
     root = Path(path) / SHARDS_DIR
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir()
-                  if SHARD_NAME.fullmatch(p.name) and (p / "trajstore.json").is_file())
+                  if SHARD_NAME.fullmatch(p.name) and not p.is_symlink() and (p / "trajstore.json").is_file())

@@ -19,12 +19,10 @@ from typing import Any
 from trajstore._fs import check_new_folder, staged_folder, write_json_atomic
 from trajstore._json import loads_bounded
 from trajstore.errors import FormatError
-from trajstore.shards.dataset import read_dataset_meta
+from trajstore.shards.dataset import MAX_DATASET_FILE, read_dataset_meta
 from trajstore.shards.layout import (DATASET_FILE, DATASET_FORMAT, DATASET_VERSION, SHARDS_DIR, TEMPLATE_DIR,
                                      check_shard_name, shard_names)
 
-#: The dataset file of a pushed dataset is small; a larger one is refused unread.
-MAX_DATASET_FILE = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -110,9 +108,12 @@ def remote_shard_names(url: str, storage_options: dict[str, Any] | None = None) 
     if not isinstance(names, list):
         raise FormatError(f"{where}: 'shards' must be a list of shard names")
     try:
-        return [check_shard_name(n) for n in names]
+        checked = [check_shard_name(n) for n in names]
     except (TypeError, ValueError) as exc:
         raise FormatError(f"{where}: {exc}") from None
+    if len(set(checked)) != len(checked):
+        raise FormatError(f"{where}: a shard is listed twice ({sorted(n for n in set(checked) if checked.count(n) > 1)[:5]})")
+    return checked
 
 
 def pull_dataset(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | None = None
