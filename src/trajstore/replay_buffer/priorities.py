@@ -289,9 +289,11 @@ class PriorityKeeper:
                            "ReplayBuffer.create(..., priorities=(name,)) or rb.add_priorities(name))")
         return self.sets[name]
 
-    def rewound(self, ring: RingState) -> None:
-        for s in self.sets.values():
-            s.rewound(ring)
+    def discarded(self, before: RingState, after: RingState) -> None:
+        """``discard_episode`` took the writer from ``before`` to ``after``: every set synced to ``before`` first."""
+        for chosen in self.sets.values():
+            chosen.sync(before)
+            chosen.rewound(after)
 
     def commit(self, ring: RingState) -> dict[str, Any] | None:
         """Write every set for a commit of ``ring``; the ``"priorities"`` entry of ``trajstore.json``."""
@@ -303,6 +305,26 @@ class PriorityKeeper:
         """The entries of the last commit (a ring's shrunk view names the same files)."""
         named = {name: s.committed for name, s in self.sets.items() if s.committed is not None}
         return named or None
+
+
+class WriterPriorities:
+    """The writer's sets as a draw's source: each set brought to the view's ring before it is used."""
+
+    def __init__(self, keeper: PriorityKeeper):
+        self.keeper = keeper
+
+    def names(self) -> list[str]:
+        return sorted(self.keeper.sets)
+
+    def tree(self, view: Any, name: str, alpha: float) -> SumTree:
+        chosen = self.keeper.get(name)
+        chosen.sync(view.ring)
+        return chosen.tree(alpha)
+
+    def held_values(self, view: Any, name: str) -> np.ndarray:
+        chosen = self.keeper.get(name)
+        chosen.sync(view.ring)
+        return chosen.logical_values(view.ring)
 
 
 class FolderPriorities:
@@ -344,6 +366,15 @@ class FolderPriorities:
                               "their checksum in trajstore.json (a damaged file)")
         self._values[name] = (dict(entry), values)
         return values
+
+    def held_values(self, view: Any, name: str) -> np.ndarray:
+        """The committed priorities of the steps ``view`` holds, in logical order, float32 ``(count,)``."""
+        values = self.values(view, name)
+        slots = held_slots(view.ring)
+        out = np.zeros(len(slots), np.float32)
+        inside = slots < len(values)
+        out[inside] = values[slots[inside]]
+        return out
 
     def tree(self, view: Any, name: str, alpha: float) -> SumTree:
         """The tree of masses ``value ** alpha`` over the slots ``view`` holds (other slots 0)."""
