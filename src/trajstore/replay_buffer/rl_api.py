@@ -218,7 +218,8 @@ def _values(values: Any, n: int) -> np.ndarray:
         raise ValueError(f"update_priorities: values must be numbers, got {type(values).__name__}") from exc
     if arr.shape != (n,):
         raise ValueError(f"update_priorities: values must have shape ({n},) like indices, got {arr.shape}")
-    out = arr.astype(np.float32)
+    with np.errstate(over="ignore"):
+        out = arr.astype(np.float32)  # too large for float32: inf, refused below
     bad = ~(np.isfinite(out) & (out > 0))
     if bad.any():
         at = int(np.flatnonzero(bad)[0])
