@@ -28,7 +28,8 @@ from trajstore.replay_buffer.view import View, retrying
 
 
 class ReinforcementAPI(TrainingAPI):
-    """``sample_transitions``, ``priority_sets``, ``add_priorities``, ``priorities``, ``update_priorities``."""
+    """``sample_transitions``, ``priority_sets``, ``add_priorities``, ``priorities``, ``sample_indices``,
+    ``update_priorities``."""
 
     @abc.abstractmethod
     def _priority_source(self) -> Any:
@@ -64,6 +65,20 @@ class ReinforcementAPI(TrainingAPI):
         if priority not in source.names():
             raise KeyError(f"no priority set {priority!r} in this buffer (sets: {source.names()})")
         return source.held_values(self._reads().views.current(), priority).copy()
+
+    def sample_indices(self, batch_size: int, *, priority: str, alpha: float = 0.6, beta: float = 0.4,
+                       rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None,
+                       on_damaged: str = "raise") -> PriorityInfo:
+        """What ``sample(batch_size, priority=...)`` draws, without reading any data: the
+        :class:`~trajstore.replay_buffer.prioritized.PriorityInfo` (indices, step numbers, weights).
+        ``O(B log N)``. Arguments and errors as :meth:`sample`."""
+        reads, rng = self._reads(), rng or np.random.default_rng()
+        selected = self._selected(reads, episodes, on_damaged)
+        draw = self._priority_draw(priority, alpha, beta, batch_size, rng)
+        if draw is None:
+            raise TypeError("sample_indices needs a priority set: priority='td'")
+        retrying(reads.views, lambda view, touched: draw.steps(view, selected), "sample_indices")
+        return draw.info
 
     def update_priorities(self, indices: Any, values: Any, priority: str | None = None) -> PriorityUpdate:
         """Set the priorities of steps; the writer only. Durable and seen by readers after the next
