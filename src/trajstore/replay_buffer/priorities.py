@@ -44,7 +44,8 @@ from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.sum_tree import SumTree
 
 PRIORITY_DIR = "priorities"
-CHUNK = 16384  # slots per dirty-tracking chunk of a file (64 KiB)
+_CHUNK_BITS = 14
+CHUNK = 1 << _CHUNK_BITS  # slots per dirty-tracking chunk of a file (16,384 slots, 64 KiB)
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
@@ -130,7 +131,7 @@ class PrioritySet:
     def _set(self, slots: np.ndarray, values: np.ndarray) -> None:
         """Set the values of ``slots`` (int64) in memory and in the live tree; mark their chunks."""
         self.values[slots] = values
-        chunks = slots // CHUNK
+        chunks = slots >> _CHUNK_BITS
         self._stale[0][chunks] = True
         self._stale[1][chunks] = True
         self._dirty = True

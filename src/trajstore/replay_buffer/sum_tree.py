@@ -73,19 +73,13 @@ class SumTree:
 
     def update(self, leaves: np.ndarray, masses: np.ndarray) -> None:
         """Set the masses of ``leaves`` (int64 ``(B,)`` in ``[0, n)``) to ``masses`` (float ``(B,)``, ``>= 0``);
-        a leaf given twice gets its last mass. ``O(B log n)``: per level below the top, the parents of the
+        a leaf given twice gets one of its masses (NumPy's assignment keeps the last), and the sums above it
+        are those of the mass it kept. ``O(B log n)``: per level below the top, the parents of the
         nodes set, from their two children (one gather, one add, one scatter, and as many for the minima)."""
         if not len(leaves):
             return
         nodes = np.asarray(leaves, np.int64) + self._leaves
         masses = np.asarray(masses, np.float64)
-        if len(nodes) > 1:  # a repeated leaf: its last mass (an assignment's order is not defined)
-            order = np.argsort(nodes, kind="stable")
-            nodes, masses = nodes[order], masses[order]
-            last = np.empty(len(nodes), bool)
-            last[-1] = True
-            np.not_equal(nodes[1:], nodes[:-1], out=last[:-1])
-            nodes, masses = nodes[last], masses[last]
         sums, mins, sum_pairs, min_pairs = self._sums, self._mins, self._sum_pairs, self._min_pairs
         sums[nodes] = masses
         mins[nodes] = np.where(masses > 0, masses, np.inf)

@@ -32,14 +32,15 @@ from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import LeafStats
 from trajstore.replay_buffer.output import output
 from trajstore.replay_buffer.reads import BufferReads
+from trajstore.replay_buffer.transitions_api import TransitionsAPI
 from trajstore.replay_buffer.window_plan import (WindowRequest, consecutive_plan, leaf_positions, restricted,
                                                  space_key, steps_plan, window_plan)
 from trajstore.spaces import Space, tree
 
 
-class TrainingAPI(abc.ABC):
+class TrainingAPI(TransitionsAPI):
     """``sample``, ``sample_windows``, ``window_request``, ``count_anchors``, ``anchors_at``, ``windows_at``,
-    ``select_episodes``, ``split_episodes``, ``checked_episode_ids``, ``stats``."""
+    ``sample_transitions`` (:class:`~trajstore.replay_buffer.transitions_api.TransitionsAPI`), ``select_episodes``, ``split_episodes``, ``checked_episode_ids``, ``stats``."""
 
     space: Space
 
@@ -158,10 +159,13 @@ class TrainingAPI(abc.ABC):
     def damaged(self) -> Damage:
         """The buffer's :class:`~trajstore.damage.Damage` (false when nothing is damaged)."""
 
-    @abc.abstractmethod
     def _priority_draw(self, priority: str | None, alpha: Any, beta: Any, batch_size: int, rng: np.random.Generator,
                        return_indices: bool = False) -> Any:
-        """A :class:`~trajstore.replay_buffer.prioritized.PrioritizedDraw`, or ``None`` for ``priority=None``."""
+        """A :class:`~trajstore.replay_buffer.prioritized.PrioritizedDraw`, or ``None`` for ``priority=None``
+        (the replay buffer's :class:`~trajstore.replay_buffer.rl_api.ReinforcementAPI` draws by priority)."""
+        if priority is not None:
+            raise ValueError(f"{type(self).__name__} has no priority sets (priority={priority!r})")
+        return None
 
     def _selected(self, reads: BufferReads, episodes: Iterable[int] | None, on_damaged: str = "raise"
                   ) -> np.ndarray | None:
