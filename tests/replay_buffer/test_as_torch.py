@@ -91,6 +91,7 @@ def test_every_sampler_gives_the_numpy_values_as_tensors(rb):
 def test_cpu_tensors_share_the_arrays_read(rb, monkeypatch):
     """No copy on the CPU: the tensors are views of the arrays the NumPy path returns."""
     import trajstore.replay_buffer.training_api as api
+    import trajstore.replay_buffer.transitions_api as transitions_api
 
     kept = []
     real = api.output
@@ -104,6 +105,7 @@ def test_cpu_tensors_share_the_arrays_read(rb, monkeypatch):
         return wrapped
 
     monkeypatch.setattr(api, "output", spy)
+    monkeypatch.setattr(transitions_api, "output", spy)  # sample_transitions' module
     for call in (lambda: rb.sample(16, as_torch=True), lambda: rb.sample_transitions(16, n_step=3, as_torch=True),
                  lambda: rb.sample_windows(8, 4, as_torch=True, device="cpu")):
         tensors = call()

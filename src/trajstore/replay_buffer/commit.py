@@ -1,8 +1,9 @@
 """The commit: data first, then metadata. Owns what ``trajstore.json`` says (the committed view).
 
 A commit flushes the storage and the final observations written since the last one, appends the newly closed episodes to the episode log, writes
-``stats.json`` when the statistics cover the view (these three are independent writes, each ending
-in an fsync, run at once by :func:`~trajstore._fs.in_parallel`), then replaces ``trajstore.json``
+``stats.json`` when the statistics cover the view and the priority sets' next generation files
+(:mod:`~trajstore.replay_buffer.priorities`; these are independent writes, each ending in an fsync,
+run at once by :func:`~trajstore._fs.in_parallel`), then replaces ``trajstore.json``
 atomically. A crash leaves the last committed state.
 
 The rule that keeps a ring crash-safe while it overwrites slots (:func:`view_before_overwrite`):
@@ -17,6 +18,7 @@ from trajstore._fs import in_parallel
 from trajstore.replay_buffer.episode_log import EpisodeLog
 from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import write_meta
+from trajstore.replay_buffer.priorities import PriorityKeeper
 from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.stats_keeper import StatsKeeper
 from trajstore.replay_buffer.view import View
@@ -65,8 +67,9 @@ class Committer:
 
     def __init__(self, folder: Path | None, space: Space, storage: SpaceStorage, log: EpisodeLog | None,
                  stats: StatsKeeper, finals: FinalObservations, committed: View, *, check_bounds: bool,
-                 commits: int = 0):
+                 commits: int = 0, priorities: PriorityKeeper | None = None):
         self.folder, self.space, self.storage, self.log = folder, space, storage, log
+        self.priorities = priorities if priorities is not None else PriorityKeeper(folder)
         self.stats, self.finals, self.check_bounds = stats, finals, check_bounds
         self.commits = commits  # the number of the last commit (trajstore.json's "commit"): counted up by each
         self.committed = View(committed.ring, committed.episodes.snapshot())
@@ -92,13 +95,16 @@ class Committer:
             if own:  # final observations written since the last commit (a ring's shrunk view names none new)
                 finals.flush()
 
-        _, position, stats = in_parallel(
+        keeper = self.priorities
+        _, position, stats, priorities = in_parallel(
             flush_data,  # first: on this thread (it may fan out)
             lambda: log.prepare(committed.episodes, may_compact=own),  # durable before the metadata names it
-            lambda: self.stats.commit(folder, committed.ring))
+            lambda: self.stats.commit(folder, committed.ring),
+            # a ring's shrunk view: the files of the last commit (they hold the steps it keeps)
+            (lambda: keeper.commit(committed.ring)) if own else keeper.committed)
         episodes = {**committed.episodes.counters_json(), "log": position.to_json()}
         write_meta(folder, self.space, self.storage.type_name, committed.ring, episodes, self.finals.descriptor(),
-                   stats, check_bounds=self.check_bounds, commit=self.commits + 1)
+                   stats, check_bounds=self.check_bounds, commit=self.commits + 1, priorities=priorities)
         self.commits += 1
         log.committed(position)
         self.committed = committed

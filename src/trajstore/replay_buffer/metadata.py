@@ -20,7 +20,9 @@ version 3 folder (a newer version) instead of misreading it.
 
 An optional ``check_bounds: false`` (a buffer that stores values outside the space's bounds as
 they are) is absent from folders that check bounds, the default. An optional ``stats`` key names
-the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`).
+the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`); an optional
+``priorities`` key the committed priority sets (:mod:`~trajstore.replay_buffer.priorities`; a trajstore
+without them ignores the key, and its writer drops it).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ FORMAT_VERSION = 3
 
 def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, episodes: dict[str, Any],
                final_observations: dict[str, Any] | None = None, stats: dict[str, Any] | None = None, *,
-               check_bounds: bool = True, commit: int = 0) -> None:
+               check_bounds: bool = True, commit: int = 0, priorities: dict[str, Any] | None = None) -> None:
     """Atomically replace ``folder/trajstore.json`` (temp file, fsync, rename, fsync the folder).
 
     ``episodes`` is the table's counters and the committed log position
@@ -57,7 +59,8 @@ def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, e
     ``stats`` names the committed statistics file (:mod:`~trajstore.replay_buffer.stats_keeper`), if any.
     ``check_bounds`` is written only when False (the default of folders that do not name it).
     ``commit`` (the number of this commit, counted up by every writer) goes first, where
-    :func:`file_signature` reads it.
+    :func:`file_signature` reads it. ``priorities`` names the committed priority sets' files
+    (:mod:`~trajstore.replay_buffer.priorities`), if any.
     """
     meta = {"commit": commit, "format": FORMAT, "format_version": FORMAT_VERSION, "space": space.to_json(),
             "storage": {"type": storage_type, "dir": STORAGE_DIR},
@@ -68,6 +71,8 @@ def write_meta(folder: Path, space: Space, storage_type: str, ring: RingState, e
         meta["check_bounds"] = False
     if stats is not None:
         meta["stats"] = stats
+    if priorities:
+        meta["priorities"] = priorities
     write_json_atomic(folder / META_FILE, meta)
 
 

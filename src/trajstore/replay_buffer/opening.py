@@ -25,6 +25,7 @@ from trajstore.replay_buffer.episode_log import EpisodeLog
 from trajstore.replay_buffer.episodes import EpisodeTable
 from trajstore.replay_buffer.final_observations import FinalObservations
 from trajstore.replay_buffer.metadata import META_FILE, STORAGE_DIR
+from trajstore.replay_buffer.priorities import FolderPriorities, PriorityKeeper, WriterPriorities
 from trajstore.replay_buffer.ring import RingState
 from trajstore.replay_buffer.stats_keeper import StatsKeeper
 from trajstore.replay_buffer.view import FixedView, FolderView, View, Views, take_view
@@ -45,11 +46,14 @@ class BufferParts:
     writer: BufferWriter | None
     folder_view: FolderView | None
     check_bounds: bool
+    priorities: Any = None  # the draws' priority source (priorities.WriterPriorities or FolderPriorities)
 
 
 def new_parts(storage_cls: type[SpaceStorage], space: Space, *, capacity: int | None, path: Path | None,
-              plan: Any, multiprocessing: bool, lock: WriterLock | None, check_bounds: bool) -> BufferParts:
-    """The parts of a new, empty buffer in the new folder ``path`` (or in memory), committed once."""
+              plan: Any, multiprocessing: bool, lock: WriterLock | None, check_bounds: bool,
+              priorities: tuple[str, ...] = ()) -> BufferParts:
+    """The parts of a new, empty buffer in the new folder ``path`` (or in memory), with the priority sets
+    ``priorities`` (checked names), committed once."""
     storage = storage_cls._create_owned(space, capacity=capacity, path=path / STORAGE_DIR if path else None,
                                         plan=plan, multiprocessing=multiprocessing, lock=lock)
     log = EpisodeLog.start(path) if path is not None else None
@@ -57,10 +61,14 @@ def new_parts(storage_cls: type[SpaceStorage], space: Space, *, capacity: int | 
     finals = FinalObservations(space, folder=path, capacity=capacity, read_only=False, multiprocessing=multiprocessing)
     stats = StatsKeeper(space)
     stats.start(view.ring)
-    committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds)
+    keeper = PriorityKeeper(path)
+    for name in priorities:
+        keeper.add(name, view.ring)
+    committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds,
+                          priorities=keeper)
     writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
     writer.commit()
-    return BufferParts(storage, finals, stats, writer, None, check_bounds)
+    return BufferParts(storage, finals, stats, writer, None, check_bounds, WriterPriorities(keeper))
 
 
 def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: WriterLock | None,
@@ -114,13 +122,14 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
                           stacklevel=3)
         if read_only:
             folder_view = FolderView(path, meta, view, log, signature, _refresher(storage, finals))
-            return BufferParts(storage, finals, stats, None, folder_view, check_bounds)
+            return BufferParts(storage, finals, stats, None, folder_view, check_bounds, FolderPriorities(folder_view))
         stats.adopt(path, meta, ring)
         commits = meta.get("commit", 0)
         if type(commits) is not int or commits < 0:
             raise FormatError(f"{path / META_FILE}: commit must be a whole number >= 0, got {commits!r:.50}")
+        keeper = PriorityKeeper.open(path, meta, ring)
         committer = Committer(path, space, storage, log, stats, finals, view, check_bounds=check_bounds,
-                              commits=commits)
+                              commits=commits, priorities=keeper)
         writer = BufferWriter(storage, space, committer, view, finals, stats, lock)
         if left_open == "discard":
             writer.discard_episode()
@@ -128,7 +137,7 @@ def open_parts(path: Path, *, read_only: bool, multiprocessing: bool, lock: Writ
             writer.end_interrupted_episode()
         if log is not None and (log.position is None or log.position.index is None):
             writer.commit(own=False)  # migrate: the log (or its index), then trajstore.json naming it
-        return BufferParts(storage, finals, stats, writer, None, check_bounds)
+        return BufferParts(storage, finals, stats, writer, None, check_bounds, WriterPriorities(keeper))
     except BaseException as exc:
         for part in (storage, finals, log):
             if part is not None:

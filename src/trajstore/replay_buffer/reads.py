@@ -56,10 +56,14 @@ class BufferReads:
         return [value.reshape(*logical.shape, *value.shape[1:])
                 for value in self.storage.read_leaves_in_order(Selection(slots.slots, slots.order), which)]
 
-    def sample(self, batch_size: int, rng: np.random.Generator, selected: np.ndarray | None) -> tuple[Any, np.ndarray]:
-        """``(batch, logical indices)`` of ``batch_size`` steps drawn uniformly (among ``selected`` episodes)."""
+    def sample(self, batch_size: int, rng: np.random.Generator, selected: np.ndarray | None,
+               draw: Callable[[View, np.ndarray | None], np.ndarray] | None = None) -> tuple[Any, np.ndarray]:
+        """``(batch, logical indices)`` of ``batch_size`` steps drawn uniformly (among ``selected`` episodes), or
+        by ``draw(view, selected)`` (a prioritized draw's ``steps``)."""
         def read(view: View, touched: Touched) -> tuple[Any, np.ndarray]:
-            if selected is None:
+            if draw is not None:
+                idx = draw(view, selected)
+            elif selected is None:
                 idx = samplers.uniform_steps(view.count, batch_size, rng)
             else:
                 idx = samplers.draw_in(view.ring, view.episodes, 0, 0, batch_size, rng, selected)[0]
@@ -81,13 +85,15 @@ class BufferReads:
         return read_once(self.views, lambda view, touched: self.read_windows(
             view, request.plan, samplers.anchors_at(self.held(request, view), numbers), touched))
 
-    def sample_windows(self, request: WindowRequest, batch_size: int, rng: np.random.Generator
-                       ) -> tuple[Any, dict[str, np.ndarray]]:
-        """``batch_size`` windows of ``request`` drawn uniformly among its anchors."""
+    def sample_windows(self, request: WindowRequest, batch_size: int, rng: np.random.Generator,
+                       draw: Callable[..., Drawn] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+        """``batch_size`` windows of ``request`` drawn uniformly among its anchors, or by
+        ``draw(view, before, after, selected)`` (a prioritized draw's ``anchors``)."""
         selected = None if request.episodes is None else np.asarray(request.episodes, np.int64)
+        drawer = draw or (lambda view, before, after, chosen: samplers.draw_in(
+            view.ring, view.episodes, before, after, batch_size, rng, chosen))
         return retrying(self.views, lambda view, touched: self.read_windows(
-            view, request.plan, samplers.draw_in(view.ring, view.episodes, *request.margin, batch_size, rng,
-                                                 selected), touched), "sample_windows")
+            view, request.plan, drawer(view, *request.margin, selected), touched), "sample_windows")
 
     def read_windows(self, view: View, plan: WindowPlan, drawn: Drawn, touched: Touched
                      ) -> tuple[Any, dict[str, np.ndarray]]:

@@ -37,7 +37,8 @@ from trajstore.replay_buffer.opening import (BufferParts, close_parts, forked_vi
 from trajstore.replay_buffer.reads import BufferReads
 from trajstore.replay_buffer.staging import WriteStats
 from trajstore.replay_buffer.statistics import BufferStatistics
-from trajstore.replay_buffer.training_api import TrainingAPI
+from trajstore.replay_buffer.priorities import FolderPriorities, check_name
+from trajstore.replay_buffer.rl_api import ReinforcementAPI
 from trajstore.replay_buffer.view import View, Views
 from trajstore.replay_buffer.writer import WriterViews
 from trajstore.spaces import Space
@@ -46,10 +47,10 @@ from trajstore.storages._selection import select
 from trajstore.storages.base import SpaceStorage, check_capacity, validated_batch, validated_for, validated_step
 
 #: ``ReplayBuffer.create``'s own keywords, listed first in the message about an unknown one.
-_CREATE_KEYWORDS = ("cache_path", "capacity", "multiprocessing", "check_bounds")
+_CREATE_KEYWORDS = ("cache_path", "capacity", "multiprocessing", "check_bounds", "priorities")
 
 
-class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
+class ReplayBuffer(EpisodeAccess, RemoteOrigin, ReinforcementAPI, FolderOwner):
     """Steps of ``space`` in a ring (``capacity=int``) or an unbounded buffer (``capacity=None``).
 
     Index with an int (negative counts from the newest), a slice, a 1-D integer array (any order,
@@ -79,6 +80,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
             parts.writer, name)
         self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
         self._stats = BufferStatistics(self.space, parts.stats, self._reader)
+        self._prio = parts.priorities  # the priority sets the draws use (rl_api.py)
         self._remote: Any = None  # a buffer opened from a URL: its RemoteFolder (remote_open.py)
         self._damage: tuple[View, Damage] | None = None  # rb.damaged of the view it was computed for
         self._keys = EpisodeKeys()  # end_episode(episode_key=): the keys held
@@ -87,7 +89,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
     @classmethod
     def create(cls, storage_cls: type[SpaceStorage], space: Space, *, cache_path: str | os.PathLike | None = None,
                capacity: int | None = None, multiprocessing: bool = False, check_bounds: bool = True,
-               **storage_kwargs: Any) -> "ReplayBuffer":
+               priorities: tuple[str, ...] = (), **storage_kwargs: Any) -> "ReplayBuffer":
         """A new, empty buffer; every argument (the storage's options included) is checked before the
         folder is made.
 
@@ -101,6 +103,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
             check_bounds: ``True`` (default): values outside a leaf's bounds, or NaN, are refused with
                 ``InvalidValueError`` (so ``space.contains(rb[i])`` holds); ``False``: stored as they are
                 (sensors overshoot their ranges). Kept in ``trajstore.json`` for every later writer.
+            priorities: names of priority sets for prioritized replay (``("td",)``; ``sample(priority=...)``).
             **storage_kwargs: passed to ``storage_cls.create``.
 
         Raises:
@@ -120,6 +123,8 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         if not isinstance(space, Space):
             raise TypeError(f"space must be a trajstore Space, got {type(space).__name__}")
         check_leaves(space)  # a bad "stats" mark in a leaf's metadata
+        priorities = tuple(dict.fromkeys(check_name(p) for p in ((priorities,) if isinstance(priorities, str)
+                                                                 else priorities)))
         if not (isinstance(storage_cls, type) and issubclass(storage_cls, SpaceStorage)):
             raise TypeError(f"storage_cls must be a SpaceStorage subclass, got {storage_cls!r}")
         check_keywords(storage_kwargs, (*_CREATE_KEYWORDS, *storage_cls.create_keywords()),
@@ -127,7 +132,8 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
         plan = storage_cls.prepare(space, capacity=capacity, cache_path=cache_path, **storage_kwargs)
         with fresh_folder(cache_path) as (path, lock):
             parts = new_parts(storage_cls, space, capacity=capacity, path=path, plan=plan,
-                              multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds)
+                              multiprocessing=multiprocessing, lock=lock, check_bounds=check_bounds,
+                              priorities=priorities)
             return cls(parts, cache_path=path, read_only=False, multiprocessing=multiprocessing, lock=lock)
 
     @classmethod
@@ -439,6 +445,12 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
             return self._stats.of_writer(self._writer)
         return self._stats.of_reader(self._folder_view)
 
+    def _priority_source(self) -> Any:
+        self._check_open()
+        if self._prio is None:
+            raise ValueError("prioritized draws in a forked child of an in-memory buffer: give the buffer a folder")
+        return self._prio
+
     def _writable(self) -> Any:
         self._check_writable()
         assert self._writer is not None
@@ -452,6 +464,7 @@ class ReplayBuffer(EpisodeAccess, RemoteOrigin, TrainingAPI, FolderOwner):
                                                       self._finals, self.cache_path)
         self._reader = BufferReads(self.storage, self.space, self._finals, self._views)
         self._stats = BufferStatistics(self.space, self._stats.keeper, self._reader)
+        self._prio = FolderPriorities(self._folder_view) if self._folder_view is not None else None
 
     def __repr__(self) -> str:
         """``ReplayBuffer(<where>, steps=..., ...)``; ``<where>`` is the folder, ``memory``, or for a buffer opened

@@ -32,16 +32,15 @@ from trajstore.replay_buffer.episodes import Episode
 from trajstore.replay_buffer.leaf_stats import LeafStats
 from trajstore.replay_buffer.output import output
 from trajstore.replay_buffer.reads import BufferReads
-from trajstore.replay_buffer.transitions import read_transitions, transition_leaves
-from trajstore.replay_buffer.view import retrying
+from trajstore.replay_buffer.transitions_api import TransitionsAPI
 from trajstore.replay_buffer.window_plan import (WindowRequest, consecutive_plan, leaf_positions, restricted,
                                                  space_key, steps_plan, window_plan)
 from trajstore.spaces import Space, tree
 
 
-class TrainingAPI(abc.ABC):
+class TrainingAPI(TransitionsAPI):
     """``sample``, ``sample_windows``, ``window_request``, ``count_anchors``, ``anchors_at``, ``windows_at``,
-    ``sample_transitions``, ``select_episodes``, ``split_episodes``, ``checked_episode_ids``, ``stats``."""
+    ``sample_transitions`` (:class:`~trajstore.replay_buffer.transitions_api.TransitionsAPI`), ``select_episodes``, ``split_episodes``, ``checked_episode_ids``, ``stats``."""
 
     space: Space
 
@@ -57,7 +56,7 @@ class TrainingAPI(abc.ABC):
     def sample(self, batch_size: int, *, rng: np.random.Generator | None = None, return_indices: bool = False,
                episodes: Iterable[int] | None = None, on_damaged: str = "raise", as_torch: bool = False,
                device: Any = None, pin_memory: bool = False, image_layout: str | None = None,
-               image_dtype: str = "uint8") -> Any:
+               image_dtype: str = "uint8", priority: str | None = None, alpha: float = 0.6, beta: float = 0.4) -> Any:
         """``batch_size`` steps drawn uniformly with replacement, as a batch (leading axis ``B``).
 
         Args:
@@ -77,9 +76,13 @@ class TrainingAPI(abc.ABC):
                 ``(B, C, H, W)`` or ``"HWC"`` ``(B, H, W, C)``; ``None`` (default): as stored (as ``rb[i]``).
             image_dtype: camera leaves as ``"uint8"`` (default) or ``"float32"`` (``value / 255``, in ``[0, 1]``).
                 ``image_layout="CHW", image_dtype="float32"`` gives what a torch vision model takes.
+            priority, alpha, beta: draw by the priority set ``priority`` instead, ``P(i) = p_i ** alpha / sum_j
+                p_j ** alpha``, and return importance weights with ``beta`` (:mod:`~trajstore.replay_buffer.prioritized`;
+                :meth:`update_priorities`). Not with ``return_indices`` (the info holds them).
 
         Returns:
-            the batch, or ``(batch, indices)`` with ``return_indices=True``.
+            the batch, or ``(batch, indices)`` with ``return_indices=True``; with ``priority``: ``(batch, info)``,
+            ``info`` a :class:`~trajstore.replay_buffer.prioritized.PriorityInfo` (``index``, ``step``, ``weight``).
 
         A draw that raced the writer reusing slots (:class:`StaleReadError`) is drawn again; any other
         read error is raised as it is.
@@ -91,11 +94,14 @@ class TrainingAPI(abc.ABC):
                 index says); names the file and the frame. With ``on_damaged="raise"``: a selected
                 episode is damaged (:attr:`damaged`); with ``"skip"``: every selected episode is (named).
         """
-        out, reads = output(as_torch, device, pin_memory), self._reads()
+        out, reads, rng = output(as_torch, device, pin_memory), self._reads(), rng or np.random.default_rng()
         convert = _frames(self.space, image_layout, image_dtype)
         selected = self._selected(reads, episodes, on_damaged)
-        batch, idx = reads.sample(batch_size, rng or np.random.default_rng(), selected)
+        draw = self._priority_draw(priority, alpha, beta, batch_size, rng, return_indices)
+        batch, idx = reads.sample(batch_size, rng, selected, None if draw is None else draw.steps)
         batch = convert(batch)
+        if draw is not None:
+            return out(batch), draw.info
         return out((batch, idx) if return_indices else batch)
 
     def select_episodes(self, predicate: Callable[[Episode], bool]) -> list[int]:
@@ -153,6 +159,14 @@ class TrainingAPI(abc.ABC):
     def damaged(self) -> Damage:
         """The buffer's :class:`~trajstore.damage.Damage` (false when nothing is damaged)."""
 
+    def _priority_draw(self, priority: str | None, alpha: Any, beta: Any, batch_size: int, rng: np.random.Generator,
+                       return_indices: bool = False) -> Any:
+        """A :class:`~trajstore.replay_buffer.prioritized.PrioritizedDraw`, or ``None`` for ``priority=None``
+        (the replay buffer's :class:`~trajstore.replay_buffer.rl_api.ReinforcementAPI` draws by priority)."""
+        if priority is not None:
+            raise ValueError(f"{type(self).__name__} has no priority sets (priority={priority!r})")
+        return None
+
     def _selected(self, reads: BufferReads, episodes: Iterable[int] | None, on_damaged: str = "raise"
                   ) -> np.ndarray | None:
         """The episode ids a draw may use (``None``: every held one), the damaged ones left out or refused."""
@@ -163,7 +177,8 @@ class TrainingAPI(abc.ABC):
                        delta_indices: Mapping[str, Any] | WindowRequest | None = None, pad: bool | None = None,
                        rng: np.random.Generator | None = None, episodes: Iterable[int] | None = None,
                        on_damaged: str = "raise", as_torch: bool = False, device: Any = None,
-                       pin_memory: bool = False, image_layout: str | None = None, image_dtype: str = "uint8") -> Any:
+                       pin_memory: bool = False, image_layout: str | None = None, image_dtype: str = "uint8",
+                       priority: str | None = None, alpha: float = 0.6, beta: float = 0.4) -> Any:
         """``batch_size`` windows of steps around anchor steps, drawn uniformly with replacement.
 
         **Plain form** ``sample_windows(B, window)``: ``window`` consecutive steps of one episode;
@@ -200,6 +215,9 @@ class TrainingAPI(abc.ABC):
           ``is_pad[key]``.
 
         ``episodes``: episode ids (``Episode.id``): only anchors inside those episodes are drawn.
+        ``priority``, ``alpha``, ``beta``: draw the anchors by a priority set (only valid anchors, with
+        ``P(i)`` renormalised over them: :mod:`~trajstore.replay_buffer.prioritized`) and return
+        ``(what it returns without, info)``, as :meth:`sample`.
         ``on_damaged``, ``as_torch``, ``device``, ``pin_memory``, ``image_layout``, ``image_dtype``: as
         :meth:`sample` (camera leaves of a window ``(B, T, C, H, W)`` with ``image_layout="CHW"``).
 
@@ -227,13 +245,16 @@ class TrainingAPI(abc.ABC):
                 raise ValueError(f"window must be an int >= 1, got {window!r}")
             request = self.window_request(episodes=episodes, on_damaged=on_damaged)
             plain = replace(request, plan=consecutive_plan(self.space, int(window)), pad=False)
-            return out(convert(self._reads().sample_windows(plain, batch_size, rng)[0]))
+            draw = self._priority_draw(priority, alpha, beta, batch_size, rng)
+            data = out(convert(self._reads().sample_windows(plain, batch_size, rng, draw and draw.anchors)[0]))
+            return data if draw is None else (data, draw.info)
         if window is not None:
             raise TypeError("give sample_windows a window length or delta_indices, not both")
         request = self.window_request(delta_indices, pad=True if pad is None else pad, episodes=episodes,
                                       on_damaged=on_damaged)
-        data, is_pad = self._reads().sample_windows(request, batch_size, rng)
-        return out((convert(data), is_pad))
+        draw = self._priority_draw(priority, alpha, beta, batch_size, rng)
+        data, is_pad = self._reads().sample_windows(request, batch_size, rng, draw and draw.anchors)
+        return out((convert(data), is_pad)) if draw is None else (out((convert(data), is_pad)), draw.info)
 
     def window_request(self, delta_indices: Mapping[str, Any] | WindowRequest | None = None, *, pad: bool = True,
                        episodes: Iterable[int] | None = None, leaves: Iterable[str] | None = None,
@@ -308,68 +329,6 @@ class TrainingAPI(abc.ABC):
         out = output(as_torch, device, pin_memory)
         request = self.window_request(delta_indices, pad=pad, episodes=episodes, on_damaged=on_damaged)
         return out(self._reads().windows_at(request, numbers))
-
-    # -- transitions -----------------------------------------------------------------------
-    def sample_transitions(self, batch_size: int, *, n_step: int = 1, gamma: float = 0.99,
-                           rng: np.random.Generator | None = None, observation_key: str = "observation",
-                           episodes: Iterable[int] | None = None, on_damaged: str = "raise", as_torch: bool = False,
-                           device: Any = None, pin_memory: bool = False) -> dict[str, Any]:
-        """``batch_size`` transitions drawn uniformly (with replacement) among the valid steps ``t``.
-
-        A step ``t`` is valid when its ``n_step``-th successor ``t + n`` is held in the same episode,
-        or when the episode ends before ``t + n`` and has a final observation. A transition never
-        crosses an episode boundary or the ring's oldest held step (``t`` is held, so is every later
-        step of its episode). The last ``n_step`` steps of an episode without a final observation (the
-        one being recorded, an interrupted one) are never drawn.
-
-        Returns:
-            a dict, ``B`` = ``batch_size``:
-
-            - ``observation``: step ``t``'s observation, nested like the space's, leaves ``(B, ...)``.
-            - ``action``: step ``t``'s action, ``(B, ...)``.
-            - ``reward``: the n-step return ``sum_{i<k} gamma**i * reward[t + i]``, ``k = min(n_step,
-              stop - t)`` (the sum stops at the episode's end), ``(B, ...)`` in the reward leaf's float
-              dtype (float32 for an integer reward).
-            - ``next_observation``: step ``t + n``'s observation, or the episode's final observation
-              when ``t + n`` is past its last step; nested like ``observation``.
-            - ``terminated``, ``truncated``: those of step ``t + k - 1``, the last step summed (for
-              ``n_step=1``, step ``t``'s own); dtype as stored, ``(B, ...)``.
-            - ``discount``: ``gamma**k``, ``(B,)``, same dtype as ``reward``: the factor of the bootstrap,
-              ``target = reward + discount * (1 - terminated) * V(next_observation)``.
-            - ``index``: logical index of step ``t``, int64 ``(B,)`` (0 = oldest held step).
-
-        Args:
-            n_step: ``n`` >= 1.
-            gamma: discount in ``[0, 1]``.
-            rng: the generator of the draw (default: a fresh ``np.random.default_rng()``).
-            observation_key: the key of the observation subtree. Final observations are kept for
-                ``"observation"`` only: with another key, episode ends are never drawn.
-            episodes: episode ids (``Episode.id``): draw only inside those episodes.
-            on_damaged: ``"raise"`` (default): when an episode it may draw from is damaged (a payload
-                file holding some of its steps is missing, see :attr:`damaged`), raise ``FormatError``
-                before reading; ``"skip"``: leave the damaged episodes out (a damaged step is never drawn).
-            as_torch, device, pin_memory: as :meth:`sample`.
-
-        Raises:
-            ValueError: the space is not a dict with ``observation_key``, ``action``, ``reward``,
-                ``terminated`` and ``truncated``; ``n_step`` < 1, ``gamma`` outside ``[0, 1]``,
-                ``batch_size`` < 1; no step is valid; ``episodes`` names an id that is not held.
-            RetriesExhaustedError: a reader of a live ring raced the writer on every one of its draws
-                (:data:`~trajstore.replay_buffer.view.MAX_READ_ATTEMPTS`); a race is otherwise drawn again.
-        """
-        leaves = transition_leaves(self.space, observation_key)
-        if isinstance(n_step, bool) or not isinstance(n_step, (int, np.integer)) or n_step < 1:
-            raise ValueError(f"n_step must be an int >= 1, got {n_step!r}")
-        if not 0.0 <= float(gamma) <= 1.0:
-            raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}")
-        rng, out, reads = rng or np.random.default_rng(), output(as_torch, device, pin_memory), self._reads()
-        selected = self._selected(reads, episodes, on_damaged)
-        keep_final = observation_key == "observation"
-        n, g = int(n_step), float(gamma)
-        return out(retrying(reads.views, lambda view, touched: read_transitions(
-            reads, view, samplers.draw_in(view.ring, view.episodes, 0, n, batch_size, rng, selected,
-                                          keep_final_steps=keep_final),
-            leaves, n, g, observation_key, touched), "sample_transitions"))
 
     # -- statistics ------------------------------------------------------------------------
     def stats(self, keys: str | Iterable[str] | None = None) -> dict[str, LeafStats]:

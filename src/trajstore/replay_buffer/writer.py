@@ -65,6 +65,11 @@ class BufferWriter:
         self._staging: StagingArea | None = None
         self._thread: BackgroundWriter | None = None
 
+    @property
+    def priorities(self) -> Any:
+        """The :class:`~trajstore.replay_buffer.priorities.PriorityKeeper` of the writer's priority sets."""
+        return self.committer.priorities
+
     def view(self) -> View:
         """The writer's own view: every step appended (call :meth:`drain` before reading through it)."""
         return View(self.appended, self.episodes)
@@ -239,7 +244,9 @@ class BufferWriter:
         self.drain()  # staged steps of the episode reach their slots first: nothing is written after the rewind
         n = self.episodes.discard_open(self.appended.appended)
         if n:
+            before = self.appended
             self.appended = self.submitted = self.written = self.appended.rewind(n)
+            self.committer.priorities.discarded(before, self.appended)
             self.stats.on_rewind(self.appended)
             # Episodes closed with flush=False before it are committed too: their steps are flushed first.
             self.commit(flush_storage=self.unflushed() > 0)
