@@ -134,7 +134,6 @@ def torchrl_cases(sizes, repeats: int, ext: str) -> dict:
             return time.perf_counter() - t0
         update()
         out[f"update memory {total}"] = float(np.median([update() for _ in range(repeats)]) * 1e3)
-        del rb, sampler
     return out
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import trajstore.replay_buffer.reads as reads_module
-import trajstore.replay_buffer.replay_buffer as rb_module
+import trajstore.replay_buffer.writing_api as writing_module
 import trajstore.storages.base as base_module
 from trajstore.replay_buffer import ReplayBuffer
 from trajstore.spaces import BinarySpace, BoxSpace, DictSpace, TextSpace, tree
@@ -57,7 +57,7 @@ def count_selects(monkeypatch):
         calls.append(index)
         return original(index, length)
 
-    for module in (rb_module, reads_module, base_module):
+    for module in (writing_module, reads_module, base_module):
         monkeypatch.setattr(module, "select", counting)
     return calls
 

@@ -233,6 +233,9 @@ class HDF5Storage(SpaceStorage):
             _handles.LIVE.add(self)
             if self.read_only:
                 self._held = _handles.hold_for_reading(self, self.cache_path / DATA_FILE, self._fd)
+        if swmr_read:  # a second open in this process joins HDF5's state of the first: sizes as of its last refresh
+            for ds in self._datasets:
+                ds.refresh()
         self._update_length()
 
     # -- compaction ----------------------------------------------------------------------------
