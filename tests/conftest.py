@@ -34,7 +34,8 @@ def local_ray():
     """One local Ray for the session (2 CPUs, no dashboard, no progress bars); shut down at its end."""
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install trajstore[ray]; CI installs it)")
     os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if not ray.is_initialized():  # a test that ran before (the README's example) may have started it
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     from ray.data import DataContext
 
     DataContext.get_current().enable_progress_bars = False

@@ -37,8 +37,9 @@ def test_push_then_pull_a_dataset(tmp_path, bucket_url, storage_options):
         np.testing.assert_array_equal(rb.get_episode(2)["observation"]["camera"],
                                       episode_steps(1, 2)["observation"]["camera"])
     out = tmp_path / "pulled"
-    reports = pull_dataset(bucket_url, out, storage_options)
-    assert len(reports) == 4  # the template and three shards
+    report = pull_dataset(bucket_url, out, storage_options)
+    assert sorted(report.shards) == ["robot0", "robot1", "robot2"] and report.bytes > 0
+    assert report.line().startswith(f"pulled dataset {bucket_url} into {out}: 3 shards")
     pulled = ShardedDataset.open(out)
     assert pulled.shards == ds.shards
     for name in ds.shards:
@@ -124,3 +125,19 @@ def test_a_pushed_dataset_reads_from_its_url_as_from_the_folder(tmp_path, bucket
     pytest.importorskip("torch")
     data = ReplayBufferDataset(bucket_url, storage_options=storage_options)
     assert len(data) == len(ShardedBuffer.load_from(ds.path))
+
+
+def test_a_dataset_pushed_to_a_local_folder_reads_back_and_remote_push_takes_it(tmp_path):
+    from trajstore.remote import pull, push
+    from trajstore.shards import ShardedBuffer
+
+    ds = make_fleet(tmp_path / "fleet")
+    report = push(ds.path, str(tmp_path / "bucket"))  # trajstore.remote.push of a dataset folder
+    assert sorted(report.shards) == ["robot0", "robot1", "robot2"]
+    for where in (tmp_path / "bucket", (tmp_path / "bucket").as_uri()):
+        with ShardedBuffer.load_from(where) as remote, ShardedBuffer.load_from(ds.path) as local:
+            assert list(remote.episodes) == list(local.episodes)
+            np.testing.assert_array_equal(remote[:]["action"], local[:]["action"])
+    back = pull(str(tmp_path / "bucket"), tmp_path / "back")
+    assert sorted(back.shards) == ["robot0", "robot1", "robot2"]
+    assert ShardedDataset.open(tmp_path / "back").shards == ds.shards

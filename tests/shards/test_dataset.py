@@ -116,7 +116,7 @@ def test_open_refuses_what_is_not_a_dataset(tmp_path):
 
 def test_a_dataset_opened_as_a_buffer_says_what_to_use(tmp_path):
     ds = make(tmp_path)
-    with pytest.raises(FormatError, match="is a sharded dataset: read it with ShardedBuffer.load_from"):
+    with pytest.raises(FormatError, match="is a sharded dataset: its shards are buffer folders in .*ShardedBuffer.load_from"):
         ReplayBuffer.load_from(ds.path)
 
 
@@ -258,3 +258,57 @@ def test_set_episode_data_refuses_a_bad_key_at_once(tmp_path):
     env.close()
     with ReplayBuffer.load_from(tmp_path / "rb") as rb:
         assert rb.episode(0).data["episode_key"] == "job/1" and "task" not in rb.episode(0).data
+
+
+def test_has_episode_key_of_a_shard_writer_sees_the_other_shards(tmp_path):
+    ds = make(tmp_path)
+    with ds.writer("a") as a, ds.writer("b") as b:
+        record(a, 0, 0, episode_key="job/1")
+        assert b.has_episode_key("job/1") and a.has_episode_key("job/1") and not b.has_episode_key("job/2")
+
+
+def test_a_recorder_says_when_its_episode_was_a_duplicate(tmp_path):
+    import gymnasium
+
+    from trajstore.recording import RecordEpisodes, recorded_space
+    space = recorded_space(gymnasium.make("CartPole-v1"))
+    ds = ShardedDataset.create(tmp_path / "c", DictStorage, space, **dict_storage_kwargs_from_space(space))
+    ends = []
+    with ds.writer("robot0") as rb:
+        env = RecordEpisodes(gymnasium.make("CartPole-v1"), rb)
+        assert env.last_episode_end is None
+        for _ in range(2):
+            env.set_episode_data(episode_key="job/7")
+            env.reset(seed=1)
+            done = False
+            while not done:
+                _, _, term, trunc, _ = env.step(0)
+                done = term or trunc
+            ends.append(env.last_episode_end)
+        env.close()
+    assert [e.duplicate for e in ends] == [False, True] and ends[0].id == 0 and ends[1].steps == ends[0].steps
+
+
+def test_trajstore_info_of_a_dataset_lists_its_shards(tmp_path):
+    import json as json_module
+
+    from typer.testing import CliRunner
+
+    from trajstore.cli.main import app
+    ds = make(tmp_path)
+    with ds.writer("a") as a, ds.writer("b") as b:
+        record(a, 0, 0, episode_key="k0")
+        record(a, 0, 1)
+        b.extend(episode_steps(1, 0))
+        b.flush()  # an episode not ended yet
+        out = CliRunner().invoke(app, ["info", str(ds.path), "--json"])
+        assert out.exit_code == 0, out.output
+        info = json_module.loads(out.output)
+        assert [(s["name"], s["steps"], s["episodes"], s["keyed"], s["open"]) for s in info["shards"]] == [
+            ("a", len(episode_steps(0, 0)["action"]) + len(episode_steps(0, 1)["action"]), 2, 1, False),
+            ("b", len(episode_steps(1, 0)["action"]), 1, 0, True)]
+        assert [leaf["key"] for leaf in info["leaves"]] == ["observation/camera", "observation/state", "action"]
+        out = CliRunner().invoke(app, ["info", str(ds.path)])
+        assert out.exit_code == 0 and "sharded dataset, 2 shards" in out.output and "1 with an episode_key" in out.output
+        out = CliRunner().invoke(app, ["episodes", str(ds.path)])
+        assert out.exit_code != 0 and "lists them; commands take one shard's folder" in out.output

@@ -120,6 +120,8 @@ def info(path: str = typer.Argument(..., help="Buffer folder, or the URL of a pu
         from trajstore.cli import streams
 
         return streams.info(path, as_json)
+    if _is_dataset(path, storage_option):
+        return _dataset_info(path, as_json, storage_option)
     try:
         d = describe(path, remote.parse_storage_options(storage_option))
     except (TrajstoreError, OSError, ValueError, ImportError, *remote.backend_errors()) as exc:
@@ -207,3 +209,47 @@ app.command()(remote.pull)
 
 if __name__ == "__main__":
     app()
+
+
+def _is_dataset(path: str, storage_option: Optional[list[str]]) -> bool:
+    from trajstore._urls import local_path
+    from trajstore.replay_buffer.remote_open import is_url
+    from trajstore.shards import is_dataset
+
+    if not is_url(path):
+        return is_dataset(local_path(path))
+    try:
+        from trajstore.shards.remote import is_remote_dataset
+
+        return is_remote_dataset(path, remote.parse_storage_options(storage_option))
+    except (TrajstoreError, OSError, ValueError, ImportError, *remote.backend_errors()):
+        return False  # the buffer's own open reports what is wrong with the URL
+
+
+def _dataset_info(path: str, as_json: bool, storage_option: Optional[list[str]]) -> None:
+    """``trajstore info`` of a sharded dataset: its shards, then its leaves (from the template)."""
+    import json
+
+    from trajstore.ops.dataset_info import describe_dataset
+
+    try:
+        d = describe_dataset(path, remote.parse_storage_options(storage_option))
+    except (TrajstoreError, OSError, ValueError, ImportError, *remote.backend_errors()) as exc:
+        raise remote.remote_failure(path, path, exc)
+    if as_json:
+        print(json.dumps(d.to_json(), indent=1))
+        return
+    keyed = sum(s.keyed for s in d.shards)
+    console.print(f"[bold]{escape(d.path)}[/bold]: sharded dataset, {len(d.shards)} shards, {d.steps} steps, "
+                  f"{d.episodes} episodes ({keyed} with an episode_key)", soft_wrap=True)
+    shards = Table("shard", "steps", "episodes", "keyed", "open episode", title="shards")
+    for s in d.shards:
+        shards.add_row(s.name, str(s.steps), str(s.episodes), str(s.keyed), "yes" if s.open else "-")
+    console.print(shards)
+    leaves = Table("leaf", "storage", "dtype", "shape", "metadata", title="leaves (every shard)")
+    for leaf in d.template.leaves:
+        leaves.add_row(leaf.key, leaf.storage, leaf.dtype, str(leaf.shape),
+                       ", ".join(f"{k}={v}" for k, v in leaf.metadata.items()))
+    console.print(leaves)
+    console.print(f"one shard's folder is {escape(d.path.rstrip('/'))}/shards/<name>: the other commands "
+                  "(episodes, stats, verify, view, copy) take it", soft_wrap=True)

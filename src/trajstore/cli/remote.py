@@ -80,15 +80,8 @@ def push(folder: Path = typer.Argument(..., help="Buffer folder (closed, or bein
     manifest last, so readers see the previous push or this one, never a mix. A sharded dataset
     (trajstore.shards) is pushed shard by shard, its dataset file last."""
     from trajstore.remote import push as push_folder
-    from trajstore.shards import is_dataset
 
     try:
-        if is_dataset(folder):
-            from trajstore.shards.remote import push_dataset
-            report: Any = push_dataset(folder, url, parse_storage_options(storage_option),
-                                       retain_seconds=retain_seconds)
-            console.print(escape(report.line()), soft_wrap=True)
-            return
         with progress_bar(desc="pushing", unit="B", unit_scale=True, enabled=progress) as bar:
             report = push_folder(folder, url, parse_storage_options(storage_option), retain_seconds=retain_seconds,
                                  progress=_updater(bar))
@@ -107,15 +100,8 @@ def pull(url: str = typer.Argument(..., help="A published buffer: s3://bucket/pa
     """Copy a published buffer into a new local folder (whole or not at all; every file checked
     against its SHA-256). A pushed sharded dataset is pulled shard by shard."""
     from trajstore.remote import pull as pull_folder
-    from trajstore.shards.remote import is_remote_dataset, pull_dataset
 
     try:
-        options = parse_storage_options(storage_option)
-        if is_remote_dataset(url, options):
-            reports = pull_dataset(url, folder, options)
-            console.print(escape(f"pulled dataset {url} into {folder}: {len(reports) - 1} shards, "
-                                 f"{sum(r.bytes for r in reports):,} bytes"), soft_wrap=True)
-            return
         with progress_bar(desc="pulling", unit="B", unit_scale=True, enabled=progress) as bar:
             report = pull_folder(url, folder, parse_storage_options(storage_option), progress=_updater(bar))
     except (TrajstoreError, OSError, ValueError, ImportError, *backend_errors()) as exc:

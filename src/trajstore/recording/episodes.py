@@ -95,6 +95,7 @@ class RecordEpisodes(gymnasium.Wrapper):
         self._seed: int | None = None
         self._episode_data: dict[str, Any] = {}
         self._last_step: dict[str, Any] | None = None
+        self._last_end: Any = None
 
     @property
     def buffer(self) -> ReplayBuffer | None:
@@ -110,6 +111,13 @@ class RecordEpisodes(gymnasium.Wrapper):
         without changing it in place. None before the first ``reset`` and after an episode ended
         (until the next ``reset``)."""
         return self._obs
+
+    @property
+    def last_episode_end(self) -> Any:
+        """What the buffer's ``end_episode`` returned for the last episode ended (an
+        :class:`~trajstore.replay_buffer.episode_keys.EpisodeEnd`: ``duplicate`` is True when its
+        ``episode_key`` was committed already and its steps were dropped), or None before the first."""
+        return self._last_end
 
     @property
     def last_step(self) -> dict[str, Any] | None:
@@ -155,7 +163,10 @@ class RecordEpisodes(gymnasium.Wrapper):
         self._obs = rec.observation(obs, frame)
         if terminated or truncated:
             if self._data_at_end is not None:
-                self._episode_data.update(episode_data(dict(self._data_at_end(info))))
+                at_end = episode_data(dict(self._data_at_end(info)))
+                if "episode_key" in at_end:  # a bad key leaves the episode open, the recorder usable
+                    checked_key(at_end["episode_key"])
+                self._episode_data.update(at_end)
             elif "is_success" in info:
                 self._episode_data.setdefault("success", bool(np.asarray(info["is_success"]).any()))
             self._end_episode()
@@ -163,8 +174,8 @@ class RecordEpisodes(gymnasium.Wrapper):
 
     def _end_episode(self, **extra: Any) -> None:
         data = {"seed": self._seed, **self._episode_data, **extra}
-        self.recorder.buffer.end_episode(final_observation=self._obs,  # type: ignore[union-attr]
-                                         interrupted="interrupted_by" in extra, **data)
+        self._last_end = self.recorder.buffer.end_episode(final_observation=self._obs,  # type: ignore[union-attr]
+                                                          interrupted="interrupted_by" in extra, **data)
         self._open = False
         self._obs = None
         self._episode_data = {}

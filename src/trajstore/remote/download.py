@@ -33,7 +33,8 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
          progress: Callable[[int, int], None] | None = None) -> PullReport:
     """Copy the snapshot published under ``url`` into the new folder ``folder``: built under a
     temporary name and renamed into place, so ``folder`` appears whole or not at all. Every file is
-    checked against the size and SHA-256 in the manifest. ``progress(done, total)``, if given, is called
+    checked against the size and SHA-256 in the manifest. A pushed sharded dataset is pulled shard by shard
+    (:func:`trajstore.shards.remote.pull_dataset`; its report is a ``DatasetPullReport``). ``progress(done, total)``, if given, is called
     with the bytes downloaded so far and the snapshot's total, as they arrive (per chunk for the big
     files, when the file system reports them).
 
@@ -47,7 +48,11 @@ def pull(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | 
     """
     out = Path(folder)
     check_new_folder(out)
+    from trajstore.shards.remote import is_remote_dataset, pull_dataset
+
     with store_errors(url):
+        if is_remote_dataset(url, storage_options):  # a pushed sharded dataset: shard by shard
+            return pull_dataset(url, out, storage_options)  # type: ignore[return-value]
         return _pull(url, out, storage_options, progress)
 
 

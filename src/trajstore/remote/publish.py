@@ -40,6 +40,7 @@ from trajstore.remote.push_lock import S3_PROTOCOLS, PushLock, precondition_fail
 from trajstore.remote.retention import HISTORY, RETAIN_SECONDS, collect, history_name
 from trajstore.remote.snapshot import Snapshot, check_undamaged, take_snapshot
 from trajstore.replay_buffer.metadata import read_meta
+from trajstore.shards.layout import is_dataset
 
 #: Bytes uploaded per batch of concurrent PUTs (bounds the push's memory).
 UPLOAD_BATCH_BYTES = 128 * 2**20
@@ -123,7 +124,8 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
     """Publish the buffer folder ``folder`` under ``url`` (any fsspec URL: ``s3://bucket/path``,
     ``file:///path``, a plain local path), incrementally; see the module docstring. A push of what the
     URL holds already (nothing changed since the last push) writes no manifest and keeps the generation:
-    its report says ``unchanged``.
+    its report says ``unchanged``. A sharded dataset folder (:mod:`trajstore.shards`) is pushed shard by shard
+    (:func:`trajstore.shards.remote.push_dataset`; its report is a ``DatasetPushReport``).
 
     ``retain_seconds``: keep the objects of snapshots replaced less than this long ago (default one
     hour), for readers that opened them (:mod:`~trajstore.remote.retention`); the snapshot this push
@@ -147,6 +149,10 @@ def push(folder: str | os.PathLike, url: str, storage_options: dict[str, Any] | 
             unreachable endpoint or options the client does not take); the previous snapshot stays.
     """
     folder = Path(folder)
+    if is_dataset(folder):  # a sharded dataset: each shard pushed as a buffer, its dataset file last
+        from trajstore.shards.remote import push_dataset
+
+        return push_dataset(folder, url, storage_options, retain_seconds=retain_seconds)  # type: ignore[return-value]
     read_meta(folder)  # not a buffer folder: a FormatError before anything is made or sent
     check_undamaged(folder)  # payload files missing: a DamagedDataError, before anything is made or sent
     with store_errors(url):

@@ -54,6 +54,9 @@ class KeyGuard(Protocol):
         """A context manager: held while this buffer commits ``key``; yields whether ``key`` is already
         committed elsewhere."""
 
+    def committed_elsewhere(self, key: str) -> bool:
+        """Whether ``key`` is committed elsewhere, as seen now (without the lock)."""
+
     def close(self) -> None:
         """Let go of what it holds open (called when the buffer closes)."""
 
@@ -104,6 +107,10 @@ class EpisodeKeys:
             values = episodes.data_values(KEY_FIELD)  # type: ignore[attr-defined]
             self._keys = {v for v in values if v is not MISSING and isinstance(v, str)}
         return self._keys
+
+    def has(self, key: str, episodes: Sequence[Any]) -> bool:
+        """Whether ``key`` is committed here, or elsewhere as the guard sees it now."""
+        return key in self.known(episodes) or (self._guard is not None and self._guard.committed_elsewhere(key))
 
     def add(self, key: str) -> None:
         if self._keys is not None:

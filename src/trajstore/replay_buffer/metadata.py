@@ -93,8 +93,10 @@ def read_meta(folder: Path) -> dict[str, Any]:
             raise FormatError(f"{folder} is a stream buffer: open it with StreamBuffer.load_from "
                               "(trajstore.streams)")
         if folder.is_dir() and (folder / "trajstore-dataset.json").is_file():
-            raise FormatError(f"{folder} is a sharded dataset: read it with ShardedBuffer.load_from, write a "
-                              "shard with ShardedDataset.open(path).writer(name) (trajstore.shards)")
+            raise FormatError(f"{folder} is a sharded dataset: its shards are buffer folders in {folder / 'shards'} "
+                              f"(`trajstore info {folder}` lists them; commands take one shard's folder); in "
+                              "Python, ShardedBuffer.load_from reads every shard as one buffer and "
+                              "ShardedDataset.open(path).writer(name) writes one (trajstore.shards)")
         if not folder.exists() and (url := _collapsed_url(folder)):
             hint = (f" ({url} is a URL: commands that take a folder read a local one; `trajstore pull {url} "
                     "FOLDER` copies it here, and `trajstore info`, `episodes`, `stats` and "

@@ -120,12 +120,13 @@ class WritingAPI(abc.ABC):
         return end_episode_once(writer, self._keys, self.episodes, key, final, checked, interrupted, flush)
 
     def has_episode_key(self, key: str) -> bool:
-        """Whether an episode ended with ``episode_key=key`` is held (committed, or ended with ``flush=False``).
-        A ring keeps the keys of its held episodes only."""
+        """Whether an episode ended with ``episode_key=key`` is held (committed, or ended with ``flush=False``),
+        or, for a shard writer of a dataset, committed in another shard as seen now (a retry's
+        ``end_episode`` checks again under the dataset's lock)."""
         key = checked_key(key)
         if self.read_only:  # a reader's episodes change with refresh: scanned each time, O(episodes)
             return key in EpisodeKeys().known(self.episodes)
-        return key in self._keys.known(self.episodes)
+        return self._keys.has(key, self.episodes)
 
     def share_episode_keys(self, guard: KeyGuard | None) -> None:
         """Check ``end_episode(episode_key=)`` against ``guard`` too, and commit under its lock (a sharded

@@ -31,7 +31,12 @@ def dataset_folder(path: str | os.PathLike, storage_options: dict[str, Any] | No
         remote_shard_names(str(path), storage_options)
         return str(path).rstrip("/")
     folder = Path(local_path(path))
-    read_dataset_meta(folder)
+    if "shards" in read_dataset_meta(folder):  # a pushed copy in a local folder: read as its file:// URL
+        from trajstore.shards.remote import remote_shard_names
+
+        url = folder.resolve().as_uri()
+        remote_shard_names(url, storage_options)
+        return url
     return folder
 
 

@@ -43,6 +43,24 @@ class DatasetPushReport:
                 + (f", {unchanged} shards unchanged" if unchanged else ""))
 
 
+@dataclass(frozen=True)
+class DatasetPullReport:
+    """What :func:`pull_dataset` did: the URL, the new folder, one ``PullReport`` per shard (by name) and the
+    template's."""
+
+    url: str
+    folder: Path
+    shards: dict[str, Any]
+    template: Any
+
+    @property
+    def bytes(self) -> int:
+        return self.template.bytes + sum(r.bytes for r in self.shards.values())
+
+    def line(self) -> str:
+        return f"pulled dataset {self.url} into {self.folder}: {len(self.shards)} shards, {self.bytes:,} bytes"
+
+
 def _join(url: str, *parts: str) -> str:
     return "/".join([str(url).rstrip("/"), *parts])
 
@@ -116,10 +134,10 @@ def remote_shard_names(url: str, storage_options: dict[str, Any] | None = None) 
     return checked
 
 
-def pull_dataset(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | None = None
-                 ) -> list[Any]:
-    """Copy the dataset pushed under ``url`` into the new folder ``folder`` (whole or not at all); returns
-    the ``PullReport`` of the template and each shard.
+def pull_dataset(url: str, folder: str | os.PathLike, storage_options: dict[str, Any] | None = None,
+                 **pull_kwargs: Any) -> DatasetPullReport:
+    """Copy the dataset pushed under ``url`` into the new folder ``folder`` (whole or not at all);
+    ``pull_kwargs`` go to :func:`trajstore.remote.pull` for each shard.
 
     Raises:
         StorageExistsError: ``folder`` is a file or a non-empty folder.
@@ -132,8 +150,9 @@ def pull_dataset(url: str, folder: str | os.PathLike, storage_options: dict[str,
     check_new_folder(out)
     names = remote_shard_names(url, storage_options)
     with staged_folder(out) as staged:
-        reports = [pull(_join(url, TEMPLATE_DIR), staged / TEMPLATE_DIR, storage_options)]
+        template = pull(_join(url, TEMPLATE_DIR), staged / TEMPLATE_DIR, storage_options, **pull_kwargs)
         (staged / SHARDS_DIR).mkdir()
-        reports += [pull(_join(url, SHARDS_DIR, n), staged / SHARDS_DIR / n, storage_options) for n in names]
+        shards = {n: pull(_join(url, SHARDS_DIR, n), staged / SHARDS_DIR / n, storage_options, **pull_kwargs)
+                  for n in names}
         write_json_atomic(staged / DATASET_FILE, {"format": DATASET_FORMAT, "version": DATASET_VERSION})
-    return reports
+    return DatasetPullReport(url, out, shards, template)
