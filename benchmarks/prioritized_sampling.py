@@ -20,7 +20,7 @@ of the shipped one. The machine is shared: compare ratios of the same run.
 
 Run::
 
-    python benchmarks/prioritized_sampling.py [--sizes 20000,1000000] [--repeats 101]
+    python benchmarks/prioritized_sampling.py [--sizes 20000,1000000] [--repeats 101] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -177,6 +177,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="20000,1000000")
     ap.add_argument("--repeats", type=int, default=101)
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of both sides (the median is reported)")
     ap.add_argument("--torchrl-ext", default=DEFAULT_EXT, help="a rebuilt torchrl._torchrl (see the docstring)")
     ap.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)  # the TorchRL side, in its venv
     ap.add_argument("--skip-peer", action="store_true", help="trajstore only")
@@ -185,12 +186,19 @@ def main() -> None:
     if args.peer:
         print(json.dumps(torchrl_cases(sizes, args.repeats, args.torchrl_ext)))
         return
-    root = Path(tempfile.mkdtemp(prefix="prioritized-"))
-    try:
-        ours = trajstore_cases(sizes, args.repeats, root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    peer = {} if args.skip_peer else torchrl_results(args)
+    # The machine is shared: the two sides run alternately, --rounds times; each figure is the median over
+    # the rounds of that round's median.
+    rounds: list[tuple[dict, dict]] = []
+    for _ in range(args.rounds):
+        root = Path(tempfile.mkdtemp(prefix="prioritized-"))
+        try:
+            ours = trajstore_cases(sizes, args.repeats, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        rounds.append((ours, {} if args.skip_peer else torchrl_results(args)))
+    ours = {k: float(np.median([r[0][k] for r in rounds])) for k in rounds[0][0]}
+    peer = {k: float(np.median([r[1][k] for r in rounds if k in r[1]])) for k in rounds[0][1]}
+    print(f"median of {args.rounds} alternating rounds, each the median of {args.repeats} calls")
     print(table(ours, peer, sizes))
 
 

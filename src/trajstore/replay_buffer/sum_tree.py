@@ -75,7 +75,8 @@ class SumTree:
         """Set the masses of ``leaves`` (int64 ``(B,)`` in ``[0, n)``) to ``masses`` (float ``(B,)``, ``>= 0``);
         a leaf given twice gets one of its masses (NumPy's assignment keeps the last), and the sums above it
         are those of the mass it kept. ``O(B log n)``: per level below the top, the parents of the
-        nodes set, from their two children (one gather, one add, one scatter, and as many for the minima)."""
+        nodes set, from their two children (one gather, one add, one scatter, and as many for the minima, up to
+        the first level where a node's minimum stays as it was)."""
         if not len(leaves):
             return
         nodes = np.asarray(leaves, np.int64) + self._leaves
@@ -83,14 +84,20 @@ class SumTree:
         sums, mins, sum_pairs, min_pairs = self._sums, self._mins, self._sum_pairs, self._min_pairs
         sums[nodes] = masses
         mins[nodes] = np.where(masses > 0, masses, np.inf)
+        moved = nodes.copy()  # nodes whose minimum changed: a parent whose minimum stays keeps its ancestors'
         level = self._leaves
         while level > self._top:
             level //= 2
             nodes >>= 1  # repeats are harmless: each writes the same value
             children = sum_pairs.take(nodes, axis=0)
             sums[nodes] = np.add(children[:, 0], children[:, 1])
-            children = min_pairs.take(nodes, axis=0)
-            mins[nodes] = np.minimum(children[:, 0], children[:, 1])
+            if len(moved):
+                moved >>= 1
+                children = min_pairs.take(moved, axis=0)
+                new = np.minimum(children[:, 0], children[:, 1])
+                changed = new != mins.take(moved)
+                mins[moved] = new
+                moved = moved[changed]
         self._running = None
 
     def find(self, targets: np.ndarray) -> np.ndarray:
