@@ -91,7 +91,8 @@ def test_reserved_keys_are_end_episode_parameters():
     from trajstore.interop.zarr._attrs import RESERVED_DATA_KEYS
 
     params = inspect.signature(ReplayBuffer.end_episode).parameters
-    assert set(RESERVED_DATA_KEYS) == {n for n, p in params.items() if p.kind is not p.VAR_KEYWORD}
+    # episode_key is a parameter kept in the data (data["episode_key"]): passed through, the key again
+    assert set(RESERVED_DATA_KEYS) == {n for n, p in params.items() if p.kind is not p.VAR_KEYWORD} - {"episode_key"}
 
 
 @pytest.mark.parametrize("value", ["no", 0, 1, None, [True]])

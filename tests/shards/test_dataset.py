@@ -312,3 +312,22 @@ def test_trajstore_info_of_a_dataset_lists_its_shards(tmp_path):
         assert out.exit_code == 0 and "sharded dataset, 2 shards" in out.output and "1 with an episode_key" in out.output
         out = CliRunner().invoke(app, ["episodes", str(ds.path)])
         assert out.exit_code != 0 and "lists them; commands take one shard's folder" in out.output
+
+
+def test_copies_keep_keys_and_a_merge_of_copies_holds_each_key_once(tmp_path):
+    from trajstore.ops.copy import copy_episodes as copy_buffer, merge_buffers
+    ds = make(tmp_path)
+    with ds.writer("a") as a:
+        for e in range(3):
+            record(a, 0, e, episode_key=f"k{e}")
+    shard = ds.path / "shards" / "a"
+    copy_buffer(shard, tmp_path / "copy1")
+    copy_buffer(shard, tmp_path / "copy2")
+    merge_buffers([tmp_path / "copy1", tmp_path / "copy2"], tmp_path / "merged")
+    with ReplayBuffer.load_from(tmp_path / "merged") as merged, ReplayBuffer.load_from(shard) as src:
+        assert [e.data["episode_key"] for e in merged.episodes] == ["k0", "k1", "k2"]
+        np.testing.assert_array_equal(merged[:]["action"], src[:]["action"])
+    with pytest.warns(UserWarning, match="episode keys are not kept in a ring copy"):
+        copy_buffer(shard, tmp_path / "ring", capacity=100)
+    with ReplayBuffer.load_from(tmp_path / "ring") as ring:
+        assert ring.num_episodes == 3 and all("episode_key" not in e.data for e in ring.episodes)

@@ -284,8 +284,12 @@ def _copy_episode(rb: ReplayBuffer, k: int, out: ReplayBuffer, progress: Progres
         out.extend(rb.get_at(slice(a, b)))
         if progress is not None:
             progress(b - a)
-    out.end_episode(rb.final_observation(k), interrupted=ep.interrupted or not ep.done, **ep.data)
-    return len(ep)
+    data = ep.data
+    if out.capacity is not None and "episode_key" in data:  # a ring cannot keep keys (ReplayBuffer.end_episode)
+        warnings.warn(f"{rb.cache_path}: episode keys are not kept in a ring copy", stacklevel=4)
+        data.pop("episode_key")
+    end = out.end_episode(rb.final_observation(k), interrupted=ep.interrupted or not ep.done, **data)
+    return 0 if end.duplicate else len(ep)  # a key copied already (a merge of copies): the episode once
 
 
 def _step_bytes(space: Space) -> int:
