@@ -10,7 +10,7 @@ from trajstore.spaces import BoxSpace, DictSpace
 from trajstore.storages import DictStorage, HDF5Storage, ImageStorage, dict_storage_kwargs_from_space
 from trajstore.streams import StreamBuffer
 
-RB_DICT_TAKES = ("it takes cache_path, capacity, multiprocessing, check_bounds, storage_cls_map, key_kwargs, "
+RB_DICT_TAKES = ("it takes cache_path, capacity, multiprocessing, check_bounds, priorities, storage_cls_map, key_kwargs, "
                  "nested_separator")
 
 
@@ -56,7 +56,7 @@ def test_replay_buffer_create_suggests_the_storage_s_keyword(tmp_path):
                        + RB_DICT_TAKES)
     message = _message(lambda: ReplayBuffer.create(HDF5Storage, space, chunk_row=8))
     assert message == ("ReplayBuffer.create got an unexpected keyword 'chunk_row' (did you mean 'chunk_rows'?); "
-                       "it takes cache_path, capacity, multiprocessing, check_bounds, compression, chunk_rows")
+                       "it takes cache_path, capacity, multiprocessing, check_bounds, priorities, compression, chunk_rows")
 
 
 def test_load_from_suggests(tmp_path):
@@ -64,7 +64,7 @@ def test_load_from_suggests(tmp_path):
     ReplayBuffer.create(DictStorage, space, cache_path=tmp_path / "rb", **dict_storage_kwargs_from_space(space)).close()
     message = _message(lambda: ReplayBuffer.load_from(tmp_path / "rb", read_onyl=False))
     assert message == ("ReplayBuffer.load_from got an unexpected keyword 'read_onyl' (did you mean 'read_only'?); "
-                       "it takes cache_path, read_only, multiprocessing, storage_options, cache_dir, payload")
+                       "it takes cache_path, read_only, multiprocessing, storage_options, cache_dir, payload, left_open")
     with ReplayBuffer.load_from(tmp_path / "rb", read_only=True) as rb:  # the decorated method still works
         assert rb.read_only and len(rb) == 0
 
